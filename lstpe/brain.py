@@ -53,12 +53,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from lstpe import encodings as enc
 from lstpe import results as res
 from lstpe.encodings import PESpec, parse_pe
-from lstpe.model import ModelConfig, StackedModels, _bmm, attention
+from lstpe.model import ModelConfig, StackedModels, _bmm
 from lstpe.model import init_weights as _init_weights
 from lstpe.notebook import pick_device
 from lstpe.train import group_specs
@@ -457,7 +456,7 @@ class BatchedBrainTransformer(StackedModels):
         y_r = h_r w_out + b_out   predicted activity of every region
 
     Args:
-        specs: one PE per model (additive PEs mix; rope / relative must be alike).
+        specs: one PE per model (any mix).
         seeds: one seed per model.
         cfg: sizes; ``n_tokens`` = number of regions, ``n_inputs = n_classes = 1``.
     """
@@ -468,18 +467,6 @@ class BatchedBrainTransformer(StackedModels):
             raise ValueError("the brain model needs n_inputs=1 and n_classes=1; use "
                              "lstpe.brain.model_config")
         super().__init__(specs, seeds, cfg, init_weights)
-
-    def _attend(self, q, k, v, rel, need_weights: bool):
-        spec = self.attn_spec
-        fast = (not need_weights and spec.attention_kind in ("none", "rope")
-                and not spec.causal and spec.temperature == 1.0)
-        if not fast:
-            return attention(q, k, v, spec, rel)
-        if spec.attention_kind == "rope":
-            q, k = enc.apply_rope(spec, q), enc.apply_rope(spec, k)
-        shape = q.shape
-        flat = [t.reshape(-1, *shape[-3:]) for t in (q, k, v)]
-        return F.scaled_dot_product_attention(*flat).view(shape), None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, return_attention: bool = False):
         """Predict every region's activity.

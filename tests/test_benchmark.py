@@ -69,6 +69,25 @@ def test_benchmark_tiny_run_prints_ratio_table_and_json(bench, tmp_path, capsys)
             r["models"] / (r["sec_per_step"] * d["steps_per_epoch"]))
         assert r["ratio_vs_plain"] == pytest.approx(r["model_epochs_per_s"] / plain)
         assert r["sweep_hours"] * 3600 * r["model_epochs_per_s"] == pytest.approx(60_000)
+        assert r["tflops"] == pytest.approx(r["model_epochs_per_s"] * d["flops_per_model_epoch"]
+                                            / 1e12)
+
+
+def test_flop_count_closed_form(bench):
+    """At the paper's size: 3 x (forward matmul FLOPs) per puzzle, counted by hand."""
+    from lstpe.model import ModelConfig
+
+    d, f, n = 160, 640, 16
+    qkv, scores, out, mlp = 2 * d * 3 * d, 2 * 2 * n * d, 2 * d * d, 2 * 2 * d * f
+    per_puzzle = 3 * n * (qkv + scores + out + mlp) + n * (qkv + scores) + out + mlp \
+        + n * 2 * 5 * d + 2 * d * 4
+    assert bench.flops_per_model_epoch(ModelConfig(), 8000) == 3 * per_puzzle * 8000
+
+
+def test_mixed_pe_benchmark_runs(bench, capsys):
+    rc = bench.main(["--size", "preview", "--models", "10", "--steps", "1", "--warmup", "0",
+                     "--threads", "1", "--mix", "table1", "--no-plain"])
+    assert rc == 0 and "models: table1" in capsys.readouterr().out
 
 
 def test_benchmark_rejects_bad_size(bench, capsys):

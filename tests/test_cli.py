@@ -85,7 +85,7 @@ def test_tiny_train_writes_a_complete_run_and_reruns_without_retraining(tmp_path
     h = run.history
     assert sorted(h["pe"].unique()) == ["2d-fixed", "learn-0.2"]
     assert set(h["seed"]) == {2235} and set(h["epoch"]) == {0, 1}
-    assert set(h["split"]) == {"train", "test", "val"}
+    assert set(h["split"]) == {"train", "test", "val", "val_dropout", "train_running"}
     assert set(h["condition"]) == {"all", "1", "2", "3"}
     cfg = run.manifest["config"]
     assert (cfg["epochs"], cfg["model"]["d_model"], cfg["n_train"]) == (1, 16, 64)
