@@ -48,6 +48,7 @@ from lstpe.experiments import table1_pes
 from lstpe.model import LSTTransformer, ModelConfig
 from lstpe.notebook import pick_device
 from lstpe.optim import StackedOptimizer
+from lstpe.plan import flops_per_model_epoch
 from lstpe.train import PAPER_SEEDS, PAPER_SIGMAS, LSTTask, ModelSlot, load_data, preset
 
 DEFAULT_STEPS = 6
@@ -164,17 +165,6 @@ def batched_step_fn(m: int, cfg, splits: dict, device: torch.device, amp: bool =
         stepper(*next(it))
 
     return step
-
-
-def flops_per_model_epoch(cfg: ModelConfig, n_train: int) -> float:
-    """Matmul FLOPs of one model-epoch, forward + backward (3x forward), last block computing
-    only the read-out token as the engine does. At the paper's size: 7.9e11 for 8000 puzzles
-    (about 9.6e11 if the last block were computed for all 16 tokens)."""
-    d, f, n, L = cfg.d_model, cfg.d_model * cfg.mlp_ratio, cfg.n_tokens, cfg.n_layers
-    full = n * (2 * d * 3 * d + 2 * 2 * n * d + 2 * d * d + 2 * 2 * d * f)
-    last = n * (2 * d * 3 * d + 2 * 2 * n * d) + (2 * d * d + 2 * 2 * d * f)
-    per_puzzle = (L - 1) * full + last + n * 2 * cfg.n_inputs * d + 2 * d * cfg.n_classes
-    return 3.0 * per_puzzle * n_train
 
 
 def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),

@@ -107,7 +107,7 @@ HISTORY_COLUMNS = [*res.HISTORY_COLUMNS,
                    *[c for c in ("diverged",) if c not in res.HISTORY_COLUMNS]]
 """Columns of a training history (the results module's plus ``diverged``)."""
 
-BUNDLE_KEYS_FREE = ("pes", "optimizer", "lr", "weight_decay", "preset")
+BUNDLE_KEYS_FREE = ("pes", "optimizer", "lr", "weight_decay", "preset", "save_attention")
 """Config keys that may differ between the configurations trained together by
 :func:`train_many` (everything else must agree)."""
 
@@ -363,7 +363,7 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
     if len(run_dirs) != len(cfgs):
         raise ValueError(f"got {len(cfgs)} configurations but {len(run_dirs)} run folders")
     t0 = time.perf_counter()
-    base = cfgs[0]
+    base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
     device = pick_device(base.device)
     mode = resolve_mode(base.step_mode, device)
     if device.type == "cuda":
@@ -449,6 +449,8 @@ def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts:
     artifacts: dict[str, Any] = {"labels": [s.label for s in cfg.specs for _ in cfg.seeds],
                                  "seeds": [sd for _ in cfg.specs for sd in cfg.seeds]}
     for key in arts[0]:
+        if key.startswith("val_attention") and not cfg.save_attention:
+            continue
         artifacts[key] = torch.stack([arts[k][key][j] for k, j in order])
     mine = [(models[k], [j for j, i in enumerate(ids) if slots[i].config == c_i])
             for k, ids in enumerate(chunks)]
