@@ -64,7 +64,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
            scale: torch.Tensor | float, bias: torch.Tensor | None = None,
            rope: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
-           rel: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           rel: torch.Tensor | None = None, rel_index: torch.Tensor | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of one or many models.
 
     Args:
@@ -75,6 +76,8 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         rope: (cos, sin, partner) for :func:`rotate`, or None (no model rotates).
         rel: relative key table, (2n-1, d_h) for one model or (M, 2n-1, d_h) for M models
             (zeros where a model has none), or None.
+        rel_index: (n, n) long :func:`relative_index` already on the device (built here if
+            None; pass a buffer inside CUDA-graph capture, where no host copy may happen).
     Returns:
         output (*lead, H, n, d_h) and attention weights (*lead, H, n, n).
     """
@@ -94,7 +97,9 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
                 M = qf.shape[0]
                 qr = torch.bmm(qf.reshape(M, -1, qf.shape[-1]), relf.transpose(1, 2))
                 qr = qr.view(*qf.shape[:-1], relf.shape[1])
-            idx = relative_index(n, q.device).expand(*qr.shape[:-2], n, n)
+            if rel_index is None:
+                rel_index = relative_index(n, q.device)
+            idx = rel_index.expand(*qr.shape[:-2], n, n)
             scores = scores + torch.gather(qr, -1, idx)
         scores = scores * scale
         if bias is not None:

@@ -119,6 +119,8 @@ class LSTTask:
         tr = splits["train"]
         self.x, self.y = tr.x.to(device), tr.y.to(device)
         self.diverged = np.zeros(self.n_models, dtype=bool)
+        self._keys_epoch: int | None = None
+        self._keys = torch.zeros(0, dtype=torch.int64)
 
     def batches(self, epoch: int) -> Iterator[tuple[int, torch.Tensor]]:
         N, bs = self.x.shape[0], self.cfg.batch_size
@@ -128,8 +130,16 @@ class LSTTask:
             yield step, perm[:, b:b + bs]
 
     def dropout_keys(self, epoch: int, step: int) -> torch.Tensor | None:
+        """(K,) keys of the dropout models; one host-to-device copy per epoch, not per step."""
         seeds = self.model.dropout_seeds
-        return drop.keys_tensor(seeds, epoch, step, self.device) if seeds else None
+        if not seeds:
+            return None
+        if self._keys_epoch != epoch:
+            n_steps = -(-self.x.shape[0] // self.cfg.batch_size)
+            keys = [[drop.step_key(sd, epoch, s) for sd in seeds] for s in range(n_steps)]
+            self._keys = torch.tensor(keys, dtype=torch.int64).to(self.device)
+            self._keys_epoch = epoch
+        return self._keys[step]
 
     def losses(self, fwd, idx: torch.Tensor, keys: torch.Tensor | None
                ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -42,7 +42,7 @@ from lstpe.architecture import (
     rope_tables,
     trainable_count,
 )
-from lstpe.attention import attend, default_scale, score_bias
+from lstpe.attention import attend, default_scale, relative_index, score_bias
 from lstpe.encodings import PESpec, parse_pe
 
 __all__ = ["BUFFERS", "PE_STREAM", "BatchedLSTTransformer", "LSTTransformer", "ModelConfig",
@@ -252,6 +252,7 @@ class StackedModels(nn.Module):
         buf("rope_sin", torch.stack([t[1] for t in tables])[:, None, None])
         buf("rope_partner", torch.stack([t[2] for t in tables])[:, None, None, None])
         buf("eye", torch.eye(self.cfg.d_model)[None])
+        buf("rel_index", relative_index(n))
         drop_idx = [m for m, s in enumerate(sts) if s.dropout > 0]
         buf("drop_idx", torch.tensor(drop_idx, dtype=torch.long))
         buf("drop_p", torch.tensor([sts[m].dropout for m in drop_idx], dtype=torch.float32))
@@ -335,7 +336,8 @@ class StackedModels(nn.Module):
             qkv = _bmm(h, g("qkv.w"), qkv_b).view(M, B, n, 3, H, d // H)
             q, k, v = qkv.permute(3, 0, 1, 4, 2, 5)  # each (M, B, H, n, d_h)
             rel = g("rel") * self.s_rel if self.any_rel else None
-            a, w = attend(q, k, v, scale=self.score_scale, bias=bias, rope=rope, rel=rel)
+            a, w = attend(q, k, v, scale=self.score_scale, bias=bias, rope=rope, rel=rel,
+                          rel_index=self.rel_index)
             a = a.transpose(2, 3).reshape(M, B, n, d)
             if last_token_only and i == L - 1:
                 a, h = a[:, :, -1:], h[:, :, -1:]
