@@ -7,9 +7,15 @@ Subcommands::
     lstpe batch book/chapter.ipynb --grid seeds=[2235],[6312] -p scale='"preview"' --out runs/nb
 
 ``train`` and ``sweep`` build :func:`lstpe.train.preset` with the given overrides and run
-:func:`lstpe.train.train` on ``--out``. Rerunning the same command on the same ``--out`` resumes
-from the last checkpoint (``--checkpoint-every``); a finished run with the same configuration
-is not retrained, its results are shown again.
+:func:`lstpe.train.train` on ``--out``. Before any training they check every value (device,
+data, ``--n-train``, seeds, learning rate...) and the output folder
+(:func:`lstpe.results.check_run_dir`: a writable folder that holds nothing, checkpoints of this
+configuration, or this finished run), and lock it (:class:`lstpe.results.RunLock`: a second
+process training into the same ``--out`` is refused). Rerunning the same command on the same
+``--out`` resumes from the last checkpoint (``--checkpoint-every``); a finished run with the
+same configuration is not retrained, its results are shown again; a finished run of another
+configuration is never overwritten. Models whose loss or logits became non-finite are named in
+a warning and left out of the printed table (``--include-diverged`` keeps them).
 
 ``batch`` executes a notebook with papermill once per point of a parameter grid. Value syntax
 (for ``--grid key=v1,v2,...`` and ``-p key=value``):
@@ -23,8 +29,12 @@ is not retrained, its results are shown again.
   ``pes=["a","b"],["c"]`` is two points; ``-p`` never splits (``-p seeds=[1,2]`` is one list).
 
 Anything else (unbalanced brackets, spaces in a bare word, an empty value, a missing ``=``)
-is an error that names the bad text. Every exit status: 0 success, 1 some notebooks failed,
-2 bad input (unknown preset, PE, optimizer, grid syntax, missing notebook...).
+is an error that names the bad text. Each point runs in a fresh folder ``out/<point>/`` (a
+rerun replaces the previous batch's folders of the same points); ``out/collected.csv`` has the
+rows of every table with the point's parameters and status, and one row for a point that
+wrote no table. Every exit status: 0 success, 1 some notebooks failed, 2 bad input (unknown
+preset, PE, optimizer, grid syntax, missing notebook, an output folder in use or holding
+another run...), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -34,7 +44,9 @@ import ast
 import hashlib
 import itertools
 import json
+import math
 import re
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -209,13 +221,14 @@ def point_name(point: dict[str, Any], max_len: int = 120) -> str:
 
 
 def build_config(preset_name: str, model: dict[str, int] | None = None, **overrides: Any):
-    """``lstpe.train.preset(preset_name, **overrides)`` with optional ModelConfig overrides.
+    """``lstpe.train.preset(preset_name, **overrides)`` with optional ModelConfig overrides,
+    checked by :func:`validate_config`.
 
     None values are ignored (the preset's value is kept); learning rate and weight decay
     follow the optimizer unless given (see :func:`lstpe.train.preset`).
 
     Raises:
-        ValueError: unknown preset, PE, optimizer, or an invalid value.
+        ValueError: unknown preset, PE, optimizer, or an invalid value (naming it).
     """
     from lstpe.train import preset
 
@@ -223,23 +236,67 @@ def build_config(preset_name: str, model: dict[str, int] | None = None, **overri
     model = {k: v for k, v in (model or {}).items() if v is not None}
     if model:
         cfg = replace(cfg, model=replace(cfg.model, **model))
+    validate_config(cfg)
     return cfg
 
 
-def summary_table(history: pd.DataFrame, pes: Sequence[str] | None = None) -> pd.DataFrame:
-    """Final validation accuracy per PE: ``pe, seeds, epoch, val_acc_mean, val_acc_sd``.
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+"""Seeds must fit in a signed 64-bit integer (torch generators)."""
 
+
+def validate_config(cfg) -> None:
+    """Check the values :class:`lstpe.train.TrainConfig` itself does not (yet) check.
+
+    Raises:
+        ValueError: naming the value: a seed outside 64 bits, a non-finite or non-positive
+            learning rate, a negative or non-finite weight decay, ``max_models`` < 1,
+            ``checkpoint_every`` < 0, or ``n_train`` < 1.
+    """
+    for s in cfg.seeds:
+        if not SEED_MIN <= int(s) <= SEED_MAX:
+            raise ValueError(f"seed {s} does not fit in 64 bits (seeds must be integers in "
+                             f"{SEED_MIN}..{SEED_MAX})")
+    if not (math.isfinite(cfg.lr) and cfg.lr > 0):
+        raise ValueError(f"the learning rate (--lr) must be a finite number > 0, got {cfg.lr}")
+    if not (math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
+        raise ValueError("the weight decay (--weight-decay) must be a finite number >= 0, got "
+                         f"{cfg.weight_decay}")
+    if cfg.max_models is not None and cfg.max_models < 1:
+        raise ValueError(f"--max-models must be >= 1, got {cfg.max_models}")
+    if cfg.checkpoint_every is None or cfg.checkpoint_every < 0:
+        raise ValueError("--checkpoint-every must be >= 0 (0 = no checkpoints), got "
+                         f"{cfg.checkpoint_every}")
+    if cfg.n_train is not None and cfg.n_train < 1:
+        raise ValueError(f"--n-train must be >= 1, got {cfg.n_train}")
+
+
+def summary_table(history: pd.DataFrame, pes: Sequence[str] | None = None,
+                  include_diverged: bool = False) -> pd.DataFrame:
+    """Final validation accuracy per PE: ``pe, seeds, diverged, epoch, val_acc_mean,
+    val_acc_sd``.
+
+    ``diverged`` counts the PE's models whose loss or logits became non-finite
+    (:func:`lstpe.results.diverged_models`); they are left out of ``seeds``, the mean and the
+    SD unless ``include_diverged`` (a PE whose every model diverged has NaN statistics).
     SD is over seeds with ddof=1 (NaN for one seed). Rows follow ``pes`` if given.
     """
     from lstpe.results import final_table
 
-    fin = final_table(history, "val", "all")
-    tab = fin.groupby("pe", sort=False).agg(
-        seeds=("seed", "nunique"), epoch=("epoch", "max"),
-        val_acc_mean=("accuracy", "mean"), val_acc_sd=("accuracy", "std"),
+    fin = final_table(history, "val", "all", include_diverged=True)
+    keep = fin if include_diverged else fin[~fin["diverged"]]
+    tab = fin.groupby("pe", sort=False).agg(diverged=("diverged", "sum"),
+                                            epoch=("epoch", "max"))
+    stats = keep.groupby("pe", sort=False).agg(
+        seeds=("seed", "nunique"), val_acc_mean=("accuracy", "mean"),
+        val_acc_sd=("accuracy", "std"),
     )
+    tab = tab.join(stats, how="left")
+    tab["seeds"] = tab["seeds"].fillna(0).astype(int)
+    tab["diverged"] = tab["diverged"].astype(int)
+    tab = tab[["seeds", "diverged", "epoch", "val_acc_mean", "val_acc_sd"]]
     if pes is not None:
         tab = tab.reindex([p for p in pes if p in tab.index])
+    tab.index.name = "pe"
     return tab.reset_index()
 
 
@@ -247,53 +304,64 @@ def _format_table(tab: pd.DataFrame) -> str:
     return tab.to_string(index=False, float_format=lambda v: f"{v:.3f}")
 
 
-def _normalised(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+def warn_diverged(history: pd.DataFrame, include_diverged: bool = False) -> pd.DataFrame:
+    """Print a warning (stderr) naming the models that diverged; return them."""
+    from lstpe.results import describe_diverged, diverged_models
+
+    div = diverged_models(history)
+    if not div.empty:
+        what = "kept in the table" if include_diverged else \
+            "left out of the table (--include-diverged keeps them)"
+        print(f"lstpe: warning: {len(div)} model(s) diverged (non-finite loss or logits), "
+              f"{what}: {describe_diverged(div)}", file=sys.stderr, flush=True)
+    return div
 
 
-def _finished_run(cfg, run_dir: Path):
-    """The finished run in ``run_dir`` if its config equals ``cfg``; None if there is none.
+def run_training(cfg, out: str | Path, progress: bool = True,
+                 include_diverged: bool = False) -> pd.DataFrame:
+    """Train ``cfg`` into ``out`` (resuming / reusing what is there), print and return the
+    final table.
+
+    Everything that can be checked is checked before training: the config's values
+    (:func:`validate_config`), the device, the data and ``n_train`` (loaded once), and the
+    folder (:func:`lstpe.results.check_run_dir`), which is locked while training
+    (:class:`lstpe.results.RunLock`).
 
     Raises:
-        ValueError: ``run_dir`` holds a finished run of a different configuration.
+        ValueError: an invalid value, a device this machine lacks, an output folder that is
+            not writable, in use, damaged or holding another configuration's run.
     """
     from lstpe import results as res
-
-    if not (run_dir / "manifest.json").exists():
-        return None
-    run = res.load(run_dir, artifacts=False)
-    old, new = run.manifest.get("config", {}), _normalised(cfg.to_dict())
-    if old != new:
-        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        raise ValueError(
-            f"{run_dir} already holds a finished run with a different configuration "
-            f"(differs in: {', '.join(diff)}); use a new --out or delete that folder"
-        )
-    return run
-
-
-def run_training(cfg, out: str | Path, progress: bool = True) -> pd.DataFrame:
-    """Train ``cfg`` into ``out`` (resuming / reusing what is there), print and return the
-    final table."""
-    from lstpe.train import train
+    from lstpe.notebook import pick_device
+    from lstpe.train import load_data, train
 
     out = Path(out)
-    done = _finished_run(cfg, out)
-    if done is not None:
-        print(f"{out} already holds this finished run (not retrained; delete it to retrain).")
-        history, wall = done.history, done.manifest.get("wall_time_s")
-    else:
-        n = len(cfg.pes) * len(cfg.seeds)
-        print(f"training {n} models ({len(cfg.pes)} PEs x {len(cfg.seeds)} seeds), "
-              f"{cfg.epochs} epochs, optimizer {cfg.optimizer} (lr {cfg.lr:g}, "
-              f"wd {cfg.weight_decay:g}), model d={cfg.model.d_model} L={cfg.model.n_layers}, "
-              f"device {cfg.device} -> {out}", flush=True)
-        result = train(cfg, run_dir=out, progress=progress)
-        history, wall = result.history, result.manifest.get("wall_time_s")
-    tab = summary_table(history, cfg.pes)
+    validate_config(cfg)
+    device = pick_device(cfg.device)
+    splits = load_data(cfg)  # --data / --n-train errors before any training
+    with res.RunLock(out):
+        state = res.check_run_dir(out, cfg.to_dict())
+        if state == "finished":
+            print(f"{out} already holds this finished run (not retrained; delete it to "
+                  "retrain).")
+            run = res.load(out, artifacts=False)
+            history, manifest = run.history, run.manifest
+        else:
+            n = len(cfg.pes) * len(cfg.seeds)
+            verb = "resuming" if state == "resume" else "training"
+            print(f"{verb} {n} models ({len(cfg.pes)} PEs x {len(cfg.seeds)} seeds), "
+                  f"{cfg.epochs} epochs, optimizer {cfg.optimizer} (lr {cfg.lr:g}, "
+                  f"wd {cfg.weight_decay:g}), model d={cfg.model.d_model} "
+                  f"L={cfg.model.n_layers}, device {device} -> {out}", flush=True)
+            result = train(cfg, run_dir=out, progress=progress, splits=splits)
+            history, manifest = result.history, result.manifest
+    tab = summary_table(history, cfg.pes, include_diverged)
     print()
     print(_format_table(tab))
-    print(f"\nrun dir: {out.resolve()}  (wall time {wall} s)")
+    wall = manifest.get("wall_time_s")
+    resumed = ", resumed" if manifest.get("resumed") else ""
+    print(f"\nrun dir: {out.resolve()}  (wall time {wall} s{resumed})")
+    warn_diverged(history, include_diverged)
     return tab
 
 
@@ -323,22 +391,36 @@ def _model_overrides(args: argparse.Namespace) -> dict[str, int | None]:
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = build_config(args.preset, _model_overrides(args), pes=args.pe,
                        **_train_overrides(args))
-    run_training(cfg, args.out, progress=not args.no_progress)
+    run_training(cfg, args.out, progress=not args.no_progress,
+                 include_diverged=args.include_diverged)
     return 0
 
 
-def cmd_sweep(args: argparse.Namespace) -> int:
+def sweep_pes(sigmas: Sequence[float]) -> list[str]:
+    """``learn-<sigma>`` for every sigma, as given (no rounding beyond the PE label's 12
+    significant digits).
+
+    Raises:
+        ValueError: a negative or non-finite sigma, or one given twice (naming it).
+    """
     from lstpe.encodings import parse_pe
-    from lstpe.train import PAPER_SIGMAS
 
     pes: list[str] = []
-    for s in args.sigmas or PAPER_SIGMAS:
-        label = parse_pe(f"learn-{s:g}").label
+    for s in sigmas:
+        label = parse_pe("learn", sigma=float(s)).label
         if label in pes:
-            raise ValueError(f"sigma {s:g} is given twice in --sigmas")
+            raise ValueError(f"sigma {s!r} is given twice in --sigmas")
         pes.append(label)
+    return pes
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from lstpe.train import PAPER_SIGMAS
+
+    pes = sweep_pes(args.sigmas or PAPER_SIGMAS)
     cfg = build_config(args.preset, _model_overrides(args), pes=pes, **_train_overrides(args))
-    run_training(cfg, args.out, progress=not args.no_progress)
+    run_training(cfg, args.out, progress=not args.no_progress,
+                 include_diverged=args.include_diverged)
     return 0
 
 
@@ -350,55 +432,114 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no such notebook.
+        ValueError: the file is not a notebook (naming it).
     """
+    import nbformat
     import papermill as pm
 
     notebook = Path(notebook)
     if not notebook.is_file():
         raise FileNotFoundError(f"notebook not found: {notebook}")
-    return dict(pm.inspect_notebook(str(notebook)))
+    try:
+        nbformat.read(notebook, as_version=4)
+        return dict(pm.inspect_notebook(str(notebook)))
+    except Exception as e:  # noqa: BLE001 - JSON, schema and papermill errors alike
+        raise ValueError(f"{notebook} is not a Jupyter notebook that papermill can read "
+                         f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
 
 
-def collect_results(out: Path, points: Sequence[dict[str, Any]], names: Sequence[str]
-                    ) -> pd.DataFrame | None:
-    """Concatenate every CSV under ``out/<point>/`` with the point's grid values as columns.
+POINT_MARKER = ".lstpe-batch-point"
+"""File that marks a folder ``out/<point>/`` as written by ``lstpe batch`` (a rerun may
+replace it)."""
 
-    Grid columns are named by their key, or ``grid_<key>`` if a CSV already has a column of
-    that name. Two more columns: ``point`` (the point's name) and ``source`` (the CSV's path
-    relative to its point folder). Returns None if there is no CSV.
+
+def _cell(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool)) or value is None \
+        else json.dumps(value)
+
+
+def collect_results(out: Path, points: Sequence[dict[str, Any]], names: Sequence[str],
+                    statuses: Sequence[str] | None = None,
+                    params: dict[str, Any] | None = None) -> pd.DataFrame | None:
+    """Concatenate every CSV under ``out/<point>/`` with the point's parameters as columns.
+
+    The parameters are the fixed ``params`` (``-p``) and the point's grid values; their
+    columns are named by their key, or ``grid_<key>`` if a CSV already has a column of that
+    name. More columns: ``point`` (the point's name), ``status`` (``ok`` or ``failed:
+    ...``, if ``statuses`` are given) and ``csv`` (the CSV's path relative to its point
+    folder); each is named ``batch_<name>`` if a CSV has a column of that name. A point
+    without any CSV gets one row (grid values, point, status; ``csv`` empty). Integer columns
+    stay integers (nullable where a point has no value). Returns None if there are no points.
     """
-    frames: list[tuple[dict[str, Any], str, str, pd.DataFrame]] = []
-    for point, name in zip(points, names, strict=True):
+    statuses = list(statuses) if statuses is not None else [None] * len(points)
+    frames: list[tuple[dict[str, Any], str, str | None, str | None, pd.DataFrame]] = []
+    for point, name, status in zip(points, names, statuses, strict=True):
         folder = out / name
-        for csv in sorted(folder.rglob("*.csv")) if folder.is_dir() else []:
-            frames.append((point, name, str(csv.relative_to(folder)), pd.read_csv(csv)))
+        csvs = sorted(folder.rglob("*.csv")) if folder.is_dir() else []
+        for csv in csvs:
+            frames.append((point, name, status, str(csv.relative_to(folder)),
+                           pd.read_csv(csv)))
+        if not csvs:
+            frames.append((point, name, status, None, pd.DataFrame(index=[0])))
     if not frames:
         return None
     taken = set().union(*(set(f.columns) for *_, f in frames))
+    meta = {m: m if m not in taken else f"batch_{m}" for m in ("point", "status", "csv")}
     parts = []
-    for point, name, source, frame in frames:
+    ints: dict[str, bool] = {}
+    for point, name, status, table, frame in frames:
         frame = frame.copy()
-        for key, value in point.items():
+        for col in frame.columns:
+            ok = pd.api.types.is_integer_dtype(frame[col]) or frame[col].isna().all()
+            ints[col] = ints.get(col, True) and ok
+        for key, value in {**(params or {}), **point}.items():
             col = f"grid_{key}" if key in taken else key
-            frame[col] = value if isinstance(value, (int, float, str, bool)) or value is None \
-                else json.dumps(value)
-        frame["point"], frame["source"] = name, source
+            frame[col] = _cell(value)
+        frame[meta["point"]] = name
+        if status is not None:
+            frame[meta["status"]] = status
+        frame[meta["csv"]] = table
         parts.append(frame)
-    return pd.concat(parts, ignore_index=True)
+    got = pd.concat(parts, ignore_index=True)
+    for col, is_int in ints.items():
+        if is_int and not got[col].isna().all() and got[col].dtype.kind == "f":
+            got[col] = got[col].astype("Int64")
+    return got
+
+
+def _fresh_point_folders(out: Path, names: Sequence[str]) -> None:
+    """Remove the previous batch's results of these points (folders with the marker, their
+    notebooks, and the old ``collected.csv`` / ``summary.csv``), so nothing stale is
+    collected; refuse a folder of that name that ``lstpe batch`` did not write."""
+    for name in names:
+        folder = out / name
+        if folder.exists() and not (folder / POINT_MARKER).exists() and (
+                not folder.is_dir() or any(folder.iterdir())):
+            raise ValueError(f"{folder} exists and was not written by lstpe batch; move it "
+                             "away or use another --out")
+    for name in names:
+        shutil.rmtree(out / name, ignore_errors=True)
+        (out / f"{name}.ipynb").unlink(missing_ok=True)
+    for stale in ("collected.csv", "summary.csv"):
+        (out / stale).unlink(missing_ok=True)
 
 
 def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str, Any],
               out: str | Path, kernel: str = "python3", progress: bool = False) -> pd.DataFrame:
     """Execute ``notebook`` with papermill at every grid point; collect the result tables.
 
-    Writes ``out/<point>.ipynb`` per point, passes ``results_out=out/<point>/`` if the notebook
-    declares a ``results_out`` parameter, and writes ``out/collected.csv`` (see
-    :func:`collect_results`). Returns a summary: one row per point with its status.
+    Every point gets a fresh folder ``out/<point>/`` (the previous batch's folder of that
+    point is replaced) and writes ``out/<point>.ipynb``; ``results_out=out/<point>/`` is passed
+    if the notebook declares a ``results_out`` parameter. Writes ``out/summary.csv`` (one row
+    per point: status, CSV files, seconds) and ``out/collected.csv`` (see
+    :func:`collect_results`: every table row with the point's parameters and status). Returns
+    the summary.
 
     Raises:
         FileNotFoundError: no such notebook.
-        ValueError: a grid or ``-p`` key the notebook does not declare, a key given in both,
-            or ``results_out`` given by hand.
+        ValueError: not a notebook, a grid or ``-p`` key the notebook does not declare, a key
+            given in both, ``results_out`` given by hand, or a point folder that lstpe batch
+            did not write.
     """
     import papermill as pm
 
@@ -417,8 +558,7 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
                 f"notebook {notebook} has no parameter {key!r}; its parameters: "
                 f"{', '.join(declared) or '(none: add a cell tagged parameters)'}"
             )
-    out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = res.ensure_writable_dir(Path(out).resolve())
     points = grid_points(grid)
     names: list[str] = []
     for p in points:
@@ -426,11 +566,13 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
         if name in names:  # two values with the same slug
             name = f"{name}~{len(names)}"
         names.append(name)
+    _fresh_point_folders(out, names)
     rows = []
     for i, (point, name) in enumerate(zip(points, names, strict=True)):
         parameters = {**params, **point}
+        (out / name).mkdir(parents=True, exist_ok=True)
+        (out / name / POINT_MARKER).write_text(json.dumps(parameters, default=str) + "\n")
         if "results_out" in declared:
-            (out / name).mkdir(parents=True, exist_ok=True)
             parameters["results_out"] = str(out / name) + "/"
         target = out / f"{name}.ipynb"
         print(f"[{i + 1}/{len(points)}] {name} ...", flush=True)
@@ -445,23 +587,26 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
                 if hasattr(e, "ename") else f"{type(e).__name__}: {e}"
             status = "failed: " + " ".join(what.split())[:200]
             print(f"    {status}", flush=True)
-        n_csv = len(list((out / name).rglob("*.csv"))) if (out / name).is_dir() else 0
+        n_csv = len(list((out / name).rglob("*.csv")))
         rows.append({"point": name, "status": status, "csv_files": n_csv,
-                     "seconds": round(time.perf_counter() - t0, 1), "notebook": target.name})
-    collected = collect_results(out, points, names)
+                     "seconds": round(time.perf_counter() - t0, 1), "notebook": target.name,
+                     **{k: _cell(v) for k, v in point.items() if k not in
+                        ("point", "status", "csv_files", "seconds", "notebook")}})
     summary = pd.DataFrame(rows)
+    collected = collect_results(out, points, names, summary["status"].tolist(), params)
     res.save_table(summary, out / "summary.csv")
     if collected is not None:
         res.save_table(collected, out / "collected.csv")
     print()
     print(summary.to_string(index=False))
-    if collected is not None:
-        print(f"\ncollected {len(collected)} rows from {summary['csv_files'].sum()} CSV files "
-              f"-> {out / 'collected.csv'}")
-    else:
-        print("\nno CSV results to collect" + (
-            "" if "results_out" in declared else
-            " (the notebook declares no results_out parameter)"))
+    n_failed = int((summary["status"] != "ok").sum())
+    print(f"\ncollected {len(collected) if collected is not None else 0} rows from "
+          f"{summary['csv_files'].sum()} CSV files -> {out / 'collected.csv'}"
+          + ("" if "results_out" in declared else
+             " (the notebook declares no results_out parameter: no tables)"))
+    if n_failed:
+        print(f"lstpe: {n_failed} of {len(points)} point(s) failed (see the status column)",
+              file=sys.stderr)
     return summary
 
 
@@ -510,6 +655,8 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-every", type=int, help="epochs between checkpoints (0 = none)")
     p.add_argument("--max-models", type=int, help="at most this many models per batch (memory)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--include-diverged", action="store_true",
+                   help="keep models with a non-finite loss or logits in the printed table")
     p.add_argument("--out", required=True, help="run directory (resumed if it exists)")
 
 
@@ -554,10 +701,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(args: argparse.Namespace) -> str:
+    """The Ctrl-C message: promise a resume only when a checkpoint exists."""
+    if getattr(args, "command", None) in ("train", "sweep"):
+        ckpts = Path(args.out) / "checkpoints"
+        if ckpts.is_dir() and any(ckpts.glob("*.pt")):
+            return ("lstpe: interrupted; rerun the same command with the same --out to resume "
+                    f"from the last checkpoint in {ckpts}")
+        return ("lstpe: interrupted before any checkpoint was written (--checkpoint-every 0, "
+                "or the first interval had not ended); a rerun starts from the beginning")
+    return "lstpe: interrupted"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lstpe`` command; returns the exit status.
 
-    0 success, 1 some notebooks of ``batch`` failed, 2 bad arguments or input.
+    0 success, 1 some notebooks of ``batch`` failed, 2 bad arguments or input (including an
+    output folder that is in use, not writable, damaged or holding another run), 130
+    interrupted.
     """
     parser = build_parser()
     try:
@@ -566,12 +727,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         return int(args.func(args))
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:
         print(f"lstpe: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("lstpe: interrupted (a rerun with the same --out resumes from the last "
-              "checkpoint)", file=sys.stderr)
+        print(_interrupted(args), file=sys.stderr)
         return 130
 
 

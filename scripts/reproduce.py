@@ -19,8 +19,12 @@ The PE lists come from :mod:`lstpe.experiments`, which the chapters use too. Eve
 the paper's model; ``--scale preview``: the CPU preview) and :func:`lstpe.train.train`, which
 checkpoints every ``checkpoint_every`` epochs: rerun the same command after a cut-off and the
 part resumes, losing at most one interval. A run whose ``manifest.json`` exists is finished and
-skipped. When a run finishes, its checkpoints are deleted (the run keeps history.csv,
-manifest.json and artifacts.pt with float16 attention maps).
+skipped if its configuration is this command's; if it differs (other seeds, epochs, model...)
+the command refuses before training anything (exit 2), as ``lstpe train`` does: a finished run
+is never overwritten. Every run folder is locked while it trains
+(:class:`lstpe.results.RunLock`), so two drivers cannot train into one folder. When a run
+finishes, its checkpoints are deleted (the run keeps history.csv, manifest.json and
+artifacts.pt with float16 attention maps).
 
 Examples::
 
@@ -46,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from lstpe import results as res
-from lstpe.cli import build_config, summary_table
+from lstpe.cli import build_config, summary_table, warn_diverged
 from lstpe.experiments import (
     LONG_FACTOR,
     LONG_PES,
@@ -104,27 +108,35 @@ def job_config(job: Job, args: argparse.Namespace):
 
 
 def run_job(job: Job, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """Train one job into ``out/job.name`` unless finished; delete its checkpoints after."""
+    """Train one job into ``out/job.name`` unless finished; delete its checkpoints after.
+
+    Raises:
+        lstpe.results.RunDirError: the folder holds another configuration's run, a damaged
+            run, is not writable, or another process is training into it.
+    """
     cfg = job_config(job, args)
     run_dir = out / job.name
     n = len(cfg.pes) * len(cfg.seeds)
-    if (run_dir / "manifest.json").exists():
-        old = json.loads((run_dir / "manifest.json").read_text()).get("config")
-        same = old == json.loads(json.dumps(cfg.to_dict(), default=str))
-        print(f"  {job.name}: finished run exists, skipped"
-              + ("" if same else " (WARNING: its configuration differs from this command's)"))
-        return {"status": "skipped", "same_config": same}
-    print(f"  {job.name}: {n} models ({len(cfg.pes)} PEs x {len(cfg.seeds)} seeds), "
-          f"{cfg.epochs} epochs, {cfg.optimizer} lr {cfg.lr:g} wd {cfg.weight_decay:g}, "
-          f"d={cfg.model.d_model} L={cfg.model.n_layers}", flush=True)
-    t0 = time.perf_counter()
-    result = train(cfg, run_dir=run_dir, progress=not args.no_progress)
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    with res.RunLock(run_dir):
+        state = res.check_run_dir(run_dir, cfg.to_dict())
+        if state == "finished":
+            print(f"  {job.name}: finished run of this configuration exists, skipped")
+            return {"status": "skipped"}
+        print(f"  {job.name}: {'resuming ' if state == 'resume' else ''}{n} models "
+              f"({len(cfg.pes)} PEs x {len(cfg.seeds)} seeds), "
+              f"{cfg.epochs} epochs, {cfg.optimizer} lr {cfg.lr:g} wd {cfg.weight_decay:g}, "
+              f"d={cfg.model.d_model} L={cfg.model.n_layers}", flush=True)
+        t0 = time.perf_counter()
+        result = train(cfg, run_dir=run_dir, progress=not args.no_progress)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     wall = time.perf_counter() - t0
     print(summary_table(result.history, cfg.pes).to_string(
         index=False, float_format=lambda v: f"{v:.3f}"))
+    warn_diverged(result.history)
     return {"status": "trained", "wall_s": round(wall, 1), "models": n, "epochs": cfg.epochs,
-            "device": result.manifest.get("device")}
+            "device": result.manifest.get("device"),
+            "total_wall_s": result.manifest.get("wall_time_s"),
+            "resumed": bool(result.manifest.get("resumed"))}
 
 
 def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -145,27 +157,60 @@ def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     return {"status": "trained"}
 
 
+def brain_config(args: argparse.Namespace):
+    """The brain experiment's config at ``args.scale`` (:func:`lstpe.brain.preset`)."""
+    from lstpe import brain
+
+    return brain.preset(args.scale, seeds=args.seeds, device=args.device,
+                        max_models=args.max_models)
+
+
 def run_brain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """Train the brain experiment (:func:`lstpe.brain.train_brain`) into ``out/brain``."""
     from lstpe import brain
 
     run_dir = out / "brain"
-    if (run_dir / "manifest.json").exists():
-        print("  brain: finished run exists, skipped")
-        return {"status": "skipped"}
-    cfg = brain.preset(args.scale, seeds=args.seeds, device=args.device,
-                       max_models=args.max_models)
-    t0 = time.perf_counter()
-    brain.train_brain(cfg, run_dir=run_dir, progress=not args.no_progress)
-    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    cfg = brain_config(args)
+    with res.RunLock(run_dir):
+        if res.check_run_dir(run_dir, cfg.to_dict()) == "finished":
+            print("  brain: finished run of this configuration exists, skipped")
+            return {"status": "skipped"}
+        t0 = time.perf_counter()
+        brain.train_brain(cfg, run_dir=run_dir, progress=not args.no_progress)
+        shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     return {"status": "trained", "wall_s": round(time.perf_counter() - t0, 1)}
 
 
 def _save_summary(out: Path, part: str, entry: dict[str, Any]) -> None:
     path = out / "reproduce_summary.json"
-    summary = json.loads(path.read_text()) if path.exists() else {}
+    summary: dict[str, Any] = {}
+    if path.exists():
+        try:
+            summary = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            print(f"  warning: {path} is not valid JSON; starting it again", file=sys.stderr)
+        summary = summary if isinstance(summary, dict) else {}
     summary[part] = entry
     res.save_json(summary, path)
+
+
+def preflight(args: argparse.Namespace, out: Path) -> None:
+    """Check everything before hours of training: every job's config, the device, and every
+    run folder (writable; a finished run there must be of the same configuration).
+
+    Raises:
+        ValueError: the first problem found, naming the value, folder or file.
+    """
+    from lstpe.notebook import pick_device
+
+    pick_device(args.device or "auto")
+    for part in args.parts:
+        for job in PARTS[part]:
+            res.check_run_dir(out / job.name, job_config(job, args).to_dict())
+        if part == "brain":
+            res.check_run_dir(out / "brain", brain_config(args).to_dict())
+        if part == "bench":
+            res.ensure_writable_dir(out / "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,21 +237,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the selected parts; 0 if all finished, 1 if one failed, 2 on bad arguments."""
+    """Run the selected parts; 0 if all finished, 1 if one failed, 2 on bad arguments or a
+    run folder that cannot be used (another configuration's finished run, damaged, locked,
+    not writable)."""
     args = build_parser().parse_args(argv)
     try:
         bad = [p for p in args.parts if p not in PARTS]
         if bad:
             raise ValueError(f"unknown part(s) {', '.join(map(repr, bad))}; valid parts: "
                              f"{', '.join(PARTS)}")
-        for job in (j for part in args.parts for j in PARTS[part]):
-            job_config(job, args)  # validate everything before hours of training
-    except ValueError as e:
+        from lstpe.notebook import default_results_dir
+
+        out = Path(args.out) if args.out else default_results_dir() / args.scale
+        preflight(args, out)  # validate everything before hours of training
+    except (ValueError, OSError) as e:
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
-    from lstpe.notebook import default_results_dir
-
-    out = Path(args.out) if args.out else default_results_dir() / args.scale
     print(f"reproduce: scale {args.scale}, parts {' '.join(args.parts)} -> {out}")
     failed = []
     for part in args.parts:
