@@ -181,18 +181,6 @@ def resolve_mode(mode: str, device: torch.device) -> str:
     return mode
 
 
-def _load_checkpoint(path: Path, device: torch.device) -> dict[str, Any]:
-    """A checkpoint, or an error naming the file when it is damaged."""
-    try:
-        state = torch.load(path, map_location=device, weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means a damaged file
-        raise ValueError(f"checkpoint {path} is damaged or truncated ({type(e).__name__}: {e}); "
-                         "delete it to restart this part of the run") from None
-    if not isinstance(state, dict) or "epoch" not in state:
-        raise ValueError(f"checkpoint {path} is not a training checkpoint; delete it to restart")
-    return state
-
-
 @dataclass
 class LoopOptions:
     """How a chunk is trained (the parts of a config the loop reads)."""
@@ -211,7 +199,7 @@ class LoopOptions:
 
 def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
               init_state: Callable[[], dict[str, Any]]) -> tuple[list[dict], dict[str, Any],
-                                                                  list[float]]:
+                                                                  list[dict]]:
     """Train one chunk of models for ``opts.epochs`` epochs (resuming from its checkpoint).
 
     Args:
@@ -221,8 +209,8 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         init_state: called once before the first step (not on resume): what to remember of
             the models at initialisation (e.g. their PEs); it is checkpointed.
     Returns:
-        history rows, the init state, and the wall times of the training segments of earlier
-        (interrupted) sessions of this chunk.
+        history rows, the init state, and the training segments of earlier (interrupted)
+        sessions of this chunk (``{"wall_s": ...}`` each).
     """
     model, device = task.model, opts.device
     running = Running.zeros(task.n_models, device)
@@ -230,7 +218,10 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
     start, state0, segments = 0, {}, []
     ckpt = opts.checkpoint
     if ckpt is not None and ckpt.exists():
-        state = _load_checkpoint(ckpt, device)
+        state = res.load_torch(ckpt, "checkpoint", map_location=device)
+        if not isinstance(state, dict) or "epoch" not in state:
+            raise res.DamagedFileError(f"checkpoint {ckpt} is not a training checkpoint; "
+                                       "delete it to restart the run")
         if state.get("meta") != opts.checkpoint_meta:
             raise ValueError(f"checkpoint {ckpt} was written by a different configuration; "
                              "use a new run folder or delete the checkpoint to restart")
@@ -238,7 +229,7 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         opt.load_state_dict(state["opt"])
         running.nonfinite.copy_(state["nonfinite"].to(device))
         history, start, state0 = state["history"], state["epoch"], state["init"]
-        segments = list(state.get("segments", [])) + [state.get("wall_s", 0.0)]
+        segments = [*state.get("segments", []), {"wall_s": float(state.get("wall_s", 0.0))}]
     if start == 0:
         state0 = init_state()
         model.eval()

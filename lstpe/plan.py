@@ -69,7 +69,7 @@ def bytes_per_model(cfg: TrainConfig) -> float:
 
 
 def plan_table(names: Sequence[str], scale: str = "paper", rate: float = TARGET_RATE,
-               memory_gib: float = 70.0, n_train: int = 8100, **overrides: Any
+               memory_gib: float = 70.0, full_train: int = 8100, **overrides: Any
                ) -> pd.DataFrame:
     """One row per batch of runs: what training it costs.
 
@@ -77,7 +77,7 @@ def plan_table(names: Sequence[str], scale: str = "paper", rate: float = TARGET_
         names: run names of :data:`lstpe.experiments.REGISTRY`.
         rate: assumed throughput in model-epochs per second.
         memory_gib: GPU memory budget for one chunk.
-        n_train: training puzzles per epoch (8100: the authors' code split).
+        full_train: training puzzles per epoch without ``n_train`` (8100: the code's split).
     """
     if not math.isfinite(rate) or rate <= 0:
         raise ValueError(f"rate must be a positive number of model-epochs/s, got {rate}")
@@ -85,7 +85,7 @@ def plan_table(names: Sequence[str], scale: str = "paper", rate: float = TARGET_
     for group in bundles(names, scale, **overrides):
         cfgs = [run_config(n, scale, **overrides) for n in group]
         base = cfgs[0]
-        n_train_eff = base.n_train or n_train
+        n_train_eff = base.n_train or full_train
         models = sum(len(c.pes) * len(c.seeds) for c in cfgs)
         per_model = bytes_per_model(base)
         fit = max(1, int(memory_gib * 2**30 // per_model))

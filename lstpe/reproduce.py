@@ -62,20 +62,20 @@ def _check_parts(parts: list[str]) -> None:
 
 
 def _finished(run_dir: Path, cfg_dict: dict) -> bool:
-    """True if ``run_dir`` holds this finished run; raises if it holds another one."""
-    mf = run_dir / "manifest.json"
-    if not mf.exists():
-        return False
-    try:
-        old = json.loads(mf.read_text()).get("config")
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"manifest {mf} is unreadable ({e}); move the folder away") from None
-    new = json.loads(json.dumps(cfg_dict, default=str))
-    if old != new:
-        keys = sorted(k for k in set(old or {}) | set(new) if (old or {}).get(k) != new.get(k))
-        raise ValueError(f"{run_dir} holds a finished run of another configuration (differs "
-                         f"in {', '.join(keys)}); move it away or choose another --out")
-    return True
+    """True if ``run_dir`` holds this finished run (files verified); raises
+    :class:`lstpe.results.RunDirError` if it holds another run, a damaged one, or is not a
+    writable run folder (:func:`lstpe.results.check_run_dir`)."""
+    return res.check_run_dir(run_dir, cfg_dict) == "finished"
+
+
+def preflight(runs: list[str], args: argparse.Namespace, out: Path) -> None:
+    """Every check that can fail before any training: the device, and every run folder."""
+    from lstpe.notebook import pick_device
+
+    pick_device(args.device or "auto")
+    ov = _overrides(args)
+    for n in runs:
+        _finished(out / n, run_config(n, args.scale, **ov).to_dict())
 
 
 def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -86,8 +86,8 @@ def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[st
     cfgs = {n: run_config(n, args.scale, **ov) for n in names}
     todo = [n for n in names if not _finished(out / n, cfgs[n].to_dict())]
     if not todo:
-        print(f"  {' + '.join(names)}: finished, skipped")
-        return {"status": "skipped"}
+        print(f"  {' + '.join(names)}: finished run of this configuration exists, skipped")
+        return {"result": "skipped"}
     models = sum(len(cfgs[n].pes) * len(cfgs[n].seeds) for n in todo)
     epochs = cfgs[todo[0]].epochs
     print(f"  {' + '.join(todo)}: {models} models, {epochs} epochs", flush=True)
@@ -102,8 +102,8 @@ def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[st
         print(f"    {n}: " + ", ".join(f"{pe} {acc:.3f}" for pe, acc in
                                         fin.groupby("pe", sort=False)["accuracy"].mean().items()))
     total_wall = results[0].manifest.get("wall_time_s", wall)
-    return {"status": "trained", "runs": todo, "models": models, "epochs": epochs,
-            "wall_s": round(wall, 1), "wall_total_s": total_wall,
+    return {"result": "trained", "runs": todo, "models": models, "epochs": epochs,
+            "train_wall_s": round(wall, 1), "wall_total_s": total_wall,
             "model_epochs_per_s": round(models * epochs / max(total_wall, 1e-9), 2),
             "device": results[0].manifest.get("device")}
 
@@ -113,7 +113,7 @@ def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     target = out / "bench" / "bench.json"
     if target.exists():
         print(f"  bench: {target} exists, skipped")
-        return {"status": "skipped"}
+        return {"result": "skipped"}
     root = repo_root(Path(__file__).resolve().parent) or Path.cwd()
     cmd = [sys.executable, str(root / "benchmarks" / "train_throughput.py"), "--size",
            args.scale, "--json", str(target), "--steps", "20" if args.scale == "paper" else "2",
@@ -125,7 +125,7 @@ def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     cmd += ["--amp"] if args.amp else []
     print("  bench: " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
-    return {"status": "trained"}
+    return {"result": "trained"}
 
 
 def run_brain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -133,15 +133,16 @@ def run_brain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from lstpe import brain
 
     run_dir = out / "brain"
-    if (run_dir / "manifest.json").exists():
-        print("  brain: finished run exists, skipped")
-        return {"status": "skipped"}
     cfg = brain.preset(args.scale, seeds=args.seeds, device=args.device,
                        max_models=args.max_models)
+    if _finished(run_dir, cfg.to_dict()):
+        print("  brain: finished run of this configuration exists, skipped")
+        return {"result": "skipped"}
     t0 = time.perf_counter()
-    brain.train_brain(cfg, run_dir=run_dir, progress=not args.no_progress)
+    with res.RunLock(run_dir):
+        brain.train_brain(cfg, run_dir=run_dir, progress=not args.no_progress)
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
-    return {"status": "trained", "wall_s": round(time.perf_counter() - t0, 1)}
+    return {"result": "trained", "train_wall_s": round(time.perf_counter() - t0, 1)}
 
 
 def _save_summary(out: Path, part: str, entry: dict[str, Any]) -> None:
@@ -158,6 +159,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ov = _overrides(args)
     groups = bundles(runs, args.scale, **ov) if runs else []  # validates every config
     out = Path(args.out) if args.out else default_results_dir() / args.scale
+    preflight(runs, args, out)
     print(f"reproduce: scale {args.scale}, parts {' '.join(parts)} -> {out}")
     failed = []
     steps: list[tuple[str, Any]] = [("+".join(g), g) for g in groups]
@@ -179,7 +181,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  {status}", file=sys.stderr, flush=True)
         wall = time.perf_counter() - t0
         print(f"[{label}] {status}, wall time {wall:.1f} s", flush=True)
-        _save_summary(out, label, {"status": status, "wall_s": round(wall, 1), **entry,
+        _save_summary(out, label, {**entry, "status": status, "wall_s": round(wall, 1),
                                    "scale": args.scale})
     if failed:
         print(f"reproduce: failed: {' '.join(failed)} (rerun to resume them)", file=sys.stderr)

@@ -62,7 +62,8 @@ column, or hold it empty: :func:`diverged_models` then reads a non-finite loss a
 RUN_FILES = ("history.csv", "manifest.json", "artifacts.pt", "tables", "checkpoints")
 """What a run directory may hold (besides hidden files such as ``.lock``)."""
 
-EXECUTION_KEYS: tuple[str, ...] = ("device", "max_models", "checkpoint_every", "compile")
+EXECUTION_KEYS: tuple[str, ...] = ("device", "max_models", "checkpoint_every", "compile",
+                                   "step_mode")
 """Config keys that change how a run is executed, not what it computes: a finished run is
 the same run whatever their values (:func:`check_run_dir`)."""
 

@@ -43,6 +43,7 @@ same config on the same ``run_dir`` resumes from it and loses at most one interv
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Sequence
@@ -187,7 +188,8 @@ class TrainConfig:
             raise ValueError("TrainConfig.seeds is empty: give at least one seed")
         big = [s for s in self.seeds if not -(2**63) <= s < 2**63]
         if big:
-            raise ValueError(f"seed {big[0]} does not fit in 64 bits")
+            raise ValueError(f"seed {big[0]} does not fit in 64 bits (seeds must be integers in "
+                             f"{-(2**63)}..{2**63 - 1})")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"duplicate seeds in {self.seeds}")
         if len(set(self.pes)) != len(self.pes):
@@ -204,13 +206,18 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
         if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got lr={self.lr}")
+            raise ValueError(f"the learning rate (--lr) must be a finite number > 0, got "
+                             f"{self.lr}")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay must be finite and >= 0, got {self.weight_decay}")
+            raise ValueError("the weight decay (--weight-decay) must be a finite number >= 0, "
+                             f"got {self.weight_decay}")
+        if self.n_train is not None and (isinstance(self.n_train, bool) or self.n_train < 1):
+            raise ValueError(f"n_train (--n-train) must be >= 1, got {self.n_train!r}")
         if self.max_models is not None and self.max_models < 1:
-            raise ValueError(f"max_models must be >= 1, got {self.max_models}")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+            raise ValueError(f"max_models (--max-models) must be >= 1, got {self.max_models}")
+        if self.checkpoint_every is None or self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every (--checkpoint-every) must be >= 0 (0 = no "
+                             f"checkpoints), got {self.checkpoint_every}")
         from lstpe.engine import STEP_MODES
         from lstpe.lst import SPLIT_RULES
 
@@ -362,6 +369,20 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
     check_bundle(cfgs)
     if len(run_dirs) != len(cfgs):
         raise ValueError(f"got {len(cfgs)} configurations but {len(run_dirs)} run folders")
+    dirs = [Path(d) if d else None for d in run_dirs]
+    with contextlib.ExitStack() as locks:
+        for c, d in zip(cfgs, dirs, strict=True):
+            if d is None:
+                continue
+            locks.enter_context(res.RunLock(d))
+            if res.check_run_dir(d, c.to_dict()) == "finished":
+                raise res.RunDirError(f"{d} already holds this finished run; read it with "
+                                      "lstpe.results.load or delete it to retrain")
+        return _train_many(cfgs, dirs, progress, splits, work_dir)
+
+
+def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool,
+                splits: dict | None, work_dir: str | Path | None) -> list[TrainResult]:
     t0 = time.perf_counter()
     base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
     device = pick_device(base.device)
@@ -370,8 +391,9 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     splits = splits or load_data(base)
-    dirs = [Path(d) if d else None for d in run_dirs]
     ckdir = Path(work_dir) if work_dir else (dirs[0] / "checkpoints" if dirs[0] else None)
+    if ckdir is not None and base.checkpoint_every:
+        res.save_json(cfgs[0].to_dict(), ckdir / "config.json")
     slots, settings = [], []
     for ci, c in enumerate(cfgs):
         for k, (spec, seed) in enumerate((sp, sd) for sp in c.specs for sd in c.seeds):
@@ -409,7 +431,7 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
 
         h, state0, segs = run_chunk(task, opt, opts, init_state)
         history += h
-        segments.append(sum(segs))
+        segments.append(sum(seg["wall_s"] for seg in segs))
         models.append(task.model)
         arts.append(_chunk_artifacts(task, state0, splits, base))
     noise = None
@@ -457,9 +479,10 @@ def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts:
     tables = {} if noise is None else {"noise": _noise_for(noise, slots, chunks, c_i)}
     diverged = sorted(hist.loc[hist["diverged"].astype(bool), "model"].unique().tolist())
     manifest = res.make_manifest(
-        cfg.to_dict(), device, wall + earlier, n_models=len(cfg.pes) * len(cfg.seeds),
-        n_train=len(splits["train"]), kind="lst-train", step_mode=mode,
-        resumed=earlier > 0, diverged_models=diverged,
+        cfg.to_dict(), device, wall,
+        previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
+        n_models=len(cfg.pes) * len(cfg.seeds), n_train=len(splits["train"]),
+        kind="lst-train", step_mode=mode, diverged_models=diverged,
         bundle_models=sum(len(c) for c in chunks))
     if run_dir is not None:
         res.save_run(run_dir, hist, manifest, artifacts, tables)
