@@ -878,7 +878,7 @@ def mse_summary(history: pd.DataFrame, train_mask: float, test_mask: float = TES
 
 
 def network_table(artifacts: dict, model_cfg: ModelConfig | dict | None = None,
-                  align: str = "pair", n_perm: int = 0, seed: int = 0,
+                  align: str = "none", n_perm: int = 0, seed: int = 0,
                   stages: Sequence[str] = ("final",), models: Sequence[int] | None = None
                   ) -> pd.DataFrame:
     """Modularity and network clustering of every model's PE against the run's partition.
@@ -886,7 +886,10 @@ def network_table(artifacts: dict, model_cfg: ModelConfig | dict | None = None,
     Args:
         artifacts: a run's artefacts (``pe_final``, ``labels``, ``seeds``, ``networks``...).
         model_cfg: for ``stage="init"`` (regenerates the initial PEs); default: the run's.
-        align: ``"pair"`` (the paper's per-pair Procrustes) or ``"none"``.
+        align: ``"none"`` (default: plain Frobenius distances between the tokens' PEs) or
+            ``"pair"`` (an orthogonal Procrustes rotation fitted per pair of tokens, the
+            literal reading of the paper's Sec. 3.4); see
+            :func:`lstpe.analysis.networks.pe_distance_matrix`.
         n_perm: shuffled-partition null size (0 = no null).
         stages: ``"final"`` and/or ``"init"``.
         models: model indices to measure (default: all).
@@ -894,7 +897,8 @@ def network_table(artifacts: dict, model_cfg: ModelConfig | dict | None = None,
         one row per (model, stage): model, pe, seed, train_mask, stage, modularity, clustering
         (+ z and p with ``n_perm``) and ``note``. Measures are NaN, with the reason in
         ``note``, for PEs without a per-region vector (rope, relative, nope) and for PEs whose
-        tokens are all at the same distance (1d-fixed under per-pair alignment).
+        tokens are all at the same distance (1d-fixed with ``align="pair"``; not reached with
+        plain distances unless two tokens' PEs are all equal).
     """
     from lstpe.analysis import networks as nw
 
@@ -1010,10 +1014,18 @@ def plot_mse_bars(summary: pd.DataFrame, baseline: float | None = None, ax=None,
 
 
 def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0.0,
-                         vmax: float = 1.0):
+                         vmax: float = 1.0, align: str = "none"):
     """One :func:`plot_by_network` panel of :func:`~lstpe.analysis.networks.pe_similarity`
-    per model (additive PEs); a PE whose aligned distances are all 0 (``1d-fixed``) gets a
-    note instead of a panel. Returns the Figure."""
+    per model (additive PEs). Returns the Figure.
+
+    Args:
+        artifacts: a run's artefacts (``pe_final`` (M, L, R, d), ``labels``, ``networks``,
+            ``network_names``).
+        models: indices of the models to show.
+        align: ``"none"`` (plain distances, default) or ``"pair"`` (per-pair Procrustes); with
+            ``"pair"`` a PE whose distances are all equal (``1d-fixed``) gets a note instead
+            of a panel, since its similarity is undefined.
+    """
     import matplotlib.pyplot as plt
 
     from lstpe.analysis.networks import pe_similarity
@@ -1025,10 +1037,13 @@ def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0
     for ax, i in zip(axes.flat, models, strict=False):
         label = artifacts["labels"][i]
         try:
-            im = plot_by_network(pe_similarity(artifacts["pe_final"][i]), nets, names, ax=ax,
-                                 title=label, vmin=vmin, vmax=vmax)
-        except ValueError:  # every aligned distance is 0: W is undefined
-            ax.text(0.5, 0.5, "all aligned\ndistances are 0", ha="center", va="center")
+            im = plot_by_network(pe_similarity(artifacts["pe_final"][i], align), nets, names,
+                                 ax=ax, title=label, vmin=vmin, vmax=vmax)
+        except ValueError as e:  # all distances equal (1d-fixed, align="pair"): W undefined
+            if "distances are equal" not in str(e):
+                raise
+            ax.text(0.5, 0.5, f"all distances equal\n(align={align!r})", ha="center",
+                    va="center")
             ax.set_title(label)
             ax.axis("off")
     for ax in axes.flat[len(models):]:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from lstpe import brain
 from lstpe import results as res
+from lstpe.analysis import networks as nw
 
 # --------------------------------------------------------------------------- vendored data
 
@@ -394,17 +395,42 @@ def test_network_table_reports_undefined_measures():
             "pe_final": torch.stack([brain.initial_pe(p, 0, cfg) for p in labels]),
             "networks": np.repeat([0, 1], 7), "network_names": ["a", "b"],
             "model_config": cfg.to_dict()}
+    # default: plain distances between the tokens' PEs, defined for 1d-fixed
     t = brain.network_table(arts, stages=("init", "final")).set_index(["pe", "stage"])
-    assert t.loc[("1d-fixed", "final"), ["modularity", "clustering"]].isna().all()
-    assert "equidistant" in t.loc[("1d-fixed", "final"), "note"]
+    assert t.loc[("1d-fixed", "final"), ["modularity", "clustering"]].notna().all()
+    assert t.loc[("1d-fixed", "final"), "note"] == ""
     assert "no per-region" in t.loc[("rope", "init"), "note"]
     learn = t.loc["learn-0.1"]
     assert learn["modularity"].notna().all()
     assert learn.loc["init", "modularity"] == pytest.approx(learn.loc["final", "modularity"])
-    plain = brain.network_table(arts, align="none").set_index("pe")
-    assert np.isfinite(plain.loc["1d-fixed", "modularity"])
+    w = nw.pe_similarity(arts["pe_final"][0])
+    assert t.loc[("1d-fixed", "final"), "modularity"] == pytest.approx(
+        nw.modularity(w, np.repeat(["a", "b"], 7)))
+    # per-pair Procrustes (an option): every 1d-fixed token is at distance 0 from every other
+    pair = brain.network_table(arts, align="pair").set_index("pe")
+    assert pair.loc["1d-fixed", ["modularity", "clustering"]].isna().all()
+    assert "equidistant (align='pair')" in pair.loc["1d-fixed", "note"]
+    assert np.isfinite(pair.loc["learn-0.1", "modularity"])
     with pytest.raises(ValueError, match="valid: 'final', 'init'"):
         brain.network_table(arts, stages=("end",))
+
+
+def test_plot_pe_similarities_draws_1d_fixed_by_default():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
+    cfg = brain.model_config(14, d_model=16, n_layers=2)
+    labels = ["1d-fixed", "learn-0.1"]
+    arts = {"labels": labels, "pe_final": torch.stack([brain.initial_pe(p, 0, cfg)
+                                                       for p in labels]),
+            "networks": np.repeat([0, 1], 7), "network_names": ["a", "b"]}
+    fig = brain.plot_pe_similarities(arts, [0, 1])
+    assert len(fig.axes[0].images) == 1 and not fig.axes[0].texts  # a matrix, not a note
+    fig = brain.plot_pe_similarities(arts, [0, 1], align="pair")
+    assert not fig.axes[0].images and "align='pair'" in fig.axes[0].texts[0].get_text()
+    assert len(fig.axes[1].images) == 1  # learn-0.1 under per-pair alignment: defined
+    plt.close("all")
 
 
 def test_plot_mse_bars_draws_train_and_test_per_pe():
