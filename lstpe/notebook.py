@@ -209,8 +209,10 @@ def preview_cache_dir() -> Path:
     return Path(os.environ.get("LSTPE_CACHE") or Path.home() / ".cache" / "lstpe")
 
 
-TRAINING_SOURCES = ("lst.py", "encodings.py", "model.py", "train.py", "results.py",
-                    "analysis/robustness.py", "analysis/_common.py", "data/lst/*.csv")
+TRAINING_SOURCES = ("lst.py", "encodings.py", "architecture.py", "attention.py", "dropout.py",
+                    "model.py", "optim.py", "engine.py", "lst_task.py", "train.py",
+                    "results.py", "analysis/robustness.py", "analysis/_common.py",
+                    "data/lst/*.csv")
 """The files that determine what a training run produces (the preview cache key hashes them)."""
 
 
@@ -346,8 +348,10 @@ def experiment(name: str, S: Setup, pes: list[str], seeds: list[int] | None = No
       whatever the scale: chapters show the stored paper numbers. A stored run that does not
       fit is named with its differences and the run is trained here instead (or, with
       ``require_stored``, a ``ValueError`` is raised).
-    * Otherwise the run is trained now with :func:`lstpe.train.preset` of ``S.scale``
-      (``seeds`` / ``epochs`` / ``overrides`` replace the preset's) and returned as
+    * Otherwise the run is trained now: the registry's configuration of ``name`` at
+      ``S.scale`` (:func:`lstpe.experiments.run_config`: its optimizer and epochs), or
+      :func:`lstpe.train.preset` for other names (``seeds`` / ``epochs`` / ``overrides``
+      replace the defaults), and returned as
       ``"live"``; a run of the same configuration and code trained before is reused from
       :func:`preview_cache_dir` as ``"cached"`` (``cache=False`` retrains). At ``paper`` scale
       the run trains (resumably, from checkpoints) into ``<results_dir>/paper/<name>`` when
@@ -370,6 +374,7 @@ def experiment(name: str, S: Setup, pes: list[str], seeds: list[int] | None = No
         ValueError: ``require_stored`` and the stored run does not fit (naming the
             differences); FileNotFoundError: ``require_stored`` and there is none.
     """
+    from lstpe import experiments as ex
     from lstpe import results as res
     from lstpe import train as tr
 
@@ -388,8 +393,12 @@ def experiment(name: str, S: Setup, pes: list[str], seeds: list[int] | None = No
             print(msg + f"; training {name} here at {S.scale} scale instead", flush=True)
         elif require_stored:
             raise FileNotFoundError(f"no stored run at {stored_dir} (require_stored=True)")
-    cfg = tr.preset(S.scale, pes=list(pes), seeds=None if seeds is None else list(seeds),
-                    epochs=epochs, device=str(S.device), **overrides)
+    kw = dict(pes=list(pes), seeds=None if seeds is None else list(seeds), epochs=epochs,
+              device=str(S.device), **overrides)
+    if name in ex.REGISTRY:  # the registry's optimizer and epochs for this run and scale
+        cfg = ex.run_config(name, S.scale, **kw)
+    else:
+        cfg = tr.preset(S.scale, **kw)
     cached = preview_cache_dir() / S.scale / f"{name}-{_cache_key(cfg.to_dict())}"
     if cache and (cached / "manifest.json").exists():
         return _use(_from_run(name, res.load(cached), "cached"))
