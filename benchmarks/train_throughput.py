@@ -46,9 +46,9 @@ from lstpe.encodings import parse_pe
 from lstpe.engine import EagerStep, GraphStep, Running, resolve_mode
 from lstpe.experiments import table1_pes
 from lstpe.model import LSTTransformer, ModelConfig
-from lstpe.notebook import pick_device
 from lstpe.optim import StackedOptimizer
 from lstpe.plan import flops_per_model_epoch
+from lstpe.runtime import pick_device
 from lstpe.train import PAPER_SEEDS, PAPER_SIGMAS, LSTTask, ModelSlot, load_data, preset
 
 DEFAULT_STEPS = 6

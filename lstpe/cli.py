@@ -332,7 +332,7 @@ def run_training(cfg, out: str | Path, progress: bool = True,
             not writable, in use, damaged or holding another configuration's run.
     """
     from lstpe import results as res
-    from lstpe.notebook import pick_device
+    from lstpe.runtime import pick_device
     from lstpe.train import load_data, train
 
     out = Path(out)

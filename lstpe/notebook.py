@@ -23,60 +23,12 @@ import torch
 if TYPE_CHECKING:
     import pandas as pd
 
+from lstpe.runtime import default_results_dir, pick_device, repo_root
+
+__all__ = ["SCALES", "Experiment", "Setup", "default_results_dir", "experiment", "pick_device",
+           "repo_root", "save_tables", "setup", "stored_experiment"]
+
 SCALES = ("preview", "paper")
-
-
-def pick_device(device: str = "auto") -> torch.device:
-    """``"auto"`` picks cuda > mps > cpu; ``cpu``, ``cuda``, ``cuda:N`` and ``mps`` are checked.
-
-    Raises:
-        ValueError: an unknown device string, a device type other than cpu / cuda / mps, or a
-            device asked for that this machine does not have (naming it).
-    """
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"unknown device {device!r}; use 'auto', 'cpu', 'cuda' or 'mps'") from e
-    if dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device {device!r} is not supported; use 'auto', 'cpu', 'cuda' or "
-                         "'mps'")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} was asked for but CUDA is not available here")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r} was asked for but this machine has "
-                             f"{torch.cuda.device_count()} CUDA device(s)")
-    if dev.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise ValueError(f"device {device!r} was asked for but MPS (Apple GPU) is not "
-                             "available here")
-    return dev
-
-
-def repo_root(start: Path | None = None) -> Path | None:
-    """The repository root (the folder holding ``_config.yml`` and ``lstpe/``), if any."""
-    here = (start or Path.cwd()).resolve()
-    for p in (here, *here.parents):
-        if (p / "_config.yml").exists() and (p / "lstpe").is_dir():
-            return p
-    return None
-
-
-def default_results_dir() -> Path:
-    """``$LSTPE_RESULTS`` if set, else ``<repo>/results``, else ``./results``."""
-    env = os.environ.get("LSTPE_RESULTS")
-    if env:
-        return Path(env)
-    root = repo_root()
-    return (root / "results") if root else Path("results")
 
 
 @dataclass
@@ -211,7 +163,7 @@ def preview_cache_dir() -> Path:
 
 TRAINING_SOURCES = ("lst.py", "encodings.py", "architecture.py", "attention.py", "dropout.py",
                     "model.py", "optim.py", "engine.py", "lst_task.py", "train.py",
-                    "results.py", "analysis/robustness.py", "analysis/_common.py",
+                    "results.py", "noise.py",
                     "data/lst/*.csv")
 """The files that determine what a training run produces (the preview cache key hashes them)."""
 

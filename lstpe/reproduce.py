@@ -31,7 +31,7 @@ from typing import Any
 
 from lstpe import results as res
 from lstpe.experiments import REGISTRY, bundles, run_config
-from lstpe.notebook import default_results_dir, repo_root
+from lstpe.runtime import default_results_dir, repo_root
 
 DEFAULT_PARTS: list[str] = ["table2", "table1", "table4/adam", "table4/sgd", "tables56",
                             "long4000", "bench"]
@@ -70,7 +70,7 @@ def _finished(run_dir: Path, cfg_dict: dict) -> bool:
 
 def preflight(runs: list[str], args: argparse.Namespace, out: Path) -> None:
     """Every check that can fail before any training: the device, and every run folder."""
-    from lstpe.notebook import pick_device
+    from lstpe.runtime import pick_device
 
     pick_device(args.device or "auto")
     ov = _overrides(args)

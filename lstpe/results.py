@@ -651,7 +651,7 @@ def find(name: str, results_dir: str | Path | None = None) -> Run | None:
     Raises:
         DamagedFileError: the run is there but damaged (naming the file).
     """
-    from lstpe.notebook import default_results_dir
+    from lstpe.runtime import default_results_dir
 
     base = Path(results_dir) if results_dir else default_results_dir()
     p = base / name

@@ -67,8 +67,9 @@ from lstpe.lst_task import (
     score,
 )
 from lstpe.model import BatchedLSTTransformer, ModelConfig
-from lstpe.notebook import pick_device
+from lstpe.noise import noise_robustness
 from lstpe.optim import StackedOptimizer
+from lstpe.runtime import pick_device
 
 __all__ = ["DEFAULT_LR", "DEFAULT_WD", "OPTIMIZERS", "PAPER_SEEDS", "PAPER_SIGMAS",
            "PREVIEW_SIGMAS", "SPLITS", "LSTTask", "TrainConfig", "TrainResult",
@@ -143,7 +144,7 @@ class TrainConfig:
         save_attention: keep validation attention maps (init and final) in the artefacts.
         noise_levels: after training, validation accuracy with N(0, x^2) noise on the token
             embeddings for each x (the paper's robustness test), stored as the run's ``noise``
-            table (:func:`lstpe.analysis.robustness.noise_robustness`); empty = skip.
+            table (:func:`lstpe.noise.noise_robustness`); empty = skip.
         noise_repeats: noise draws per level (averaged).
         preset: the preset this config came from (``paper``, ``preview`` or ``custom``).
     """
@@ -436,8 +437,6 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
         arts.append(_chunk_artifacts(task, state0, splits, base))
     noise = None
     if base.noise_levels:
-        from lstpe.analysis.robustness import noise_robustness
-
         noise = noise_robustness(models, splits["val"], base.noise_levels,
                                  repeats=base.noise_repeats)
     wall = time.perf_counter() - t0
