@@ -181,9 +181,18 @@ def resolve_mode(mode: str, device: torch.device) -> str:
     return mode
 
 
+class Paused(RuntimeError):
+    """Training stopped before its time budget ran out; the checkpoint holds the progress."""
+
+
 @dataclass
 class LoopOptions:
-    """How a chunk is trained (the parts of a config the loop reads)."""
+    """How a chunk is trained (the parts of a config the loop reads).
+
+    ``deadline`` (a ``time.monotonic()`` value): stop with :class:`Paused` after the epoch
+    that would leave too little time for another one, writing a checkpoint first (needs
+    ``checkpoint``), so a command with a hard time limit ends cleanly and the next resumes.
+    """
 
     epochs: int
     schedule: set[int]
@@ -195,6 +204,7 @@ class LoopOptions:
     checkpoint_meta: dict[str, Any] = field(default_factory=dict)
     progress: bool = False
     desc: str = ""
+    deadline: float | None = None
 
 
 def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
@@ -243,7 +253,9 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         from tqdm.auto import tqdm
 
         epochs = tqdm(epochs, desc=opts.desc, initial=start, total=opts.epochs, leave=False)
+    longest = 0.0
     for epoch in epochs:
+        t_epoch = time.monotonic()
         model.train()
         running.reset()
         for s, batch in task.batches(epoch):
@@ -251,12 +263,20 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         if epoch in opts.schedule:
             model.eval()
             history += task.evaluate(epoch, epoch == opts.epochs, running.means())
-        if ckpt is not None and opts.checkpoint_every and (
-                epoch % opts.checkpoint_every == 0 or epoch == opts.epochs):
+        longest = max(longest, time.monotonic() - t_epoch)
+        pause = (opts.deadline is not None and epoch < opts.epochs
+                 and time.monotonic() + 1.5 * longest > opts.deadline)
+        if ckpt is not None and (pause or opts.checkpoint_every and (
+                epoch % opts.checkpoint_every == 0 or epoch == opts.epochs)):
             res.save_torch({"meta": opts.checkpoint_meta, "epoch": epoch,
                             "model": model.state_dict(), "opt": opt.state_dict(),
                             "nonfinite": running.nonfinite.cpu(), "history": history,
                             "init": state0, "segments": segments,
                             "wall_s": time.perf_counter() - t0}, ckpt)
+        if pause:
+            if ckpt is None:
+                raise ValueError("a deadline needs a checkpoint path to resume from")
+            raise Paused(f"paused after epoch {epoch} of {opts.epochs} ({opts.desc}): the time "
+                         f"budget ends before another epoch; rerun to resume from {ckpt}")
     model.eval()
     return history, state0, segments

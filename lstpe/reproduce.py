@@ -9,7 +9,7 @@ checkpoints in ``<out>/_work/``.
 
 Subcommands::
 
-    python scripts/reproduce.py run  [--parts table2 table1 ...] [--scale paper]   (default)
+    python scripts/reproduce.py run  [--parts table2 table1 ...] [--minutes 9]   (default)
     python scripts/reproduce.py plan [--parts ...] [--rate 250] [--memory-gib 70]
     python scripts/reproduce.py pack --out PACKDIR [--runs table2 ...] [--volume K --to DIR]
     python scripts/reproduce.py unpack PACKDIR [PACKDIR ...] [--into results/paper]
@@ -93,8 +93,9 @@ def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[st
     print(f"  {' + '.join(todo)}: {models} models, {epochs} epochs", flush=True)
     work = out / "_work" / "+".join(todo).replace("/", "_")
     t0 = time.perf_counter()
+    deadline = getattr(args, "deadline", None)
     results = train_many([cfgs[n] for n in todo], [out / n for n in todo],
-                         progress=not args.no_progress, work_dir=work)
+                         progress=not args.no_progress, work_dir=work, deadline=deadline)
     wall = time.perf_counter() - t0
     shutil.rmtree(work, ignore_errors=True)
     for n, r in zip(todo, results, strict=True):
@@ -153,6 +154,10 @@ def _save_summary(out: Path, part: str, entry: dict[str, Any]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Train the parts; 0 when all finished, 1 when one failed, 3 when paused by --minutes."""
+    from lstpe.engine import Paused
+
+    args.deadline = time.monotonic() + 60 * args.minutes if args.minutes else None
     parts = args.parts or DEFAULT_PARTS
     _check_parts(parts)
     runs = [p for p in parts if p in REGISTRY]
@@ -161,12 +166,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_results_dir() / args.scale
     preflight(runs, args, out)
     print(f"reproduce: scale {args.scale}, parts {' '.join(parts)} -> {out}")
-    failed = []
+    failed, paused = [], False
     steps: list[tuple[str, Any]] = [("+".join(g), g) for g in groups]
     steps += [(p, p) for p in parts if p in EXTRA_PARTS]
     for label, what in steps:
         print(f"[{label}]", flush=True)
         t0 = time.perf_counter()
+        if paused:
+            print(f"[{label}] not started: the time budget is spent", flush=True)
+            continue
         try:
             if what == "bench":
                 entry = run_bench(args, out)
@@ -175,6 +183,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 entry = run_bundle(what, args, out)
             status = "ok"
+        except Paused as e:
+            entry, status, paused = {}, f"paused: {e}", True
+            print(f"  {status}", flush=True)
         except Exception as e:  # noqa: BLE001 - keep going with the other parts
             entry, status = {}, f"failed: {type(e).__name__}: {e}"
             failed.append(label)
@@ -186,6 +197,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if failed:
         print(f"reproduce: failed: {' '.join(failed)} (rerun to resume them)", file=sys.stderr)
         return 1
+    if paused:
+        print("reproduce: paused by --minutes; rerun the same command to resume", flush=True)
+        return 3
     return 0
 
 
@@ -250,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--max-models", type=int, help="models per chunk at most (memory)")
         s.add_argument("--checkpoint-every", type=int, help="epochs between checkpoints")
         s.add_argument("--no-progress", action="store_true")
+        if name == "run":
+            s.add_argument("--minutes", type=float, help="stop cleanly (checkpointed, exit 3) "
+                           "before this many minutes have passed; rerun to resume")
         if name == "plan":
             s.add_argument("--rate", type=float, default=250.0,
                            help="assumed model-epochs per second (default 250: the target)")

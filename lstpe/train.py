@@ -352,7 +352,8 @@ def train(cfg: TrainConfig, run_dir: str | Path | None = None, progress: bool = 
 
 def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None],
                progress: bool = True, splits: dict | None = None,
-               work_dir: str | Path | None = None) -> list[TrainResult]:
+               work_dir: str | Path | None = None, deadline: float | None = None
+               ) -> list[TrainResult]:
     """Train several configurations as one batch of models; save each to its own folder.
 
     The configurations must agree on everything but PEs and optimizer settings
@@ -363,6 +364,9 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
         cfgs: the configurations.
         run_dirs: one folder (or None) per configuration.
         work_dir: where checkpoints go (default: the first run folder's ``checkpoints/``).
+        deadline: a ``time.monotonic()`` time by which to stop: training pauses with a
+            checkpoint and :class:`lstpe.engine.Paused` when another epoch would not fit
+            (rerun to resume).
     Returns:
         One :class:`TrainResult` per configuration, in order.
     """
@@ -379,11 +383,12 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
             if res.check_run_dir(d, c.to_dict()) == "finished":
                 raise res.RunDirError(f"{d} already holds this finished run; read it with "
                                       "lstpe.results.load or delete it to retrain")
-        return _train_many(cfgs, dirs, progress, splits, work_dir)
+        return _train_many(cfgs, dirs, progress, splits, work_dir, deadline)
 
 
 def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool,
-                splits: dict | None, work_dir: str | Path | None) -> list[TrainResult]:
+                splits: dict | None, work_dir: str | Path | None,
+                deadline: float | None) -> list[TrainResult]:
     t0 = time.perf_counter()
     base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
     device = pick_device(base.device)
@@ -421,7 +426,7 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
                            checkpoint=ckdir / f"chunk{ci}.pt" if ckdir else None,
                            checkpoint_every=base.checkpoint_every, checkpoint_meta=meta,
                            progress=progress, desc=f"chunk {ci + 1}/{len(chunks)} "
-                           f"({len(ids)} models)")
+                           f"({len(ids)} models)", deadline=deadline)
 
         def init_state(task=task) -> dict[str, Any]:
             st = {"pe": task.model.pe().detach().cpu()}

@@ -364,3 +364,23 @@ def test_epoch_permutation():
     assert torch.equal(p, train.epoch_permutation(5, 3, 50))
     assert not torch.equal(p, train.epoch_permutation(5, 4, 50))
     assert not torch.equal(p, train.epoch_permutation(6, 3, 50))
+
+
+def test_deadline_pauses_with_a_checkpoint_and_resumes_exactly(tiny_cfg, small_splits,
+                                                               tmp_path):
+    """A run told to stop by a deadline checkpoints and raises Paused; rerun, it finishes
+    with the same history as a run never paused."""
+    import time
+
+    from lstpe.engine import Paused
+
+    cfg = tiny_train_cfg(tiny_cfg, pes=["2d-fixed", "learn-0.5"], epochs=3, checkpoint_every=0)
+    ref = train.train(cfg, progress=False, splits=small_splits)
+    with pytest.raises(Paused, match="paused after epoch 1 of 3"):
+        train.train_many([cfg], [tmp_path / "run"], progress=False, splits=small_splits,
+                         deadline=time.monotonic())
+    assert (tmp_path / "run" / "checkpoints" / "chunk0.pt").exists()
+    assert not (tmp_path / "run" / "manifest.json").exists()
+    out = train.train(cfg, run_dir=tmp_path / "run", progress=False, splits=small_splits)
+    pd.testing.assert_frame_equal(out.history, ref.history)
+    assert out.manifest["resumed"] and len(out.manifest["segments"]) == 2
