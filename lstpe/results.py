@@ -29,19 +29,13 @@ Safety rules every entry point (``lstpe train``, ``scripts/reproduce.py``,
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
-import os
 import platform
 import socket
 import subprocess
-import sys
-import tempfile
-import threading
 import time
-import uuid
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +43,30 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+
+from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa: F401
+    ConfigMismatchError,
+    DamagedFileError,
+    DivergedWarning,
+    NotWritableError,
+    RunDirError,
+    RunLockedError,
+    StaleLockWarning,
+    _count_rows,
+    _damaged,
+    _read_csv,
+    atomic_write,
+    check_torch_file,
+    clean_temp_files,
+    file_record,
+    load_torch,
+    read_manifest,
+    save_json,
+    save_table,
+    save_torch,
+    sha256_file,
+    verify_files,
+)
 
 HISTORY_COLUMNS = [
     "model", "pe", "pe_name", "sigma", "seed", "optimizer", "epoch", "split", "condition",
@@ -68,268 +86,6 @@ EXECUTION_KEYS: tuple[str, ...] = ("device", "max_models", "checkpoint_every", "
 the same run whatever their values (:func:`check_run_dir`)."""
 
 LOCK_NAME = ".lock"
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class RunDirError(ValueError):
-    """A run folder cannot be used as asked (the message names the folder or file)."""
-
-
-class NotWritableError(RunDirError):
-    """The output folder is not a folder, or cannot be created or written."""
-
-
-class ConfigMismatchError(RunDirError):
-    """The folder holds a run (or checkpoints) of another configuration."""
-
-
-class DamagedFileError(RunDirError):
-    """A file of a run is missing, empty, truncated or otherwise unreadable."""
-
-
-class RunLockedError(RunDirError):
-    """Another live process holds the folder's lock."""
-
-
-class StaleLockWarning(UserWarning):
-    """A lock left behind by a process that is no longer running was taken over."""
-
-
-class DivergedWarning(UserWarning):
-    """Models with a non-finite loss or logits were left out of a summary."""
-
-
-# --------------------------------------------------------------------------- atomic writes
-
-
-_UMASK_LOCK = threading.Lock()
-
-
-def _file_mode() -> int:
-    """0666 minus the process umask: the permissions ``open()`` gives a new file."""
-    try:  # Linux: read the umask without changing it (no window for other threads)
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    with _UMASK_LOCK:
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)``, flush it to disk, then rename ``tmp_path`` onto ``path``.
-
-    The temporary file lies in the same folder (``.<name>.<random>.tmp``), so the rename is
-    atomic: ``path`` holds either its old content or the complete new one, even if the process
-    is killed. The final file gets ordinary permissions (0666 minus the umask, e.g. 0644).
-    A process killed mid-write leaves its temporary file, which :class:`RunLock` removes.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def save_torch(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` atomically."""
-    return atomic_write(path, lambda p: torch.save(obj, p))
-
-
-def save_json(obj: Any, path: str | Path) -> Path:
-    """Write JSON atomically (indented, keys sorted)."""
-    return atomic_write(
-        path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    )
-
-
-def save_table(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a CSV table atomically."""
-    return atomic_write(path, lambda p: df.to_csv(p, index=False))
-
-
-def clean_temp_files(run_dir: str | Path) -> list[Path]:
-    """Delete the temporary files interrupted :func:`atomic_write` calls left in ``run_dir``
-    (and its ``checkpoints/`` and ``tables/``). Call it only while holding the folder's
-    :class:`RunLock` (another writer's temporary file would be deleted too)."""
-    run_dir = Path(run_dir)
-    gone = []
-    for folder in (run_dir, run_dir / "checkpoints", run_dir / "tables"):
-        for p in folder.glob(".*.tmp") if folder.is_dir() else []:
-            try:
-                p.unlink()
-                gone.append(p)
-            except OSError:
-                pass
-    return gone
-
-
-# --------------------------------------------------------------------------- reading back
-
-
-def _damaged(path: Path, what: str, detail: str, hint: str = "") -> DamagedFileError:
-    return DamagedFileError(f"{what} {path} {detail}" + (f"; {hint}" if hint else ""))
-
-
-def load_torch(path: str | Path, what: str = "file", map_location: Any = "cpu",
-               hint: str | None = None) -> Any:
-    """``torch.load(path)`` that names the file when it is missing, empty or damaged.
-
-    Args:
-        path: the ``.pt`` file.
-        what: what the file is, for the message: ``"checkpoint"``, ``"artifacts"``, ...
-        map_location: passed to :func:`torch.load`.
-        hint: what the user can do; for ``what="checkpoint"`` the default says that deleting
-            the checkpoint restarts the run.
-    Raises:
-        DamagedFileError: the file is missing, empty, truncated or not a torch file.
-    """
-    path = Path(path)
-    if hint is None:
-        hint = (f"delete {path} to restart the run (it cannot be resumed from this checkpoint)"
-                if what == "checkpoint" else "")
-    if not path.is_file():
-        raise _damaged(path, what, "does not exist", hint)
-    if path.stat().st_size == 0:
-        raise _damaged(path, what, "is empty (0 bytes; a write was cut off)", hint)
-    try:
-        return torch.load(path, map_location=map_location, weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means a damaged file
-        msg = " ".join(str(e).split())[:200]
-        raise _damaged(path, what, f"is damaged or truncated ({type(e).__name__}: {msg})",
-                       hint) from e
-
-
-def check_torch_file(path: str | Path, what: str = "file", hint: str | None = None) -> Path:
-    """Cheap check that ``path`` is a complete ``torch.save`` file without loading it: not
-    empty, and a zip archive whose directory (written last, at the end) is readable, which a
-    truncated file's is not.
-
-    Raises:
-        DamagedFileError: naming the file (for a checkpoint, saying that deleting it restarts
-            the run).
-    """
-    import zipfile
-
-    path = Path(path)
-    if hint is None:
-        hint = (f"delete {path} to restart the run (it cannot be resumed from this checkpoint)"
-                if what == "checkpoint" else "")
-    if not path.is_file():
-        raise _damaged(path, what, "does not exist", hint)
-    if path.stat().st_size == 0:
-        raise _damaged(path, what, "is empty (0 bytes; a write was cut off)", hint)
-    try:
-        with zipfile.ZipFile(path) as z:
-            z.infolist()
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        raise _damaged(path, what, f"is damaged or truncated ({e})", hint) from None
-    return path
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    """SHA-256 hex digest of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def file_record(path: str | Path, rows: int | None = None) -> dict[str, Any]:
-    """``{"sha256": ..., "bytes": ...[, "rows": rows]}`` of a written file (manifest entry)."""
-    path = Path(path)
-    rec: dict[str, Any] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
-    if rows is not None:
-        rec["rows"] = int(rows)
-    return rec
-
-
-def read_manifest(run_dir: str | Path) -> dict:
-    """``run_dir/manifest.json`` as a dict.
-
-    Raises:
-        FileNotFoundError: there is none (the run is unfinished or not a run).
-        DamagedFileError: it is empty, not JSON, or not a JSON object (naming it).
-    """
-    path = Path(run_dir) / "manifest.json"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"results folder {path.parent} has no manifest.json (incomplete or not a run "
-            "directory)")
-    text = path.read_text(errors="replace")
-    try:
-        manifest = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise _damaged(path, "manifest", f"is not valid JSON ({e.msg} at line {e.lineno})",
-                       f"delete {path.parent} to retrain the run") from None
-    if not isinstance(manifest, dict):
-        raise _damaged(path, "manifest", "does not hold a JSON object",
-                       f"delete {path.parent} to retrain the run")
-    return manifest
-
-
-def verify_files(run_dir: str | Path, manifest: dict, skip: Sequence[str] = ()) -> list[str]:
-    """Check every file the manifest lists (``files``) against its size and SHA-256.
-
-    Manifests written before files were recorded have no ``files``: nothing is checked.
-
-    Args:
-        run_dir: the run directory.
-        manifest: its manifest.
-        skip: file names (as in the manifest) not to check, e.g. ``["artifacts.pt"]``.
-    Returns:
-        The names checked.
-    Raises:
-        DamagedFileError: naming the first file that is missing or differs (with its rows if
-            the manifest records them).
-    """
-    run_dir = Path(run_dir)
-    checked = []
-    for name, rec in sorted((manifest.get("files") or {}).items()):
-        if name in skip:
-            continue
-        path = run_dir / name
-        hint = f"the run in {run_dir} is damaged; delete the folder to retrain it"
-        if not path.is_file():
-            raise _damaged(path, "run file", "is missing (listed in manifest.json)", hint)
-        size = path.stat().st_size
-        if ("bytes" in rec and size != rec["bytes"]) or sha256_file(path) != rec.get("sha256"):
-            detail = f"does not match manifest.json ({size} bytes, manifest: {rec.get('bytes')}"
-            if "rows" in rec and path.suffix == ".csv":
-                detail += f"; {_count_rows(path)} rows, manifest: {rec['rows']}"
-            raise _damaged(path, "run file", detail + "; truncated or edited?)", hint)
-        checked.append(name)
-    return checked
-
-
-def _count_rows(path: Path) -> int | str:
-    try:
-        return len(pd.read_csv(path))
-    except Exception:  # noqa: BLE001 - only for the message
-        return "unreadable"
-
-
-def _read_csv(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, dtype={"condition": str})
-    except Exception as e:  # noqa: BLE001 - name the file
-        raise _damaged(path, "table", f"cannot be read ({type(e).__name__}: {e})",
-                       f"delete {path.parent} to retrain the run") from e
 
 
 # --------------------------------------------------------------------------- provenance
@@ -702,304 +458,15 @@ def _show(v: Any, n: int = 60) -> str:
     return text if len(text) <= n else text[:n - 3] + "..."
 
 
-# --------------------------------------------------------------------------- run folders
+
+_RUNDIR_NAMES = ("RunLock", "check_run_dir", "ensure_writable_dir", "pid_alive")
 
 
-def ensure_writable_dir(path: str | Path) -> Path:
-    """Create ``path`` if needed and check that a file can be written in it.
+def __getattr__(name: str) -> Any:
+    """``lstpe.results.RunLock`` etc. live in :mod:`lstpe.rundir` (imported on first use: it
+    imports this module)."""
+    if name in _RUNDIR_NAMES:
+        from lstpe import rundir
 
-    Raises:
-        NotWritableError: ``path`` (or a parent) is a file, or the folder cannot be created or
-            written (naming it and the reason).
-    """
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise NotWritableError(f"output folder {path} exists and is not a folder")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise NotWritableError(
-            f"cannot create output folder {path}: a part of that path is a file") from None
-    except OSError as e:
-        raise NotWritableError(
-            f"cannot create output folder {path}: {e.strerror or e}") from None
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".lstpe-write-test.", dir=path)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise NotWritableError(
-            f"output folder {path} is not writable: {e.strerror or e}") from None
-    return path
-
-
-def check_run_dir(run_dir: str | Path, config: dict,
-                  ignore: Sequence[str] = EXECUTION_KEYS) -> str:
-    """What training ``config`` into ``run_dir`` would do; call it before any training.
-
-    Returns:
-        ``"finished"``: the folder holds a finished run of this config, and its files match
-        its manifest (do not retrain; read it with :func:`load`); ``"resume"``: it holds
-        checkpoints (of this config, if ``checkpoints/config.json`` says which); ``"new"``:
-        it is empty or new (it is created).
-    Args:
-        run_dir: the run folder.
-        config: the config to train (``TrainConfig.to_dict()``).
-        ignore: config keys that may differ (:data:`EXECUTION_KEYS`: device, max_models, ...).
-    Raises:
-        NotWritableError: ``run_dir`` is not (and cannot be created as) a writable folder.
-        DamagedFileError: a checkpoint is empty or truncated (:func:`check_torch_file`).
-        ConfigMismatchError: it holds a finished run, or checkpoints, of another config (the
-            message names the differing keys and values).
-        DamagedFileError: it holds a finished run whose manifest or files are damaged.
-        RunDirError: it is not empty but holds no run (so nothing is written into, say, a
-            mistyped home folder).
-    """
-    run_dir = ensure_writable_dir(run_dir)
-    if (run_dir / "manifest.json").exists():
-        manifest = read_manifest(run_dir)
-        old = manifest.get("config", {})
-        diff = config_diff(old, config, ignore)
-        if diff:
-            raise ConfigMismatchError(
-                f"{run_dir} already holds a finished run with a different configuration "
-                f"(differs in: {_diff_text(old, config, diff)}); use another output folder or "
-                "delete that one")
-        verify_files(run_dir, manifest)
-        if not (run_dir / "history.csv").is_file():
-            raise _damaged(run_dir / "history.csv", "run file", "is missing",
-                           f"delete {run_dir} to retrain the run")
-        if not manifest.get("files"):  # an older run: check what can be checked
-            history = _read_csv(run_dir / "history.csv")
-            _check_history_covers_config(run_dir, manifest, history)
-        return "finished"
-    ckpt_dir = run_dir / "checkpoints"
-    if ckpt_dir.is_dir() and any(ckpt_dir.glob("*.pt")):
-        if (ckpt_dir / "config.json").is_file():
-            try:
-                old = json.loads((ckpt_dir / "config.json").read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise _damaged(ckpt_dir / "config.json", "checkpoint config", "is not valid "
-                               "JSON", f"delete {ckpt_dir} to restart the run") from None
-            diff = config_diff(old, config, ("device", "compile", "checkpoint_every"))
-            if diff:
-                raise ConfigMismatchError(
-                    f"{run_dir} holds checkpoints of a different configuration (differs in: "
-                    f"{_diff_text(old, config, diff)}); use another output folder, or delete "
-                    f"{ckpt_dir} to start this configuration there")
-        for ckpt in sorted(ckpt_dir.glob("*.pt")):
-            check_torch_file(ckpt, "checkpoint")
-        return "resume"
-    foreign = sorted(p.name for p in run_dir.iterdir()
-                     if p.name not in RUN_FILES and not p.name.startswith("."))
-    if foreign:
-        shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
-        raise RunDirError(f"output folder {run_dir} is not empty and holds no run (found: "
-                          f"{shown}); use a new or empty folder")
-    return "new"
-
-
-def _diff_text(old: dict, new: dict, keys: Sequence[str]) -> str:
-    def get(d: Any, key: str) -> Any:
-        for part in key.split("."):
-            d = d.get(part) if isinstance(d, dict) else None
-        return d
-
-    a = json.loads(json.dumps(old, default=str))
-    b = json.loads(json.dumps(new, default=str))
-    return "; ".join(f"{k}: {_show(get(a, k))} there, {_show(get(b, k))} now" for k in keys)
-
-
-# --------------------------------------------------------------------------- locking
-
-
-_HELD: dict[str, list] = {}
-"""Locks this process holds: resolved folder -> [thread id, depth, token]."""
-_HELD_LOCK = threading.Lock()
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` is running on this host (a zombie counts as dead)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-class RunLock:
-    """Exclusive use of a run folder by one process, as a context manager.
-
-    ``with RunLock(run_dir): ...`` creates ``run_dir/.lock`` atomically (``O_CREAT|O_EXCL``)
-    holding the pid, host, boot id, start time and command line, and deletes it on exit (also
-    on exceptions and Ctrl-C). Another process that tries to lock the folder gets a
-    :class:`RunLockedError` naming the folder, pid, host and start time. A lock left by a
-    process that is no longer running on this host (killed, or from before a reboot) is
-    *stale*: it is taken over with a :class:`StaleLockWarning` naming it. A lock from another
-    host is never taken over (delete it by hand if that host's process is gone).
-
-    The lock is re-entrant within one thread (``lstpe train`` locks the folder, then
-    :func:`lstpe.train.train` locks it again); another thread of the same process is refused.
-    After taking the lock, temporary files of interrupted writes are removed
-    (:func:`clean_temp_files`).
-
-    Raises (on enter):
-        RunLockedError: a live process holds the lock.
-        NotWritableError: the folder cannot be created or written.
-    """
-
-    def __init__(self, run_dir: str | Path, stale_after_s: float = 30.0) -> None:
-        self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_NAME
-        self.stale_after_s = stale_after_s
-        self.token = uuid.uuid4().hex
-        self._key = ""
-
-    # -- helpers
-    def _info(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "host": socket.gethostname(), "boot_id": _boot_id(),
-                "started_at": _now(), "argv": " ".join(sys.argv)[:300], "token": self.token}
-
-    def read(self) -> dict[str, Any] | None:
-        """The lock file's content (None if there is none; ``{}`` if it is unreadable)."""
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return None
-        except OSError:
-            return {}
-        try:
-            info = json.loads(text)
-            return info if isinstance(info, dict) else {}
-        except json.JSONDecodeError:
-            return {}
-
-    def _stale_reason(self, info: dict[str, Any]) -> str | None:
-        if not info:  # empty or garbled: a writer killed between create and write
-            try:
-                age = time.time() - self.path.stat().st_mtime
-            except OSError:
-                return None
-            return "it is empty or unreadable" if age > self.stale_after_s else None
-        if info.get("host") != socket.gethostname():
-            return None
-        boot = _boot_id()
-        if boot and info.get("boot_id") and info["boot_id"] != boot:
-            return "it was taken before this machine rebooted"
-        pid = int(info.get("pid", -1))
-        if pid == os.getpid():  # not held by us (checked before): an earlier process's pid
-            return f"pid {pid} is this process, which did not take it"
-        if not pid_alive(pid):
-            return f"pid {pid} is no longer running"
-        return None
-
-    def _describe(self, info: dict[str, Any]) -> str:
-        if not info:
-            return "an unknown process (the lock file is being written or is unreadable)"
-        return (f"pid {info.get('pid')} on host {info.get('host')} since "
-                f"{info.get('started_at')} ({info.get('argv') or 'unknown command'})")
-
-    def _take_over(self, info: dict[str, Any], reason: str) -> None:
-        """Move the stale lock aside; if it turned out to be another (fresh) lock, put it back."""
-        aside = self.path.with_name(f"{LOCK_NAME}.stale-{self.token}")
-        try:
-            os.rename(self.path, aside)
-        except FileNotFoundError:
-            return  # someone else removed it: retry the create
-        try:
-            moved = json.loads(aside.read_text() or "{}")
-        except (OSError, json.JSONDecodeError):
-            moved = {}
-        if moved != info:  # we moved a lock taken after our read: give it back
-            try:
-                os.link(aside, self.path)
-            except OSError:
-                pass
-            aside.unlink(missing_ok=True)
-            return
-        aside.unlink(missing_ok=True)
-        warnings.warn(f"taking over the stale lock {self.path} of {self._describe(info)}: "
-                      f"{reason}", StaleLockWarning, stacklevel=3)
-
-    # -- context manager
-    def acquire(self) -> RunLock:
-        """Take the lock (see the class docstring)."""
-        ensure_writable_dir(self.run_dir)
-        self._key = str(self.run_dir.resolve())
-        me = threading.get_ident()
-        with _HELD_LOCK:
-            held = _HELD.get(self._key)
-            if held is not None:
-                if held[0] != me:
-                    raise RunLockedError(f"run folder {self.run_dir} is locked by another "
-                                         f"thread of this process (pid {os.getpid()})")
-                held[1] += 1
-                self.token = held[2]
-                return self
-        data = json.dumps(self._info(), sort_keys=True).encode()
-        for _ in range(5):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                info = self.read()
-                if info is None:
-                    continue  # released meanwhile
-                reason = self._stale_reason(info)
-                if reason is None:
-                    raise RunLockedError(
-                        f"run folder {self.run_dir} is in use: locked by {self._describe(info)}"
-                        f". Wait for that process to finish; if it is gone, delete {self.path}"
-                    ) from None
-                self._take_over(info, reason)
-                continue
-            except OSError as e:
-                raise NotWritableError(
-                    f"cannot create the lock file {self.path}: {e.strerror or e}") from None
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            with _HELD_LOCK:
-                _HELD[self._key] = [me, 1, self.token]
-            clean_temp_files(self.run_dir)
-            return self
-        raise RunLockedError(f"could not lock {self.run_dir}: its lock file {self.path} keeps "
-                             "changing (another process is taking it)")
-
-    def release(self) -> None:
-        """Give the lock back (delete the lock file if it is still ours)."""
-        with _HELD_LOCK:
-            held = _HELD.get(self._key)
-            if held is None:
-                return
-            held[1] -= 1
-            if held[1] > 0:
-                return
-            del _HELD[self._key]
-        info = self.read()
-        if info and info.get("token") == self.token:
-            self.path.unlink(missing_ok=True)
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+        return getattr(rundir, name)
+    raise AttributeError(f"module 'lstpe.results' has no attribute {name!r}")

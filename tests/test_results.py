@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe import results
+from lstpe import results, rundir
 
 
 class WriterFailed(RuntimeError):
@@ -438,7 +438,7 @@ def test_run_lock_refuses_another_thread(tmp_path):
 def write_lock(folder, **info):
     folder.mkdir(parents=True, exist_ok=True)
     base = {"pid": os.getppid(), "host": socket.gethostname(), "started_at": "then",
-            "boot_id": results._boot_id(), "argv": "lstpe train --out x", "token": "t"}
+            "boot_id": rundir._boot_id(), "argv": "lstpe train --out x", "token": "t"}
     (folder / ".lock").write_text(json.dumps({**base, **info}))
 
 
@@ -460,7 +460,7 @@ def test_run_lock_of_a_live_process_is_refused_naming_pid_and_host(tmp_path):
     ({"boot_id": "another-boot"}, "rebooted"),
 ])
 def test_stale_lock_is_reported_and_taken_over(tmp_path, info, why):
-    if "boot_id" in info and results._boot_id() is None:
+    if "boot_id" in info and rundir._boot_id() is None:
         pytest.skip("no boot id on this system")
     write_lock(tmp_path, **info)
     with pytest.warns(results.StaleLockWarning, match=why), results.RunLock(tmp_path):
