@@ -15,6 +15,7 @@ Modules (imported lazily: ``import lstpe.analysis`` loads none of them):
 - :mod:`lstpe.analysis.curves`      learning curves over epochs (separate module)
 - :mod:`lstpe.analysis.networks`    network measures (separate module)
 - :mod:`lstpe.analysis.probe`       Su's probe (separate module)
+- :mod:`lstpe.analysis.rope_misuse` the authors' sequence-first rope module fed batch-first input
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from types import ModuleType
 
 SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "robustness", "humans", "stats", "plots", "curves", "networks",
-    "probe",
+    "probe", "rope_misuse",
 )
 
 
