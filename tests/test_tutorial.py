@@ -1,0 +1,130 @@
+"""Helpers of the tutorial chapters 2-4 (lstpe.tutorial): numbers and figure hygiene."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from lstpe import lst  # noqa: E402
+from lstpe.tutorial import lst_task as lt  # noqa: E402
+
+
+def check_figure(fig) -> None:
+    """Every axes that shows data has axis labels (boards and galleries are axis-off), every
+    heatmap has a colour bar, and no legend sits inside an axes over the data."""
+    fig.canvas.draw()
+    cbar_axes = {a for a in fig.axes if a.get_label() == "<colorbar>"}
+    images = 0
+    for ax in fig.axes:
+        if ax in cbar_axes or not ax.axison:
+            continue
+        drawn = ax.lines or ax.collections or ax.patches or ax.images
+        board = ax.get_aspect() == 1.0 and not ax.get_xticks().size
+        if drawn and not board:
+            assert ax.get_xlabel() and ax.get_ylabel() or _shares_labels(ax), ax.get_title()
+        for im in ax.images:
+            if im.get_array().ndim == 2 and im.colorbar is None and im.cmap.N > 4:
+                images += 1
+        leg = ax.get_legend()
+        if leg is not None:
+            lb = leg.get_window_extent()
+            ab = ax.get_window_extent()
+            inside = lb.x0 >= ab.x0 and lb.x1 <= ab.x1 and lb.y0 >= ab.y0 and lb.y1 <= ab.y1
+            assert not inside, f"{ax.get_title()}: legend inside the axes"
+    assert images == 0, "a heatmap without a colour bar"
+    plt.close(fig)
+
+
+def _shares_labels(ax) -> bool:
+    """Panels of a row with a shared y axis label only the first; a shared x axis only the
+    bottom row."""
+    fig = ax.figure
+    others = [a for a in fig.axes if a is not ax and a.axison]
+    has_x = bool(ax.get_xlabel()) or any(a.get_xlabel() for a in others)
+    has_y = bool(ax.get_ylabel()) or any(a.get_ylabel() for a in others)
+    return has_x and has_y
+
+
+@pytest.fixture(scope="module")
+def examples() -> dict[int, lst.Puzzle]:
+    human = lst.load_human()
+    puzzles = lst.puzzles_from_frame(human)
+    return {v: puzzles[int(human.index[human["vectors"] == v][0])] for v in (1, 2, 3)}
+
+
+# --------------------------------------------------------------------------- chapter 2
+
+
+def test_probe_values_and_forcing_agree_with_relational_complexity(examples) -> None:
+    human = lst.load_human()
+    for p in lst.puzzles_from_frame(human)[::9]:
+        own = lt.own_lines(p)
+        rc = lst.relational_complexity(p)
+        singles = [len(lt.probe_values(p, own[k])) == 1 for k in ("row alone", "column alone")]
+        both = len(lt.probe_values(p, own["row + column"])) == 1
+        expected = 1 if any(singles) else 2 if both else 3 if lt.forcing(p, 3) else 4
+        assert rc == expected
+        assert lt.probe_values(p, list(lt.LINES)) == [p.answer]
+    with pytest.raises(ValueError):
+        lt.probe_values(examples[1], [("diagonal", 0)])
+
+
+def test_lines_table_and_lines_to_show(examples) -> None:
+    t = lt.lines_table(examples)
+    assert list(t["computed RC"]) == [1, 2, 3]
+    for p in examples.values():
+        assert len(lt.probe_values(p, lt.lines_to_show(p))) == 1
+
+
+def test_square_checks_and_solver_table(examples) -> None:
+    checks = lt.square_checks(lst.latin_squares())
+    assert checks["squares"] == 576 == checks["4! * 3! * R4"]
+    assert checks["reduced squares R4"] == 4 and checks["all rows and columns permutations"]
+    t = lt.solver_table(examples)
+    assert (t["solve()"] == t["published answer"]).all()
+    assert lt.token_table(examples[3]).to_numpy().sum() == sum(
+        ch != "0" for ch in examples[3].string)
+
+
+def test_pair_forced_counts_the_hidden_singles() -> None:
+    t = lt.pair_forced({"human": lst.load_human()})
+    assert t.loc["human", "three-vector"] == 36
+    assert t.loc["human", "forced by a pair of lines"] == 0
+
+
+def test_human_summary_and_filled_cells() -> None:
+    acc = lst.human_accuracy()
+    s = lt.human_summary(acc)
+    assert list(s["puzzles"]) == [36, 36, 36]
+    assert s["mean"].is_monotonic_decreasing
+    gen = lst.generate_frame(20, seed=0)
+    f = lt.filled_cells(gen)
+    for _, t in f.groupby("vectors"):
+        assert np.isclose(t["authors' training set"].sum(), 1)
+        assert np.isclose(t["generated"].sum(), 1)
+
+
+def test_split_table_totals() -> None:
+    splits = lst.load_split("paper", seed=0)
+    t = lt.split_table(splits)
+    assert t.loc["total", "val"] == 108
+    assert t.loc["total", "train"] + t.loc["total", "test"] == 9000
+    assert lt.shared_ids(splits) == 0
+
+
+def test_chapter2_figures_are_labelled(examples) -> None:
+    human = lst.load_human()
+    puzzles = lst.puzzles_from_frame(human)
+    acc = lst.human_accuracy()
+    gen = lst.generate_frame(10, seed=1, exclude=puzzles)
+    for fig in (lt.plot_examples(examples), lt.plot_forcing_lines(examples),
+                lt.plot_square_gallery(lst.latin_squares()), lt.plot_human_accuracy(acc),
+                lt.plot_filled_cells(gen), lt.plot_generated(gen),
+                lt.plot_easiest_hardest(acc, puzzles),
+                lt.plot_hidden_single(lst.load_training())):
+        check_figure(fig)
