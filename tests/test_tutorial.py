@@ -128,3 +128,61 @@ def test_chapter2_figures_are_labelled(examples) -> None:
                 lt.plot_easiest_hardest(acc, puzzles),
                 lt.plot_hidden_single(lst.load_training())):
         check_figure(fig)
+
+
+# --------------------------------------------------------------------------- chapter 3
+
+
+def test_sinusoid_checks_vanish() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    assert sn.permutation_residual() < 1e-12
+    assert (sn.gram_checks() < 1e-5).all()
+    assert (sn.shift_checks() < 1e-5).all()
+    h = sn.hessian_table()
+    assert h["identity"] < 1e-5 and h["diagonal, tied pairs"] < 1e-5
+    assert h["random diagonal"] > 0.1 and h["random full (A A^T / d)"] > 0.1
+    assert sn.toeplitz_gap([[0, 1, 2], [3, 0, 1], [4, 3, 0]]) == 0
+    assert sn.toeplitz_gap(np.arange(9).reshape(3, 3)) == 8
+    assert sn.toeplitz_gap([[0, 1], [2, 0]]) == 0 and sn.toeplitz_gap([[0, 1], [1, 1]]) == 1
+
+
+def test_shuffle_change_separates_nope_from_2d_fixed() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    x = lst.load_split("paper", seed=0)["val"].x[:20]
+    ch = sn.shuffle_change(x)
+    assert ch["nope"] < 1e-12 < 1e-6 < ch["2d-fixed"]
+
+
+def test_decay_integral_closed_forms() -> None:
+    from scipy.integrate import quad
+
+    from lstpe.tutorial import sinusoid as sn
+
+    for x in (0.0, 3.0, 40.0):
+        for base in (100, 10000):
+            num = quad(lambda t, x=x, base=base: np.cos(x * base ** -t), 0, 1, limit=200)[0]
+            assert np.isclose(sn.decay_integral([x], base)[0], num, atol=1e-6)
+        assert np.isclose(sn.decay_integral([x])[0], quad(lambda t, x=x: np.cos(x * t), 0, 1)[0])
+    d = sn.sinusoid_decay(15, 160)
+    assert d[0] == pytest.approx(1) and np.all(np.diff(d[:5]) < 0)
+
+
+def test_grid_checks_split_rows_and_columns() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    t = sn.grid_checks()
+    assert (t["same (dr, dc)"] < 1e-5).all()
+    halves = t.iloc[1:]
+    # one half depends on the row offset only, the other on the column offset only
+    assert sorted((halves["same dr"] < 1e-5).tolist()) == [False, True]
+    assert sorted((halves["same dc"] < 1e-5).tolist()) == [False, True]
+
+
+def test_chapter3_figures_are_labelled() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    for fig in (sn.plot_gram(), sn.plot_decay(), sn.plot_clocks_and_counter(),
+                sn.plot_grid_similarity()):
+        check_figure(fig)
