@@ -55,3 +55,10 @@ def test_model_init_leaves_the_global_rng_alone() -> None:
     torch.manual_seed(123)
     rm.SeqFirstRopeLST(seed=5)
     assert torch.equal(torch.rand(3), a)
+
+
+def test_cell15_ceiling_is_far_below_the_published_rope_row() -> None:
+    train = rm.cell15_ceiling(lst.load_training())
+    human = rm.cell15_ceiling(lst.load_human())
+    assert 0.25 <= train < 0.3  # the published rope row: training 1.000
+    assert 0.25 <= human < 0.4  # validation 0.805

@@ -138,6 +138,24 @@ def logit_change(model: nn.Module, x: torch.Tensor) -> dict[str, float]:
     return {name: float((model(xp)[0] - base).abs().max()) for name, xp in perturbations(x).items()}
 
 
+def cell15_ceiling(frame: pd.DataFrame) -> float:
+    """Best accuracy of *any* rule that sees only a puzzle's cell 15 (its majority answer).
+
+    Under the batch-first wiring a puzzle's logits see nothing of the puzzle but cell 15; the
+    other puzzles of a shuffled minibatch carry no information about its answer. So this bounds
+    what such a model can score, on training and validation puzzles alike.
+
+    Args:
+        frame: puzzles as :func:`lstpe.lst.load_training` / ``load_human`` return them.
+    """
+    from lstpe import lst
+
+    answers = pd.Series([p.answer for p in lst.puzzles_from_frame(frame)])
+    cell15 = frame["puzzle"].str[15].reset_index(drop=True)
+    best = answers.groupby(cell15).agg(lambda a: a.value_counts().iloc[0]).sum()
+    return float(best / len(frame))
+
+
 def dependence_table(x: torch.Tensor, seed: int = 0, d_model: int = 32,
                      n_layers: int = 2) -> pd.DataFrame:
     """What puzzle 0's logits depend on, for the misused and the correct rotary model.
