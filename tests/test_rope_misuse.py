@@ -44,7 +44,7 @@ def test_lstpe_rope_depends_on_the_puzzle_and_nothing_else() -> None:
 
 def test_dependence_table_is_the_two_opposite_patterns() -> None:
     t = rm.dependence_table(_batch(), seed=0, d_model=16)
-    bad, good = t.iloc[0], t.iloc[1]
+    bad, good = t.iloc[:, 0], t.iloc[:, 1]
     assert bad.iloc[0] == 0 and (bad.iloc[1:] > 0).all()
     assert good.iloc[0] > 0 and (good.iloc[1:] == 0).all()
 

@@ -186,3 +186,52 @@ def test_chapter3_figures_are_labelled() -> None:
     for fig in (sn.plot_gram(), sn.plot_decay(), sn.plot_clocks_and_counter(),
                 sn.plot_grid_similarity()):
         check_figure(fig)
+
+
+# --------------------------------------------------------------------------- chapter 4
+
+
+def test_rope_checks() -> None:
+    from lstpe.tutorial import rotary as rt
+
+    assert (rt.shift_invariance() < 1e-4).all()
+    t = rt.rope_checks(rt.constant_content_scores())
+    assert (t["spread within one (dr, dc)"] < 1e-4).all()
+    assert (t.loc[["rope (paper)", "rope (textbook)"], "Toeplitz gap (1-D offset)"] < 1e-4).all()
+    assert (t.loc[["rope-2d (paper)", "rope-2d (textbook)"], "Toeplitz gap (1-D offset)"]
+            > 0.1).all()
+    assert rt.ones_vs_sinusoid() < 1e-4
+
+
+def test_relative_demo_logits_toeplitz_weights_not() -> None:
+    from lstpe.tutorial import rotary as rt
+    from lstpe.tutorial.sinusoid import toeplitz_gap
+
+    demo = rt.relative_demo()
+    assert toeplitz_gap(demo["logits"]) < 1e-12
+    assert toeplitz_gap(demo["weights, textbook (bidirectional)"]) > 1e-3
+    causal = demo["weights, paper (causal)"]
+    assert np.allclose(np.triu(causal, 1), 0) and np.allclose(causal.sum(1), 1)
+
+
+def test_variants_table_lists_every_pe_compactly() -> None:
+    from lstpe import encodings as enc
+    from lstpe.tutorial import rotary as rt
+
+    t = rt.variants_table()
+    assert list(t.index) == list(enc.PE_NAMES)
+    assert t.shape[1] == 4
+    assert t.loc["c-nope", "causal mask"] == "yes"
+    assert t.loc["rope", "acts in"] == "attention"
+
+
+def test_chapter4_figures_are_labelled() -> None:
+    from lstpe.analysis import probe as P
+    from lstpe.tutorial import rotary as rt
+
+    cfg = P.ProbeConfig(steps=5)
+    trained = {v: P.train_probe(v, 0, cfg)[0] for v in ("rope", "alibi", "rope+l2", "alibi+l2")}
+    for fig in (rt.plot_rotation_2d(), rt.plot_scores(rt.constant_content_scores()),
+                rt.plot_relative(rt.relative_demo()), rt.plot_alibi(),
+                rt.plot_probe_mass(trained, cfg.n)):
+        check_figure(fig)

@@ -160,21 +160,21 @@ def dependence_table(x: torch.Tensor, seed: int = 0, d_model: int = 32,
                      n_layers: int = 2) -> pd.DataFrame:
     """What puzzle 0's logits depend on, for the misused and the correct rotary model.
 
-    Both models are small, random-weight and float64 (untrained: the dependence is a property
-    of the wiring, not of the weights). Entries are the largest absolute change of puzzle 0's
-    four logits; an exact 0 means "does not depend on it at all".
+    Rows: the three edits of :func:`perturbations`; columns: the two models. Both models are
+    small, random-weight and float64 (untrained: the dependence is a property of the wiring,
+    not of the weights). Entries are the largest absolute change of puzzle 0's four logits; an
+    exact 0 means "does not depend on it at all".
     """
     from lstpe.model import LSTTransformer, ModelConfig
 
     x = x.double()
     cfg = ModelConfig(d_model=d_model, n_layers=n_layers)
     models = {
-        "authors' rope module, batch-first input": SeqFirstRopeLST(d_model, n_layers,
-                                                                   seed=seed).double(),
-        "lstpe rope (LSTTransformer)": LSTTransformer("rope", seed=seed, cfg=cfg).double(),
+        "authors' wiring (batch-first into seq-first)": SeqFirstRopeLST(d_model, n_layers,
+                                                                        seed=seed).double(),
+        "lstpe rope": LSTTransformer("rope", seed=seed, cfg=cfg).double(),
     }
-    rows = {name: logit_change(m, x) for name, m in models.items()}
-    table = pd.DataFrame(rows).T
-    table.columns = [f"changing {c}" for c in table.columns]
+    table = pd.DataFrame({name: logit_change(m, x) for name, m in models.items()})
+    table.index = [f"changing {c}" for c in table.index]
     table.index.name = "puzzle 0's logits move by"
     return table
