@@ -1,15 +1,19 @@
 """The book builds, and every chapter page renders in a real browser with its figures.
 
 Builds the whole book with ``jupyter-book build`` (which executes every chapter at ``preview``
-scale) into a temporary folder, then checks each chapter's HTML (figures, tables, no error
-output) and opens it in headless Chromium (Debian's ``chromium``, installed here when missing),
-keeping one screenshot per chapter under ``artifacts/screenshots/`` (not committed).
+scale) into a temporary folder, then checks each page's HTML (figures, tables, no error output,
+no stray outputs such as ``Text(...)`` or local paths) and opens it in headless Chromium
+(Debian's ``chromium``, installed here when missing), keeping one screenshot per page under
+``artifacts/screenshots/`` (not committed). In the browser, every page must load MathJax from
+the book itself (no CDN), typeset all its math without errors, and show no raw TeX outside code.
 """
 
 from __future__ import annotations
 
 import html.parser
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,6 +30,18 @@ def _chapters() -> list[str]:
     chapters = toc.get("chapters", []) + [c for p in toc.get("parts", []) for c in p["chapters"]]
     files = [toc["root"]] + [c["file"] for c in chapters]
     return [f.removesuffix(".ipynb").removesuffix(".md") for f in files]
+
+
+def _is_notebook(page: str) -> bool:
+    return (ROOT / f"{page}.ipynb").exists()
+
+
+def _markdown(page: str) -> str:
+    """The Markdown of a page: a .md file, or the markdown cells of a notebook."""
+    if not _is_notebook(page):
+        return (ROOT / f"{page}.md").read_text(encoding="utf-8")
+    cells = json.loads((ROOT / f"{page}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
 def _chromium() -> str:
@@ -76,6 +92,77 @@ class _Page(html.parser.HTMLParser):
             self.title += data
 
 
+class _Visible(html.parser.HTMLParser):
+    """Text a reader sees outside code (and outside typeset math), plus what a page loads.
+
+    Skips ``head``, ``script``, ``style``, ``pre``, ``code``, ``textarea``, MathJax's typeset
+    output (``mjx-container``), highlighted code blocks and print-only elements; collects the
+    text of cell outputs separately, and the ``src`` of every script.
+    """
+
+    SKIP = {"head", "script", "style", "pre", "code", "textarea", "mjx-container", "svg"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.outputs: list[str] = []
+        self.scripts: list[str] = []
+        self.math = 0
+        self.math_errors = 0
+        self._skip: list[tuple[str, int]] = []  # (tag, depth) of the elements being skipped
+        self._output: tuple[str, int] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if tag == "script" and a.get("src"):
+            self.scripts.append(a["src"])
+        if tag == "mjx-container":
+            self.math += 1
+        if a.get("data-mml-node") == "merror" or "data-mjx-error" in a:
+            self.math_errors += 1
+        if self._output and tag == self._output[0]:
+            self._output = (tag, self._output[1] + 1)
+        elif self._output is None and "cell_output" in cls:
+            self._output = (tag, 1)
+            self.outputs.append("")
+        if self._skip and tag == self._skip[-1][0]:
+            self._skip[-1] = (tag, self._skip[-1][1] + 1)
+        elif tag in self.SKIP or "highlight" in cls or "onlyprint" in cls:
+            self._skip.append((tag, 1))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._output and tag == self._output[0]:
+            depth = self._output[1] - 1
+            self._output = (tag, depth) if depth else None
+        if self._skip and tag == self._skip[-1][0]:
+            depth = self._skip[-1][1] - 1
+            if depth:
+                self._skip[-1] = (tag, depth)
+            else:
+                self._skip.pop()
+
+    def handle_data(self, data: str) -> None:
+        if self._output is not None:
+            self.outputs[-1] += data
+        if not self._skip:
+            self.text.append(data)
+
+
+RAW_TEX = re.compile(r"\\[A-Za-z]+|\$\$|\\[()\[\]]")
+"""A TeX control sequence (``\\frac``, ``\\mathbf``, ``\\begin``), ``$$``, ``\\(`` ... in prose."""
+
+STRAY_OUTPUT = [
+    (re.compile(r"^\s*Text\(", re.M), "a matplotlib Text(...) repr"),
+    (re.compile(r"^\s*\[\]\s*$"), "a bare []"),
+    (re.compile(r"^\s*\[<matplotlib\.", re.M), "a list of matplotlib artists"),
+    (re.compile(r"<matplotlib\.\w+"), "a matplotlib object repr"),
+    (re.compile(r"T[Tt]est\w*\("), "a raw scipy test result"),
+    (re.compile(re.escape(str(ROOT))), "a local path of the build machine"),
+    (re.compile(r"(?<![\w.])/(?:tmp|home|work|root|Users)/"), "a local absolute path"),
+]
+
+
 @pytest.fixture(scope="module")
 def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("book")
@@ -98,8 +185,21 @@ def test_every_chapter_page_has_its_content(built_book: Path) -> None:
         assert p.title.strip(), f"{chapter}: no <h1> title"
         assert p.stderr_blocks == 0, f"{chapter}: the page shows error output"
         assert "Traceback (most recent call last)" not in page.read_text(encoding="utf-8")
-        if not chapter.endswith("intro"):
+        if _is_notebook(chapter):
             assert p.images >= 1, f"{chapter}: no figure on the page"
+
+
+def test_no_stray_outputs(built_book: Path) -> None:
+    """Cells show results, not reprs of return values, nor paths of the machine that built them."""
+    problems = []
+    for chapter in _chapters():
+        v = _Visible()
+        v.feed((built_book / f"{chapter}.html").read_text(encoding="utf-8"))
+        for out in v.outputs:
+            for pattern, what in STRAY_OUTPUT:
+                if pattern.search(out):
+                    problems.append(f"{chapter}: {what}: {out.strip()[:160]!r}")
+    assert not problems, "\n".join(problems)
 
 
 def test_pages_render_in_headless_chromium(built_book: Path) -> None:
@@ -109,15 +209,41 @@ def test_pages_render_in_headless_chromium(built_book: Path) -> None:
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--hide-scrollbars"]
+    problems = []
     for chapter in _chapters():
         url = (built_book / f"{chapter}.html").as_uri()
-        dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True,
-                             text=True, timeout=120)
+        # virtual time lets MathJax finish typesetting before the DOM is dumped
+        dom = subprocess.run([chromium, *flags, "--virtual-time-budget=20000", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=120)
         assert dom.returncode == 0, f"chromium could not open {url}: {dom.stderr[-2000:]}"
         p = _Page()
         p.feed(dom.stdout)
         assert p.title.strip(), f"{chapter}: the browser shows no title"
+        problems += _math_problems(chapter, dom.stdout)
         png = shots / (chapter.replace("/", "_") + ".png")
-        subprocess.run([chromium, *flags, "--window-size=1280,2400", f"--screenshot={png}", url],
+        subprocess.run([chromium, *flags, "--virtual-time-budget=20000", "--window-size=1280,2400",
+                        f"--screenshot={png}", url],
                        capture_output=True, timeout=120, check=True)
         assert png.exists() and png.stat().st_size > 10_000, f"{chapter}: empty screenshot"
+    assert not problems, "\n".join(problems)
+
+
+def _math_problems(chapter: str, dom: str) -> list[str]:
+    """What is wrong with the math of one page as the browser shows it."""
+    v = _Visible()
+    v.feed(dom)
+    out = []
+    remote = [s for s in v.scripts if re.match(r"(https?:)?//", s)]
+    if remote:
+        out.append(f"{chapter}: loads scripts from the network: {remote}")
+    mathjax = [s for s in v.scripts if "mathjax" in s.lower()]
+    if not any("_static/mathjax/" in s for s in mathjax):
+        out.append(f"{chapter}: does not load the vendored MathJax (scripts: {mathjax})")
+    if "$" in _markdown(chapter) and v.math == 0:
+        out.append(f"{chapter}: has math in its source but none was typeset")
+    if v.math_errors:
+        out.append(f"{chapter}: {v.math_errors} TeX error(s) in the typeset math")
+    text = " ".join(v.text)
+    for m in RAW_TEX.finditer(text):
+        out.append(f"{chapter}: raw TeX visible: {text[max(0, m.start() - 60):m.end() + 40]!r}")
+    return out

@@ -18,6 +18,7 @@ Modules (imported lazily: ``import lstpe.analysis`` loads none of them):
 - :mod:`lstpe.analysis.networks`    distances between the token PEs of one model (plain by
   default, per-pair Procrustes as an option), modularity and network clustering
 - :mod:`lstpe.analysis.probe`       Su's probe (separate module)
+- :mod:`lstpe.analysis.rope_misuse` the authors' sequence-first rope module fed batch-first input
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from types import ModuleType
 
 SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "robustness", "humans", "stats", "plots", "curves", "networks",
-    "probe",
+    "probe", "rope_misuse",
 )
 
 

@@ -1,0 +1,11 @@
+"""Small helpers behind the tutorial chapters 2-4 of the book, so that their cells stay short.
+
+* :mod:`lstpe.tutorial.lst_task`  chapter 2: lines that force the probe, the figures of the
+  puzzles, human accuracy, the generator and the splits
+* :mod:`lstpe.tutorial.sinusoid`  chapter 3: numerical checks of Su's derivation, the decay
+  integral, clocks and counters, the 2-D encoding
+* :mod:`lstpe.tutorial.rotary`    chapter 4: RoPE checks, axial RoPE, Shaw keys, ALiBi, the
+  paper-vs-textbook table, the probe's attention mass
+
+Every function returns a table, a number or a matplotlib Figure; nothing is printed.
+"""

@@ -1,0 +1,171 @@
+"""Links of the book that can be checked without building it.
+
+* one repository URL: ``_config.yml``, README and every chapter's install cell agree, and
+  ``python -m lstpe.repo set-url`` moves all of them to a fork at once;
+* the bibliography: every entry of ``references.bib`` has a url, every ``{cite}`` key used in
+  the book exists, and the keys other chapters rely on are there;
+* cross-references: every relative Markdown link in a chapter points at a file that exists;
+* the vendored MathJax is present with its license, and ``_config.yml`` points at it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lstpe import repo
+
+ROOT = Path(__file__).resolve().parents[1]
+BIB = ROOT / "references.bib"
+REQUIRED_KEYS = {
+    "ito2024learning", "ito2024importance", "vaswani2017attention", "shaw2018self",
+    "su2024roformer", "su2021sinusoidal", "su2022flaw", "press2022alibi", "kazemnejad2023nope",
+    "ruoss2023randomized", "birney2006lst", "schaefer2018parcellation", "yeo2011networks",
+    "vanessen2013hcp", "jacot2018ntk", "chizat2019lazy", "canal2024positional",
+}
+CITE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]+)`")
+MD_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _bib_entries() -> dict[str, str]:
+    """key -> body of every entry of references.bib."""
+    text = BIB.read_text(encoding="utf-8")
+    starts = list(re.finditer(r"^@(\w+)\{([^,\s]+),", text, re.M))
+    ends = [m.start() for m in starts[1:]] + [len(text)]
+    return {m[2]: text[m.end():e] for m, e in zip(starts, ends, strict=True)}
+
+
+def _markdown_sources() -> dict[str, str]:
+    """Page name -> its Markdown (the markdown cells of a notebook, or a .md file)."""
+    out = {}
+    for p in sorted((ROOT / "book").iterdir()):
+        if p.suffix == ".md":
+            out[p.name] = p.read_text(encoding="utf-8")
+        elif p.suffix == ".ipynb":
+            cells = json.loads(p.read_text(encoding="utf-8"))["cells"]
+            out[p.name] = "\n".join("".join(c["source"]) for c in cells
+                                    if c["cell_type"] == "markdown")
+    return out
+
+
+# --------------------------------------------------------------------------- repository URL
+
+
+def test_repository_url_agrees_everywhere() -> None:
+    assert repo.check(ROOT) == []
+
+
+def test_every_chapter_in_the_toc_has_the_install_cell() -> None:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    for f in files:
+        nb = ROOT / f"{f}.ipynb"
+        if nb.exists():
+            src = repo.install_cell(nb)
+            assert src is not None, f"{f}: its first code cell is not the install cell"
+            assert repo.configured(ROOT).pip_spec in src
+
+
+def test_set_url_moves_everything_to_a_fork(tmp_path: Path) -> None:
+    for name in ("_config.yml", "README.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    shutil.copytree(ROOT / "book", tmp_path / "book")
+    (tmp_path / "lstpe").mkdir()
+    before = {p.name: json.loads(p.read_text()) for p in repo.notebooks(tmp_path)}
+
+    assert repo.main(["--root", str(tmp_path), "set-url", "https://github.com/you/fork.git",
+                      "--branch", "dev"]) == 0
+    assert repo.configured(tmp_path) == repo.Repository("https://github.com/you/fork", "dev")
+    assert repo.check(tmp_path) == []
+    readme = (tmp_path / "README.md").read_text()
+    assert "git+https://github.com/you/fork@dev" in readme
+    assert "github.com/lstpe/lstpe" not in readme
+    cfg = yaml.safe_load((tmp_path / "_config.yml").read_text())
+    assert cfg["repository"] == {**cfg["repository"], "url": "https://github.com/you/fork",
+                                 "branch": "dev"}
+    for nb in repo.notebooks(tmp_path):
+        after = json.loads(nb.read_text())
+        old = before[nb.name]
+        first = next(i for i, c in enumerate(after["cells"]) if c["cell_type"] == "code")
+        assert "git+https://github.com/you/fork@dev" in "".join(after["cells"][first]["source"])
+        rest = [c for i, c in enumerate(after["cells"]) if i != first]
+        assert rest == [c for i, c in enumerate(old["cells"]) if i != first], nb.name
+    # and back: the round trip restores the files exactly
+    repo.set_url(tmp_path, "https://github.com/lstpe/lstpe", "main")
+    for name in ("_config.yml", "README.md"):
+        assert (tmp_path / name).read_text() == (ROOT / name).read_text()
+
+
+def test_set_url_rejects_what_is_not_a_github_repository(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
+    with pytest.raises(ValueError):
+        repo.set_url(tmp_path, "https://example.org/not/github")
+    with pytest.raises(ValueError):
+        repo.set_url(tmp_path, "https://github.com/you/fork", "bad branch")
+
+
+# --------------------------------------------------------------------------- bibliography
+
+
+def test_bibliography_entries_have_urls_and_required_keys() -> None:
+    entries = _bib_entries()
+    assert REQUIRED_KEYS <= set(entries), f"missing: {sorted(REQUIRED_KEYS - set(entries))}"
+    for key, body in entries.items():
+        url = re.search(r"^\s*url\s*=\s*\{(https?://[^}\s]+)\}", body, re.M)
+        assert url, f"{key}: no url"
+        assert re.search(r"^\s*title\s*=", body, re.M), f"{key}: no title"
+        assert re.search(r"^\s*year\s*=", body, re.M), f"{key}: no year"
+
+
+def test_every_citation_resolves() -> None:
+    keys = set(_bib_entries())
+    cited = set()
+    for page, text in _markdown_sources().items():
+        for group in CITE.findall(text):
+            for key in (k.strip() for k in group.split(",")):
+                assert key in keys, f"{page}: {{cite}} of unknown key {key!r}"
+                cited.add(key)
+    assert cited, "no page cites anything"
+
+
+def test_bibliography_page_is_in_the_toc() -> None:
+    toc = (ROOT / "_toc.yml").read_text()
+    assert "book/references" in toc
+    assert "{bibliography}" in (ROOT / "book" / "references.md").read_text()
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert cfg["bibtex_bibfiles"] == ["references.bib"]
+
+
+# --------------------------------------------------------------------------- cross-references
+
+
+def test_relative_links_between_chapters_resolve() -> None:
+    for page, text in _markdown_sources().items():
+        for target in MD_LINK.findall(text):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = target.split("#")[0]
+            assert (ROOT / "book" / path).exists(), f"{page}: broken link to {target}"
+
+
+# --------------------------------------------------------------------------- offline MathJax
+
+
+def test_mathjax_is_vendored_and_configured() -> None:
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    static = cfg["html_static_path"]
+    js = [ROOT / s / cfg["mathjax_path"] for s in static]
+    js = [p for p in js if p.exists()]
+    assert js, f"mathjax_path {cfg['mathjax_path']} is in none of {static}"
+    assert not cfg["mathjax_path"].startswith("http")
+    assert js[0].stat().st_size > 1_000_000
+    assert "Apache License" in (js[0].parent / "LICENSE").read_text()
+    assert (js[0].parent / "PROVENANCE.md").exists()
+    assert cfg["mathjax3_config"]["tex"]["macros"]["R"] == "\\mathbb{R}"
+    # Jupyter Book would load every .js under _static/ a second time on every page
+    assert not (ROOT / "_static").exists() or not list((ROOT / "_static").rglob("*.js"))

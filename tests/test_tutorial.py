@@ -1,0 +1,237 @@
+"""Helpers of the tutorial chapters 2-4 (lstpe.tutorial): numbers and figure hygiene."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from lstpe import lst  # noqa: E402
+from lstpe.tutorial import lst_task as lt  # noqa: E402
+
+
+def check_figure(fig) -> None:
+    """Every axes that shows data has axis labels (boards and galleries are axis-off), every
+    heatmap has a colour bar, and no legend sits inside an axes over the data."""
+    fig.canvas.draw()
+    cbar_axes = {a for a in fig.axes if a.get_label() == "<colorbar>"}
+    images = 0
+    for ax in fig.axes:
+        if ax in cbar_axes or not ax.axison:
+            continue
+        drawn = ax.lines or ax.collections or ax.patches or ax.images
+        board = ax.get_aspect() == 1.0 and not ax.get_xticks().size
+        if drawn and not board:
+            assert ax.get_xlabel() and ax.get_ylabel() or _shares_labels(ax), ax.get_title()
+        for im in ax.images:
+            if im.get_array().ndim == 2 and im.colorbar is None and im.cmap.N > 4:
+                images += 1
+        leg = ax.get_legend()
+        if leg is not None:
+            lb = leg.get_window_extent()
+            ab = ax.get_window_extent()
+            inside = lb.x0 >= ab.x0 and lb.x1 <= ab.x1 and lb.y0 >= ab.y0 and lb.y1 <= ab.y1
+            assert not inside, f"{ax.get_title()}: legend inside the axes"
+    assert images == 0, "a heatmap without a colour bar"
+    plt.close(fig)
+
+
+def _shares_labels(ax) -> bool:
+    """Panels of a row with a shared y axis label only the first; a shared x axis only the
+    bottom row."""
+    fig = ax.figure
+    others = [a for a in fig.axes if a is not ax and a.axison]
+    has_x = bool(ax.get_xlabel()) or any(a.get_xlabel() for a in others)
+    has_y = bool(ax.get_ylabel()) or any(a.get_ylabel() for a in others)
+    return has_x and has_y
+
+
+@pytest.fixture(scope="module")
+def examples() -> dict[int, lst.Puzzle]:
+    human = lst.load_human()
+    puzzles = lst.puzzles_from_frame(human)
+    return {v: puzzles[int(human.index[human["vectors"] == v][0])] for v in (1, 2, 3)}
+
+
+# --------------------------------------------------------------------------- chapter 2
+
+
+def test_probe_values_and_forcing_agree_with_relational_complexity(examples) -> None:
+    human = lst.load_human()
+    for p in lst.puzzles_from_frame(human)[::9]:
+        own = lt.own_lines(p)
+        rc = lst.relational_complexity(p)
+        singles = [len(lt.probe_values(p, own[k])) == 1 for k in ("row alone", "column alone")]
+        both = len(lt.probe_values(p, own["row + column"])) == 1
+        expected = 1 if any(singles) else 2 if both else 3 if lt.forcing(p, 3) else 4
+        assert rc == expected
+        assert lt.probe_values(p, list(lt.LINES)) == [p.answer]
+    with pytest.raises(ValueError):
+        lt.probe_values(examples[1], [("diagonal", 0)])
+
+
+def test_lines_table_and_lines_to_show(examples) -> None:
+    t = lt.lines_table(examples)
+    assert list(t["computed RC"]) == [1, 2, 3]
+    for p in examples.values():
+        assert len(lt.probe_values(p, lt.lines_to_show(p))) == 1
+
+
+def test_square_checks_and_solver_table(examples) -> None:
+    checks = lt.square_checks(lst.latin_squares())
+    assert checks["squares"] == 576 == checks["4! * 3! * R4"]
+    assert checks["reduced squares R4"] == 4 and checks["all rows and columns permutations"]
+    t = lt.solver_table(examples)
+    assert (t["solve()"] == t["published answer"]).all()
+    assert lt.token_table(examples[3]).to_numpy().sum() == sum(
+        ch != "0" for ch in examples[3].string)
+
+
+def test_pair_forced_counts_the_hidden_singles() -> None:
+    t = lt.pair_forced({"human": lst.load_human()})
+    assert t.loc["human", "three-vector"] == 36
+    assert t.loc["human", "forced by a pair of lines"] == 0
+
+
+def test_human_summary_and_filled_cells() -> None:
+    acc = lst.human_accuracy()
+    s = lt.human_summary(acc)
+    assert list(s["puzzles"]) == [36, 36, 36]
+    assert s["mean"].is_monotonic_decreasing
+    gen = lst.generate_frame(20, seed=0)
+    f = lt.filled_cells(gen)
+    for _, t in f.groupby("vectors"):
+        assert np.isclose(t["authors' training set"].sum(), 1)
+        assert np.isclose(t["generated"].sum(), 1)
+
+
+def test_split_table_totals() -> None:
+    splits = lst.load_split("paper", seed=0)
+    t = lt.split_table(splits)
+    assert t.loc["total", "val"] == 108
+    assert t.loc["total", "train"] + t.loc["total", "test"] == 9000
+    assert lt.shared_ids(splits) == 0
+
+
+def test_chapter2_figures_are_labelled(examples) -> None:
+    human = lst.load_human()
+    puzzles = lst.puzzles_from_frame(human)
+    acc = lst.human_accuracy()
+    gen = lst.generate_frame(10, seed=1, exclude=puzzles)
+    for fig in (lt.plot_examples(examples), lt.plot_forcing_lines(examples),
+                lt.plot_square_gallery(lst.latin_squares()), lt.plot_human_accuracy(acc),
+                lt.plot_filled_cells(gen), lt.plot_generated(gen),
+                lt.plot_easiest_hardest(acc, puzzles),
+                lt.plot_hidden_single(lst.load_training())):
+        check_figure(fig)
+
+
+# --------------------------------------------------------------------------- chapter 3
+
+
+def test_sinusoid_checks_vanish() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    assert sn.permutation_residual() < 1e-12
+    assert (sn.gram_checks() < 1e-5).all()
+    assert (sn.shift_checks() < 1e-5).all()
+    h = sn.hessian_table()
+    assert h["identity"] < 1e-5 and h["diagonal, tied pairs"] < 1e-5
+    assert h["random diagonal"] > 0.1 and h["random full (A A^T / d)"] > 0.1
+    assert sn.toeplitz_gap([[0, 1, 2], [3, 0, 1], [4, 3, 0]]) == 0
+    assert sn.toeplitz_gap(np.arange(9).reshape(3, 3)) == 8
+    assert sn.toeplitz_gap([[0, 1], [2, 0]]) == 0 and sn.toeplitz_gap([[0, 1], [1, 1]]) == 1
+
+
+def test_shuffle_change_separates_nope_from_2d_fixed() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    x = lst.load_split("paper", seed=0)["val"].x[:20]
+    ch = sn.shuffle_change(x)
+    assert ch["nope"] < 1e-12 < 1e-6 < ch["2d-fixed"]
+
+
+def test_decay_integral_closed_forms() -> None:
+    from scipy.integrate import quad
+
+    from lstpe.tutorial import sinusoid as sn
+
+    for x in (0.0, 3.0, 40.0):
+        for base in (100, 10000):
+            num = quad(lambda t, x=x, base=base: np.cos(x * base ** -t), 0, 1, limit=200)[0]
+            assert np.isclose(sn.decay_integral([x], base)[0], num, atol=1e-6)
+        assert np.isclose(sn.decay_integral([x])[0], quad(lambda t, x=x: np.cos(x * t), 0, 1)[0])
+    d = sn.sinusoid_decay(15, 160)
+    assert d[0] == pytest.approx(1) and np.all(np.diff(d[:5]) < 0)
+
+
+def test_grid_checks_split_rows_and_columns() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    t = sn.grid_checks()
+    assert (t["same (dr, dc)"] < 1e-5).all()
+    halves = t.iloc[1:]
+    # one half depends on the row offset only, the other on the column offset only
+    assert sorted((halves["same dr"] < 1e-5).tolist()) == [False, True]
+    assert sorted((halves["same dc"] < 1e-5).tolist()) == [False, True]
+
+
+def test_chapter3_figures_are_labelled() -> None:
+    from lstpe.tutorial import sinusoid as sn
+
+    for fig in (sn.plot_gram(), sn.plot_decay(), sn.plot_clocks_and_counter(),
+                sn.plot_grid_similarity()):
+        check_figure(fig)
+
+
+# --------------------------------------------------------------------------- chapter 4
+
+
+def test_rope_checks() -> None:
+    from lstpe.tutorial import rotary as rt
+
+    assert (rt.shift_invariance() < 1e-4).all()
+    t = rt.rope_checks(rt.constant_content_scores())
+    assert (t["spread within one (dr, dc)"] < 1e-4).all()
+    assert (t.loc[["rope (paper)", "rope (textbook)"], "Toeplitz gap (1-D offset)"] < 1e-4).all()
+    assert (t.loc[["rope-2d (paper)", "rope-2d (textbook)"], "Toeplitz gap (1-D offset)"]
+            > 0.1).all()
+    assert rt.ones_vs_sinusoid() < 1e-4
+
+
+def test_relative_demo_logits_toeplitz_weights_not() -> None:
+    from lstpe.tutorial import rotary as rt
+    from lstpe.tutorial.sinusoid import toeplitz_gap
+
+    demo = rt.relative_demo()
+    assert toeplitz_gap(demo["logits"]) < 1e-12
+    assert toeplitz_gap(demo["weights, textbook (bidirectional)"]) > 1e-3
+    causal = demo["weights, paper (causal)"]
+    assert np.allclose(np.triu(causal, 1), 0) and np.allclose(causal.sum(1), 1)
+
+
+def test_variants_table_lists_every_pe_compactly() -> None:
+    from lstpe import encodings as enc
+    from lstpe.tutorial import rotary as rt
+
+    t = rt.variants_table()
+    assert list(t.index) == list(enc.PE_NAMES)
+    assert t.shape[1] == 4
+    assert t.loc["c-nope", "causal mask"] == "yes"
+    assert t.loc["rope", "acts in"] == "attention"
+
+
+def test_chapter4_figures_are_labelled() -> None:
+    from lstpe.analysis import probe as P
+    from lstpe.tutorial import rotary as rt
+
+    cfg = P.ProbeConfig(steps=5)
+    trained = {v: P.train_probe(v, 0, cfg)[0] for v in ("rope", "alibi", "rope+l2", "alibi+l2")}
+    for fig in (rt.plot_rotation_2d(), rt.plot_scores(rt.constant_content_scores()),
+                rt.plot_relative(rt.relative_demo()), rt.plot_alibi(),
+                rt.plot_probe_mass(trained, cfg.n)):
+        check_figure(fig)
