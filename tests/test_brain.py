@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lstpe import brain
+from lstpe import brain, brain_train
 from lstpe import results as res
 from lstpe.analysis import networks as nw
 
@@ -357,12 +357,12 @@ def test_resume_after_interruption_gives_the_same_run(tiny, tmp_path, monkeypatc
             raise RuntimeError("interrupted")
         return real(*a, **k)
 
-    monkeypatch.setattr(brain, "masked_mse", flaky)
+    monkeypatch.setattr(brain_train, "masked_mse", flaky)
     with pytest.raises(RuntimeError, match="interrupted"):
         brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
     assert (tmp_path / "b" / "checkpoints" / "chunk0.pt").exists()
     assert not (tmp_path / "b" / "manifest.json").exists()
-    monkeypatch.setattr(brain, "masked_mse", real)
+    monkeypatch.setattr(brain_train, "masked_mse", real)
     again = brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
     pd.testing.assert_frame_equal(again.history, full.history)
     assert torch.equal(again.artifacts["pe_final"], full.artifacts["pe_final"])
