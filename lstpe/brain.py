@@ -18,10 +18,13 @@ needs:
   90% masking on the holdout data.
 * :mod:`lstpe.brain_model` -- **model** (:class:`BatchedBrainTransformer`: M models with
   stacked weights, scalar activity embedded per region, a learned mask embedding, the LST
-  model's post-LN blocks with bidirectional attention, a per-token readout), the masked MSE,
-  prediction and evaluation, and the best linear predictor (:func:`linear_baseline_mse`).
+  model's post-LN blocks with bidirectional attention, a per-token readout), the masked MSE
+  and the best linear predictor (:func:`linear_baseline_mse`).
+* :mod:`lstpe.brain_task` -- the brain task of the training engine (batches, loss,
+  evaluation; :func:`predict`, :func:`evaluate`).
 * :mod:`lstpe.brain_train` -- **training** (:class:`BrainConfig`, :func:`preset`,
-  :func:`train_brain`): every (PE, mask ratio, seed) model trained as one batched model.
+  :func:`train_brain`): every (PE, mask ratio, seed) model trained as one batched model by the
+  package's one training loop (:func:`lstpe.engine.run_chunk`), as the LST models are.
 * :mod:`lstpe.brain_analysis` -- final and mean MSEs, learning curves, network measures of
   the PEs (:func:`network_table`).
 * :mod:`lstpe.brain_plots` -- the figures.
@@ -55,13 +58,11 @@ from lstpe.brain_model import (
     MASK_STREAM,
     BatchedBrainTransformer,
     brain_spec,
-    evaluate,
     init_weights,
     initial_pe,
     linear_baseline_mse,
     masked_mse,
     model_config,
-    predict,
 )
 from lstpe.brain_plots import (
     plot_by_network,
@@ -69,9 +70,9 @@ from lstpe.brain_plots import (
     plot_network_measures,
     plot_pe_similarities,
 )
+from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, evaluate, predict
 from lstpe.brain_train import (
     BRAIN_PES,
-    HISTORY_COLUMNS,
     PAPER_SEEDS,
     BrainConfig,
     BrainResult,
@@ -85,7 +86,7 @@ from lstpe.model import ModelConfig
 __all__ = [
     "BRAIN_PES", "GROUPS", "HISTORY_COLUMNS", "MASK_STREAM", "ORDERS", "PAPER_MASKS",
     "PAPER_SEEDS", "PARCELLATIONS", "TEST_MASK", "YEO7", "BatchedBrainTransformer",
-    "BrainConfig", "BrainData", "BrainResult", "ModelConfig", "brain_spec",
+    "BrainConfig", "BrainData", "BrainResult", "BrainTask", "ModelConfig", "brain_spec",
     "curves", "draw_batch", "eval_sets", "evaluate", "final_mse", "init_weights", "initial_pe",
     "linear_baseline_mse", "load_fc", "load_networks", "load_timeseries", "make_data",
     "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary",

@@ -120,35 +120,6 @@ def masked_mse(pred: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch
 
 
 
-@torch.no_grad()
-def predict(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor,
-            chunk: int = 256, amp: bool = False) -> torch.Tensor:
-    """Predictions (M, N, R) of all models on shared inputs x, mask (N, R), in chunks."""
-    device = next(model.parameters()).device
-    out = []
-    for i in range(0, x.shape[0], chunk):
-        with torch.autocast(device.type, torch.bfloat16, enabled=amp and device.type == "cuda"):
-            y = model(x[i:i + chunk].to(device), mask[i:i + chunk].to(device))
-        out.append(y.float())
-    return torch.cat(out, 1)
-
-
-@torch.no_grad()
-def evaluate(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor,
-             chunk: int = 256, amp: bool = False) -> np.ndarray:
-    """Masked MSE of every model on shared inputs x, mask (N, R): (M,) numpy."""
-    device = next(model.parameters()).device
-    se = torch.zeros(model.n_models, device=device, dtype=torch.float64)
-    count = 0.0
-    for i in range(0, x.shape[0], chunk):
-        xb, mb = x[i:i + chunk].to(device), mask[i:i + chunk].to(device)
-        with torch.autocast(device.type, torch.bfloat16, enabled=amp and device.type == "cuda"):
-            y = model(xb, mb).float()
-        se += (((y - xb) ** 2) * mb).sum((1, 2)).double()
-        count += float(mb.sum())
-    return (se / count).cpu().numpy()
-
-
 def linear_baseline_mse(cov: np.ndarray | torch.Tensor, x: torch.Tensor, mask: torch.Tensor,
                         chunk: int = 256) -> float:
     r"""MSE of the best linear predictor for a Gaussian with covariance ``cov``.

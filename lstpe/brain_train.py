@@ -1,21 +1,28 @@
-"""Training the brain models: configs, presets, data, and the batched training loop.
+"""Training the brain models: configs, presets, data, and every model trained by the engine.
 
 :func:`train_brain` trains every (PE, training mask ratio, seed) model of a
-:class:`BrainConfig` as one batched model per group of PEs (loss = sum of the per-model mean
-losses, one Adam over the stacked tensors = M independent Adams, as in :mod:`lstpe.train`). A
-model's batches and masks depend only on its seed and the step, so every PE sees the same data
-(common random numbers) and a model trains the same alone or stacked.
+:class:`BrainConfig` with the package's one training loop (:func:`lstpe.engine.run_chunk`)
+and the brain adapter (:class:`lstpe.brain_task.BrainTask`). The models of *every* PE are
+stacked into one batched model (split into chunks of at most ``max_models``); the loss is the
+sum of the per-model mean losses and the :class:`~lstpe.optim.StackedOptimizer` runs one Adam
+per model, so a model trains the same alone or stacked. A model's batches and masks depend
+only on its seed and the step, so every PE sees the same data (common random numbers).
+
+Steps and rounds: the engine counts rounds of ``eval_every`` steps (see
+:mod:`lstpe.brain_task`); the models are evaluated after every round, and a checkpoint is
+written every ``max(1, checkpoint_every // eval_every)`` rounds (``checkpoint_every`` steps
+rounded down to whole rounds, at least one) and after the last round; an interrupted run
+resumes from its last checkpoint and gives the same history as an uninterrupted one.
 
 Presets (:func:`preset`): ``paper`` (400 parcels, d=64, 4 layers, Adam 1e-4, 50k steps, the 15
 seeds, the four training mask ratios; many GPU hours) and ``preview`` (100 parcels, d=64,
-2 layers, 200 steps of 16 time points at Adam 3e-3, one seed, 50% masking; CPU, under a
-minute). The paper does not give its batch size; we use 128. Preview numbers illustrate the
-pipeline; they are not the paper's.
+2 layers, 200 steps of 16 time points at Adam 3e-3, one seed, 50% masking; CPU, minutes).
+The paper does not give its batch size; we use 128. Preview numbers illustrate the pipeline;
+they are not the paper's.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,29 +32,23 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lstpe import engine
 from lstpe import results as res
 from lstpe.brain_data import (
     PAPER_MASKS,
     TEST_MASK,
     BrainData,
     check_parcels,
-    draw_batch,
     make_surrogate,
     n_masked,
     sample_masks,
     token_order,
 )
-from lstpe.brain_model import (
-    BatchedBrainTransformer,
-    brain_spec,
-    evaluate,
-    linear_baseline_mse,
-    masked_mse,
-    model_config,
-)
+from lstpe.brain_model import BatchedBrainTransformer, brain_spec, linear_baseline_mse, model_config
+from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, EvalSets, n_rounds
 from lstpe.encodings import PESpec
 from lstpe.notebook import pick_device
-from lstpe.train import group_specs
+from lstpe.optim import StackedOptimizer
 
 BRAIN_PES: tuple[str, ...] = (
     "1d-fixed", "relative", "rope", "random", "learn-0.1", "learn-0.2", "learn-1", "learn-2",
@@ -58,12 +59,6 @@ PAPER_SEEDS: tuple[int, ...] = (
     2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195, 6914, 29,
 )
 """The authors' 15 seeds (the same as the LST experiment's)."""
-
-HISTORY_COLUMNS = [
-    "model", "pe", "pe_name", "sigma", "seed", "train_mask", "step", "split", "mask_ratio", "mse",
-]
-"""Columns of the brain history table: one row per (model, step, split, mask_ratio).
-``train_mask`` is the model's training mask ratio, ``mask_ratio`` the one of the evaluation."""
 
 
 @dataclass
@@ -85,8 +80,15 @@ class BrainConfig:
         order, order_seed: token order (:func:`token_order`).
         relative_causal: use the authors' causal ``relative`` (default: bidirectional).
         d_model, n_layers, n_heads, mlp_ratio: model sizes.
-        checkpoint_every: steps between checkpoints (0 = never).
-        max_models: split groups larger than this into chunks (memory).
+        variant: PE variant (``paper`` or ``textbook``; :func:`lstpe.encodings.parse_pe`).
+        device: ``auto`` (cuda > mps > cpu), ``cpu``, ``cuda``...
+        amp: bf16 autocast in training and evaluation, on CUDA and on the CPU
+            (:func:`lstpe.engine.autocast`; fp32 weights, optimizer and loss).
+        compile: ``torch.compile`` the model for the training steps (step mode ``compile``;
+            otherwise ``eager``).
+        checkpoint_every: steps between checkpoints (0 = never), rounded down to whole rounds
+            of ``eval_every`` steps (at least one round).
+        max_models: train the models in chunks of at most this many (memory).
     """
 
     pes: list[str] = field(default_factory=lambda: list(BRAIN_PES))
@@ -134,6 +136,12 @@ class BrainConfig:
                 raise ValueError(f"BrainConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.max_models is not None and self.max_models < 1:
+            raise ValueError(f"BrainConfig.max_models must be >= 1 (or None), got "
+                             f"{self.max_models}")
+        if self.checkpoint_every < 0:
+            raise ValueError("BrainConfig.checkpoint_every must be >= 0 (0 = no checkpoints), "
+                             f"got {self.checkpoint_every}")
         check_parcels(self.n_parcels)
         token_order(2, self.order)  # validates the order name
 
@@ -205,138 +213,92 @@ class BrainResult:
     run_dir: Path | None = None
 
 
-def _rows(ids, models, step: int, split: str, ratio: float, mse) -> list[dict]:
-    rows = []
-    for j, mid in enumerate(ids):
-        spec, tm, seed = models[mid]
-        rows.append({"model": mid, "pe": spec.label, "pe_name": spec.name,
-                     "sigma": spec.sigma if spec.sigma is not None else math.nan, "seed": seed,
-                     "train_mask": tm, "step": step, "split": split, "mask_ratio": ratio,
-                     "mse": float(mse[j])})
-    return rows
-
 
 def train_brain(cfg: BrainConfig, run_dir: str | Path | None = None,
                 data: BrainData | None = None, progress: bool = True) -> BrainResult:
-    """Train every (PE, train mask, seed) model of ``cfg``, batched by attention kind.
+    """Train every (PE, train mask, seed) model of ``cfg``, batched, with the training engine.
 
     Args:
         cfg: the run's configuration.
-        run_dir: if given, checkpoints go to ``run_dir/checkpoints`` (resumed when present)
-            and the finished run is saved there (history.csv, manifest.json, artifacts.pt).
-        data: real data from :func:`load_timeseries` (default: the config's surrogate).
-        progress: tqdm progress bars.
+        run_dir: if given, the folder is locked (:class:`lstpe.results.RunLock`) and checked
+            (:func:`lstpe.results.check_run_dir`) first; checkpoints go to
+            ``run_dir/checkpoints`` (resumed when present) and the finished run is saved there
+            (history.csv, manifest.json, artifacts.pt).
+        data: real data from :func:`lstpe.brain_data.load_timeseries` (default: the config's
+            surrogate).
+        progress: tqdm progress bars (one tick per round of ``eval_every`` steps).
     Returns:
         :class:`BrainResult`; model ``i`` is ``cfg.models[i]``.
+    Raises:
+        lstpe.results.RunDirError: ``run_dir`` already holds this finished run (read it with
+            :func:`lstpe.results.load`), or holds another configuration's run or checkpoints,
+            or is locked by another process.
+        ValueError: a checkpoint of the folder was written by another configuration or data.
     """
+    if run_dir is None:
+        return _train_brain(cfg, None, data, progress)
+    run_dir = Path(run_dir)
+    with res.RunLock(run_dir):
+        if res.check_run_dir(run_dir, cfg.to_dict()) == "finished":
+            raise res.RunDirError(f"{run_dir} already holds this finished run; read it with "
+                                  "lstpe.results.load or delete it to retrain")
+        return _train_brain(cfg, run_dir, data, progress)
+
+
+def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
+                 progress: bool) -> BrainResult:
     t0 = time.perf_counter()
     device = pick_device(cfg.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     data = data if data is not None else make_data(cfg)
-    R = data.n_regions
-    mcfg = model_config(R, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.mlp_ratio)
+    mcfg = model_config(data.n_regions, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.mlp_ratio)
     models = cfg.models
-    chunks = []
-    for grp in group_specs([m[0] for m in models]):
-        step = cfg.max_models or len(grp)
-        chunks += [grp[i:i + step] for i in range(0, len(grp), step)]
-    sets = {k: (x.to(device), m.to(device)) for k, (x, m) in eval_sets(cfg, data).items()}
+    size = cfg.max_models or len(models)
+    chunks = [list(range(i, min(i + size, len(models)))) for i in range(0, len(models), size)]
+    sets: EvalSets = {k: (x.to(device), m.to(device)) for k, (x, m) in eval_sets(cfg, data).items()}
     x_train = data.train.to(device)
-    run_dir = Path(run_dir) if run_dir else None
+    ckdir = run_dir / "checkpoints" if run_dir is not None else None
+    if ckdir is not None and cfg.checkpoint_every:
+        res.save_json(cfg.to_dict(), ckdir / "config.json")
+    rounds = n_rounds(cfg.steps, cfg.eval_every)
+    fingerprint = data.fingerprint()
+    mode = "compile" if cfg.compile else "eager"
     history: list[dict] = []
-    trained, pes = [], []
+    trained, pes, earlier = [], [], 0.0
     for ci, ids in enumerate(chunks):
-        model, h = _train_chunk(cfg, ci, ids, mcfg, x_train, sets, data, device, run_dir,
-                                progress, len(chunks))
+        task = BrainTask(cfg, ids, mcfg, x_train, sets, device)
+        opt = StackedOptimizer(task.model.parameters(), ["adam"] * len(ids), [cfg.lr] * len(ids),
+                               [0.0] * len(ids))
+        opts = engine.LoopOptions(
+            epochs=rounds, schedule=set(range(1, rounds + 1)), device=device, amp=cfg.amp,
+            mode=mode, checkpoint=ckdir / f"chunk{ci}.pt" if ckdir is not None else None,
+            checkpoint_every=max(1, cfg.checkpoint_every // cfg.eval_every)
+            if cfg.checkpoint_every else 0,
+            checkpoint_meta={"config": cfg.to_dict(), "ids": ids, "data": fingerprint},
+            progress=progress, desc=f"chunk {ci + 1}/{len(chunks)} ({len(ids)} models)")
+        h, _, segments = engine.run_chunk(task, opt, opts, dict)
         history += h
-        trained.append(model)
-        pes.append(model.pe().detach().cpu())
+        earlier += sum(seg["wall_s"] for seg in segments)
+        trained.append(task.model)
+        pes.append(task.model.pe().detach().cpu())
     hist = pd.DataFrame(history, columns=HISTORY_COLUMNS)
     hist = hist.sort_values(["model", "step", "split", "mask_ratio"]).reset_index(drop=True)
-    order = [i for ids in chunks for i in ids]
-    inv = torch.as_tensor(np.argsort(order))
     cov = np.cov(data.train.numpy(), rowvar=False)
     baseline = {f"{s}@{r:g}": linear_baseline_mse(cov, x.cpu(), m.cpu())
                 for (s, r), (x, m) in sets.items()}
     artifacts = {
         "labels": [m[0].label for m in models], "seeds": [m[2] for m in models],
-        "train_masks": [m[1] for m in models], "pe_final": torch.cat(pes, 0)[inv],
+        "train_masks": [m[1] for m in models], "pe_final": torch.cat(pes, 0),
         "networks": data.networks, "network_names": list(data.network_names),
         "order": data.order, "linear_baseline": baseline, "model_config": mcfg.to_dict(),
     }
-    manifest = res.make_manifest(cfg.to_dict(), device, time.perf_counter() - t0,
-                                 n_models=len(models), kind="brain-train", data=data.info,
-                                 data_source=data.source, data_fingerprint=data.fingerprint(),
-                                 linear_baseline=baseline)
+    manifest = res.make_manifest(
+        cfg.to_dict(), device, time.perf_counter() - t0,
+        previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
+        n_models=len(models), kind="brain-train", step_mode=mode, data=data.info,
+        data_source=data.source, data_fingerprint=fingerprint, linear_baseline=baseline)
     if run_dir is not None:
         res.save_run(run_dir, hist, manifest, artifacts)
     return BrainResult(cfg, hist, trained, artifacts, manifest, data, run_dir)
-
-
-def _train_chunk(cfg, ci, ids, mcfg, x_train, sets, data, device, run_dir, progress, n_chunks):
-    models = cfg.models
-    specs = [models[i][0] for i in ids]
-    seeds = [models[i][2] for i in ids]
-    ratios = [models[i][1] for i in ids]
-    model = BatchedBrainTransformer(specs, seeds, mcfg).to(device)
-    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)
-    fwd = torch.compile(model) if cfg.compile else model
-    uniq = sorted(set(seeds))
-    sidx = torch.tensor([uniq.index(s) for s in seeds], device=device)
-    k = torch.tensor([n_masked(float(r), data.n_regions) for r in ratios], device=device)
-    ckpt = run_dir / "checkpoints" / f"chunk{ci}.pt" if run_dir else None
-    fingerprint = data.fingerprint()
-    history: list[dict] = []
-    start = 0
-    if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
-        if (state["config"] != cfg.to_dict() or state["ids"] != list(ids)
-                or state.get("data") != fingerprint):
-            raise ValueError(f"checkpoint {ckpt} was written by a different configuration or "
-                             "data; use a new run_dir or delete the checkpoint")
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        history, start = state["history"], state["step"]
-    schedule = set(cfg.schedule())
-
-    def run_eval(step: int) -> None:
-        model.eval()
-        for (split, r), (x, m) in sets.items():
-            history.extend(_rows(ids, models, step, split, r, evaluate(model, x, m, amp=cfg.amp)))
-        model.train()
-
-    if start == 0:
-        run_eval(0)
-    use_amp = cfg.amp and device.type == "cuda"
-    bar = range(start + 1, cfg.steps + 1)
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(bar, desc=f"group {ci + 1}/{n_chunks} ({len(ids)} models: "
-                   f"{specs[0].label}...)", initial=start, total=cfg.steps, leave=False)
-    model.train()
-    N, B, R = x_train.shape[0], cfg.batch_size, data.n_regions
-    for step in bar:
-        draws = [draw_batch(s, step, N, B, R, device) for s in uniq]
-        idx = torch.stack([d[0] for d in draws])[sidx]  # (M, B)
-        rank = torch.stack([d[1] for d in draws]).argsort(-1).argsort(-1)[sidx]  # (M, B, R)
-        mask = rank < k[:, None, None]
-        x = x_train[idx]
-        with torch.autocast(device.type, torch.bfloat16, enabled=use_amp):
-            pred = fwd(x, mask)
-        loss = masked_mse(pred.float(), x, mask).sum()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step in schedule:
-            run_eval(step)
-        if ckpt is not None and cfg.checkpoint_every and (
-            step % cfg.checkpoint_every == 0 or step == cfg.steps
-        ):
-            res.save_torch({"config": cfg.to_dict(), "ids": list(ids), "step": step,
-                            "data": fingerprint, "model": model.state_dict(),
-                            "opt": opt.state_dict(), "history": history}, ckpt)
-    model.eval()
-    return model, history

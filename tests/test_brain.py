@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lstpe import brain, brain_train
+from lstpe import brain, brain_task
 from lstpe import results as res
 from lstpe.analysis import networks as nw
 
@@ -349,7 +349,7 @@ def test_batched_training_equals_one_by_one(tiny):
 def test_resume_after_interruption_gives_the_same_run(tiny, tmp_path, monkeypatch):
     cfg = _cfg(pes=["learn-0.2", "rope"], seeds=[3], steps=6, eval_every=3, checkpoint_every=2)
     full = brain.train_brain(cfg, run_dir=tmp_path / "a", data=tiny, progress=False)
-    real, calls = brain.masked_mse, {"n": 0}
+    real, calls = brain_task.masked_mse, {"n": 0}
 
     def flaky(*a, **k):
         calls["n"] += 1
@@ -357,12 +357,12 @@ def test_resume_after_interruption_gives_the_same_run(tiny, tmp_path, monkeypatc
             raise RuntimeError("interrupted")
         return real(*a, **k)
 
-    monkeypatch.setattr(brain_train, "masked_mse", flaky)
+    monkeypatch.setattr(brain_task, "masked_mse", flaky)
     with pytest.raises(RuntimeError, match="interrupted"):
         brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
     assert (tmp_path / "b" / "checkpoints" / "chunk0.pt").exists()
     assert not (tmp_path / "b" / "manifest.json").exists()
-    monkeypatch.setattr(brain_train, "masked_mse", real)
+    monkeypatch.setattr(brain_task, "masked_mse", real)
     again = brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
     pd.testing.assert_frame_equal(again.history, full.history)
     assert torch.equal(again.artifacts["pe_final"], full.artifacts["pe_final"])
