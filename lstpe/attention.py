@@ -11,7 +11,7 @@ with rotary PEs applied to q and k first (:math:`\tilde q = R_i q`), relative ke
 Every modification is a tensor with leading dims that broadcast against the batch, so one call
 serves a plain model (no leading model axis) and M stacked models with M different PEs: a model
 without rotation has cos = 1, sin = 0; without relative keys, zero vectors; without bias, zeros.
-The scores are computed in float32 even under bf16 autocast (a temperature of 1/100 multiplies
+The scores are computed in (at least) float32 even under bf16 autocast (a temperature of 1/100 multiplies
 their rounding error by 100).
 
 The *authors'* relative attention is Music-Transformer-style: scores ``q_i . E_r`` for 16
@@ -87,10 +87,11 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
     else:
         q_r, k_r = q, k
     with torch.autocast(q.device.type, enabled=False):
-        qf = q.float()
-        scores = q_r.float() @ k_r.float().transpose(-1, -2)
+        dt = torch.promote_types(q.dtype, torch.float32)  # at least float32, float64 stays
+        qf = q.to(dt)
+        scores = q_r.to(dt) @ k_r.to(dt).transpose(-1, -2)
         if rel is not None:
-            relf = rel.float()
+            relf = rel.to(dt)
             if relf.dim() == 2:
                 qr = qf @ relf.T  # (*lead, H, n, 2n-1)
             else:  # one table per model: q (M, B, H, n, d) x (M, R, d)

@@ -47,8 +47,8 @@ from lstpe.brain_data import (
 from lstpe.brain_model import BatchedBrainTransformer, brain_spec, linear_baseline_mse, model_config
 from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, EvalSets, n_rounds
 from lstpe.encodings import PESpec
-from lstpe.notebook import pick_device
 from lstpe.optim import StackedOptimizer
+from lstpe.runtime import pick_device
 
 BRAIN_PES: tuple[str, ...] = (
     "1d-fixed", "relative", "rope", "random", "learn-0.1", "learn-0.2", "learn-1", "learn-2",

@@ -44,13 +44,15 @@ class Task(Protocol):
     model: torch.nn.Module
     n_models: int
 
-    def batches(self, epoch: int) -> Iterator[tuple[int, torch.Tensor]]:
-        """(step, index tensor (M, B) on the device) for every optimizer step of an epoch."""
+    def batches(self, epoch: int) -> Iterator[tuple[int, Any]]:
+        """(step, batch) for every optimizer step of an epoch: the LST's batch is an index
+        tensor (M, B) on the device, the brain's a pair (indices, masks); only a tensor batch
+        can be captured by :class:`GraphStep`."""
 
     def dropout_keys(self, epoch: int, step: int) -> torch.Tensor | None:
         """(K,) int64 keys of the dropout models, or None."""
 
-    def losses(self, fwd: Callable, batch: torch.Tensor, keys: torch.Tensor | None
+    def losses(self, fwd: Callable, batch: Any, keys: torch.Tensor | None
                ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-model mean loss (M,) and per-model minibatch accuracy (M,) (zeros if none)."""
 

@@ -288,11 +288,6 @@ def preset(name: str, **overrides: Any) -> TrainConfig:
     return TrainConfig(**kw)
 
 
-def group_specs(specs: Sequence[PESpec]) -> list[list[int]]:
-    """Indices of ``specs`` that can share a batched model: since every PE mixes, one group."""
-    return [list(range(len(specs)))] if len(specs) else []
-
-
 def load_data(cfg: TrainConfig):
     """The splits of the config (train possibly subsampled)."""
     from lstpe import lst

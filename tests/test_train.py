@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from lstpe import lst_task, results, train
-from lstpe.encodings import parse_pe
 from lstpe.model import LSTTransformer, ModelConfig
 
 
@@ -349,13 +348,10 @@ def test_preset_unknown_name():
         train.preset("huge")
 
 
-def test_schedule_and_grouping():
+def test_schedule():
     c = train.TrainConfig(pes=["nope"], seeds=[0], epochs=12, dense_until=3, sparse_every=5)
     assert c.schedule() == [0, 1, 2, 3, 5, 10, 12]
     assert replace(c, eval_epochs=[4, 99, -1]).schedule() == [4, 12]
-    specs = [parse_pe(n) for n in ["learn-0.2", "rope", "2d-fixed", "c-nope", "relative",
-                                   "nope", "rope"]]
-    assert train.group_specs(specs) == [[0, 1, 2, 3, 4, 5, 6]]  # every PE mixes
 
 
 def test_epoch_permutation():
