@@ -11,8 +11,8 @@ with rotary PEs applied to q and k first (:math:`\tilde q = R_i q`), relative ke
 Every modification is a tensor with leading dims that broadcast against the batch, so one call
 serves a plain model (no leading model axis) and M stacked models with M different PEs: a model
 without rotation has cos = 1, sin = 0; without relative keys, zero vectors; without bias, zeros.
-The scores are computed in (at least) float32 even under bf16 autocast (a temperature of 1/100 multiplies
-their rounding error by 100).
+The scores are computed in (at least) float32 even under bf16 autocast (a temperature of 1/100
+multiplies their rounding error by 100).
 
 The *authors'* relative attention is Music-Transformer-style: scores ``q_i . E_r`` for 16
 vectors, "skewed" so that entry (i, j) holds ``q_i . E[j - i + 15]`` (valid for j <= i, the

@@ -48,18 +48,12 @@ from lstpe.brain_model import BatchedBrainTransformer, brain_spec, linear_baseli
 from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, EvalSets, n_rounds
 from lstpe.encodings import PESpec
 from lstpe.optim import StackedOptimizer
-from lstpe.runtime import pick_device
+from lstpe.runtime import PAPER_SEEDS, pick_device
 
 BRAIN_PES: tuple[str, ...] = (
     "1d-fixed", "relative", "rope", "random", "learn-0.1", "learn-0.2", "learn-1", "learn-2",
 )
 """The PEs of the paper's brain experiment."""
-
-PAPER_SEEDS: tuple[int, ...] = (
-    2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195, 6914, 29,
-)
-"""The authors' 15 seeds (the same as the LST experiment's)."""
-
 
 @dataclass
 class BrainConfig:

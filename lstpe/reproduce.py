@@ -120,7 +120,7 @@ def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
            args.scale, "--json", str(target), "--steps", "20" if args.scale == "paper" else "2",
            "--models", *(["1", "15", "60", "150", "300"] if args.scale == "paper" else
                          ["1", "4"])]
-    for flag, val in (("--device", args.device), ("--mode", args.step_mode)):
+    for flag, val in (("--device", args.device), ("--mode", args.step_mode or "auto")):
         if val:
             cmd += [flag, val]
     cmd += ["--amp"] if args.amp else []

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import torch
 
+PAPER_SEEDS: tuple[int, ...] = (
+    2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195, 6914, 29,
+)
+"""The 15 seeds of the paper (the authors' code), for the LST and the brain models alike."""
+
 
 def pick_device(device: str = "auto") -> torch.device:
     """``"auto"`` picks cuda > mps > cpu; ``cpu``, ``cuda``, ``cuda:N`` and ``mps`` are checked.

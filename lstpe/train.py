@@ -69,17 +69,12 @@ from lstpe.lst_task import (
 from lstpe.model import BatchedLSTTransformer, ModelConfig
 from lstpe.noise import noise_robustness
 from lstpe.optim import StackedOptimizer
-from lstpe.runtime import pick_device
+from lstpe.runtime import PAPER_SEEDS, pick_device
 
 __all__ = ["DEFAULT_LR", "DEFAULT_WD", "OPTIMIZERS", "PAPER_SEEDS", "PAPER_SIGMAS",
            "PREVIEW_SIGMAS", "SPLITS", "LSTTask", "TrainConfig", "TrainResult",
            "epoch_permutation", "load_data", "predict", "preset", "score", "sigmas_for",
            "train", "train_many"]
-
-PAPER_SEEDS: tuple[int, ...] = (
-    2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195, 6914, 29,
-)
-"""The 15 seeds of the paper (authors' code)."""
 
 PAPER_SIGMAS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 21))
 """Table 2's sigmas 0.1, 0.2, ..., 2.0."""
