@@ -124,8 +124,14 @@ REGISTRY: dict[str, RunSpec] = {s.name: s for s in (
 """Every named LST run."""
 
 
+BRAIN_RUN = "brain"
+"""The brain experiment's name: :func:`run_config` gives its
+:class:`~lstpe.brain_train.BrainConfig` (the scale's preset of :mod:`lstpe.brain_train`)."""
+
+
 def run_config(name: str, scale: str = "paper", **overrides: Any) -> TrainConfig:
-    """The :class:`~lstpe.train.TrainConfig` of a named run at ``scale``.
+    """The :class:`~lstpe.train.TrainConfig` of a named run at ``scale`` (for
+    :data:`BRAIN_RUN`, its :class:`~lstpe.brain_train.BrainConfig`).
 
     ``overrides`` (None values ignored) replace the registry's choices (``pes``, ``seeds``,
     ``epochs``, ``device``, ...).
@@ -133,8 +139,13 @@ def run_config(name: str, scale: str = "paper", **overrides: Any) -> TrainConfig
     Raises:
         ValueError: an unknown run name (listing the valid ones) or scale.
     """
+    if name == BRAIN_RUN:
+        from lstpe.brain_train import preset as brain_preset
+
+        return brain_preset(scale, **overrides)
     if name not in REGISTRY:
-        raise ValueError(f"unknown run {name!r}; valid runs: {', '.join(REGISTRY)}")
+        raise ValueError(f"unknown run {name!r}; valid runs: {', '.join(REGISTRY)}, "
+                         f"{BRAIN_RUN}")
     spec = REGISTRY[name]
     kw: dict[str, Any] = {"pes": spec.pe_list(scale), "optimizer": spec.optimizer,
                           "epochs": spec.epochs(scale), "save_attention": spec.attention}

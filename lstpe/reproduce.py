@@ -134,14 +134,13 @@ def run_brain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from lstpe import brain
 
     run_dir = out / "brain"
-    cfg = brain.preset(args.scale, seeds=args.seeds, device=args.device,
-                       max_models=args.max_models)
+    cfg = run_config("brain", args.scale, seeds=args.seeds, device=args.device,
+                     max_models=args.max_models)
     if _finished(run_dir, cfg.to_dict()):
         print("  brain: finished run of this configuration exists, skipped")
         return {"result": "skipped"}
     t0 = time.perf_counter()
-    with res.RunLock(run_dir):
-        brain.train_brain(cfg, run_dir=run_dir, progress=not args.no_progress)
+    brain.train_brain(cfg, run_dir=run_dir, progress=not args.no_progress)  # locks the folder
     shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
     return {"result": "trained", "train_wall_s": round(time.perf_counter() - t0, 1)}
 
