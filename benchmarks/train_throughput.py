@@ -42,17 +42,14 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from lstpe import results as res
-from lstpe.model import BatchedLSTTransformer, LSTTransformer, ModelConfig
-from lstpe.notebook import pick_device
-from lstpe.train import (
-    PAPER_SEEDS,
-    PAPER_SIGMAS,
-    epoch_permutation,
-    load_data,
-    make_optimizer,
-    preset,
-    train_step,
-)
+from lstpe.encodings import parse_pe
+from lstpe.engine import EagerStep, GraphStep, Running, resolve_mode
+from lstpe.experiments import table1_pes
+from lstpe.model import LSTTransformer, ModelConfig
+from lstpe.optim import StackedOptimizer
+from lstpe.plan import flops_per_model_epoch
+from lstpe.runtime import pick_device
+from lstpe.train import PAPER_SEEDS, PAPER_SIGMAS, LSTTask, ModelSlot, load_data, preset
 
 DEFAULT_STEPS = 6
 """Timed steps per engine when neither ``--epochs`` nor ``--steps`` is given."""
@@ -126,43 +123,54 @@ def sweep_models(m: int) -> tuple[list[str], list[int]]:
     return pes, seeds
 
 
-def batched_step_fn(m: int, cfg, x: torch.Tensor, y: torch.Tensor, device: torch.device,
-                    amp: bool = False, compile: bool = False) -> Callable[[], None]:
-    """One step of ``lstpe.train``'s loop over ``m`` stacked models per call.
+def mixed_models(m: int) -> tuple[list[str], list[int]]:
+    """``m`` models cycling over Table 1's 10 PEs (every kind of block in one batch)."""
+    pes = table1_pes()
+    return [pes[i % len(pes)] for i in range(m)], \
+        [PAPER_SEEDS[(i // len(pes)) % len(PAPER_SEEDS)] for i in range(m)]
 
-    Args:
-        cfg: a :class:`lstpe.train.TrainConfig` (model size, optimizer, lr, batch size).
-        x: (N, 16, 5) training puzzles, y: (N,) answers (moved to ``device``).
-    """
-    pes, seeds = sweep_models(m)
-    model = BatchedLSTTransformer(pes, seeds, cfg.model).to(device)
-    opt = make_optimizer(model.parameters(), cfg)
-    fwd = torch.compile(model) if compile else model
-    x, y = x.to(device), y.to(device)
-    N, bs = x.shape[0], cfg.batch_size
-    use_amp = amp
 
-    def batches() -> Iterator[torch.Tensor]:
+MIXES = {"sweep": sweep_models, "table1": mixed_models}
+"""Which models a batch holds: the learn-sigma sweep, or every PE of Table 1 mixed."""
+
+
+def batched_step_fn(m: int, cfg, splits: dict, device: torch.device, amp: bool = False,
+                    mode: str = "eager", mix: str = "sweep") -> Callable[[], None]:
+    """One step of the engine (:mod:`lstpe.engine`) over ``m`` stacked models per call: the
+    LST task's per-model batches and dropout keys, the per-model optimizer, the running
+    metrics, as :func:`lstpe.train.train` runs them; ``mode`` eager, compile or graph."""
+    pes, seeds = MIXES[mix](m)
+    slots = [ModelSlot(0, i, parse_pe(p), sd) for i, (p, sd) in enumerate(zip(pes, seeds,
+                                                                              strict=True))]
+    task = LSTTask(cfg, slots, ["adam"] * m, splits, {}, device)
+    opt = StackedOptimizer(task.model.parameters(), ["adam"] * m, [cfg.lr] * m, [0.0] * m)
+    running = Running.zeros(m, device)
+    if mode == "graph":
+        stepper = GraphStep(task, opt, running, device, amp)
+    else:
+        fwd = torch.compile(task.model) if mode == "compile" else task.model
+        stepper = EagerStep(task, opt, fwd, running, device, amp)
+
+    def batches() -> Iterator[tuple[torch.Tensor, torch.Tensor | None]]:
         epoch = 0
         while True:
             epoch += 1
-            perm = torch.stack([epoch_permutation(sd, epoch, N) for sd in seeds]).to(device)
-            for b in range(0, N, bs):
-                yield perm[:, b:b + bs]
+            for s, idx in task.batches(epoch):
+                yield idx, task.dropout_keys(epoch, s)
 
     it = batches()
-    model.train()
+    task.model.train()
 
     def step() -> None:
-        train_step(fwd, opt, x, y, next(it), use_amp)
+        stepper(*next(it))
 
     return step
 
 
 def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         epochs: float | None = None, steps: int | None = None, warmup: int | None = None,
-        device: str = "auto", amp: bool = False, compile: bool = False, plain: bool = True
-        ) -> dict[str, Any]:
+        device: str = "auto", amp: bool = False, mode: str = "eager", plain: bool = True,
+        mix: str = "sweep") -> dict[str, Any]:
     """Time both engines; return a JSON-ready dict with one row per engine and model count.
 
     Timed steps per engine: ``epochs`` epochs of the training split if given, else ``steps``,
@@ -172,16 +180,21 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
     Raises:
         ValueError: unknown size, a model count < 1, or a non-positive number of steps.
     """
+    if mix not in MIXES:
+        raise ValueError(f"unknown mix {mix!r}; valid: {', '.join(MIXES)}")
     if size not in ("paper", "preview"):
         raise ValueError(f"unknown size {size!r}; valid sizes: paper, preview")
     if not models or min(models) < 1:
         raise ValueError(f"model counts must be >= 1, got {list(models)}")
     cfg = preset(size)
     dev = pick_device(device)
+    mode = resolve_mode(mode, dev)
+    compile = mode == "compile"
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    tr = load_data(cfg)["train"]
+    splits = load_data(cfg)
+    tr = splits["train"]
     N, bs = len(tr), cfg.batch_size
     steps_per_epoch = math.ceil(N / bs)
     if epochs is not None:
@@ -199,6 +212,7 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         rows.append({"engine": engine, "models": m, "sec_per_step": sec_per_step,
                      "model_epochs_per_s": rate,
                      "sweep_hours": SWEEP_MODEL_EPOCHS / rate / 3600,
+                     "tflops": rate * flops_per_model_epoch(cfg.model, N) / 1e12,
                      "peak_mem_gib": peak})
 
     def measure(engine: str, m: int, make: Callable[[], Callable[[], None]]) -> None:
@@ -215,7 +229,7 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
     if plain:
         measure("plain", 1, lambda: plain_step_fn(cfg.model, tr.x, tr.y, bs, cfg.lr, dev))
     for m in models:
-        measure("batched", m, lambda m=m: batched_step_fn(m, cfg, tr.x, tr.y, dev, amp, compile))
+        measure("batched", m, lambda m=m: batched_step_fn(m, cfg, splits, dev, amp, mode, mix))
     base = rows[0]["model_epochs_per_s"] if plain else None
     for r in rows:
         r["ratio_vs_plain"] = r["model_epochs_per_s"] / base if base else None
@@ -227,6 +241,8 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         "model": cfg.model.to_dict(), "n_train": N, "batch_size": bs,
         "steps_per_epoch": steps_per_epoch, "timed_steps": n_steps, "warmup_steps": warmup,
         "timed_epochs": n_steps / steps_per_epoch, "amp": amp, "compile": compile,
+        "mode": mode, "mix": mix,
+        "flops_per_model_epoch": flops_per_model_epoch(cfg.model, N),
         "sweep_model_epochs": SWEEP_MODEL_EPOCHS, "rows": rows,
     }
 
@@ -241,17 +257,20 @@ def format_report(out: dict[str, Any]) -> str:
         f"= {out['steps_per_epoch']} steps/epoch\n"
         f"timed {out['timed_steps']} steps per engine after {out['warmup_steps']} warm-up steps "
         f"(= {out['timed_epochs']:.2f} epochs; median of 3 blocks, extrapolated to epochs); "
-        f"amp={out['amp']}, compile={out['compile']} (batched only)\n"
+        f"amp={out['amp']}, step mode {out['mode']}, models: {out['mix']} (batched only)\n"
+        f"FLOP floor: {out['flops_per_model_epoch']:.3g} FLOP per model-epoch "
+        f"(forward + backward, matmuls only)\n"
         f"sweep estimate: {out['sweep_model_epochs']:,} model-epochs (20 sigmas x 15 seeds x "
         f"200 epochs) / rate, training only, batches of M models\n"
     )
     lines = [f"{'engine':8s} {'models':>6s} {'ms/step':>9s} {'model-epochs/s':>15s} "
-             f"{'ratio':>7s} {'sweep (h)':>10s}" + ("  peak GiB" if out["rows"][0]["peak_mem_gib"]
-                                                    is not None else "")]
+             f"{'ratio':>7s} {'sweep (h)':>10s} {'TFLOP/s':>8s}"
+             + ("  peak GiB" if out["rows"][0]["peak_mem_gib"] is not None else "")]
     for r in out["rows"]:
         ratio = f"{r['ratio_vs_plain']:7.2f}" if r["ratio_vs_plain"] is not None else "      -"
         line = (f"{r['engine']:8s} {r['models']:6d} {r['sec_per_step'] * 1e3:9.2f} "
-                f"{r['model_epochs_per_s']:15.3f} {ratio} {r['sweep_hours']:10.2f}")
+                f"{r['model_epochs_per_s']:15.3f} {ratio} {r['sweep_hours']:10.2f} "
+                f"{r['tflops']:8.3f}")
         if r["peak_mem_gib"] is not None:
             line += f"  {r['peak_mem_gib']:8.2f}"
         lines.append(line)
@@ -275,7 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's); 1 gives "
                    "steadier numbers on a machine shared with other jobs")
     p.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA or CPU) for batched")
-    p.add_argument("--compile", action="store_true", help="torch.compile the batched model")
+    p.add_argument("--compile", action="store_true", help="same as --mode compile")
+    p.add_argument("--mode", default="eager", help="step mode of the engine: eager, compile, "
+                   "graph (CUDA graph of the whole step) or auto (graph on CUDA)")
+    p.add_argument("--mix", default="sweep", help="models in the batch: sweep (Table 2's "
+                   "learn-sigma) or table1 (Table 1's 10 PEs mixed)")
     p.add_argument("--no-plain", action="store_true", help="skip the plain loop")
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args(argv)
@@ -285,8 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.threads < 1:
                 raise ValueError(f"--threads must be >= 1, got {args.threads}")
             torch.set_num_threads(args.threads)
+        mode = "compile" if args.compile else args.mode
         out = run(args.size, args.models, args.epochs, args.steps, args.warmup, args.device,
-                  args.amp, args.compile, plain=not args.no_plain)
+                  args.amp, mode, plain=not args.no_plain, mix=args.mix)
     except ValueError as e:
         print(f"train_throughput: error: {e}", file=sys.stderr)
         return 2

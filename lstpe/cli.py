@@ -7,9 +7,15 @@ Subcommands::
     lstpe batch book/chapter.ipynb --grid seeds=[2235],[6312] -p scale='"preview"' --out runs/nb
 
 ``train`` and ``sweep`` build :func:`lstpe.train.preset` with the given overrides and run
-:func:`lstpe.train.train` on ``--out``. Rerunning the same command on the same ``--out`` resumes
-from the last checkpoint (``--checkpoint-every``); a finished run with the same configuration
-is not retrained, its results are shown again.
+:func:`lstpe.train.train` on ``--out``. Before any training they check every value (device,
+data, ``--n-train``, seeds, learning rate...) and the output folder
+(:func:`lstpe.results.check_run_dir`: a writable folder that holds nothing, checkpoints of this
+configuration, or this finished run), and lock it (:class:`lstpe.results.RunLock`: a second
+process training into the same ``--out`` is refused). Rerunning the same command on the same
+``--out`` resumes from the last checkpoint (``--checkpoint-every``); a finished run with the
+same configuration is not retrained, its results are shown again; a finished run of another
+configuration is never overwritten. Models whose loss or logits became non-finite are named in
+a warning and left out of the printed table (``--include-diverged`` keeps them).
 
 ``batch`` executes a notebook with papermill once per point of a parameter grid. Value syntax
 (for ``--grid key=v1,v2,...`` and ``-p key=value``):
@@ -23,20 +29,19 @@ is not retrained, its results are shown again.
   ``pes=["a","b"],["c"]`` is two points; ``-p`` never splits (``-p seeds=[1,2]`` is one list).
 
 Anything else (unbalanced brackets, spaces in a bare word, an empty value, a missing ``=``)
-is an error that names the bad text. Every exit status: 0 success, 1 some notebooks failed,
-2 bad input (unknown preset, PE, optimizer, grid syntax, missing notebook...).
+is an error that names the bad text. Each point runs in a fresh folder ``out/<point>/`` (a
+rerun replaces the previous batch's folders of the same points); ``out/collected.csv`` has the
+rows of every table with the point's parameters and status, and one row for a point that
+wrote no table. Every exit status: 0 success, 1 some notebooks failed, 2 bad input (unknown
+preset, PE, optimizer, grid syntax, missing notebook, an output folder in use or holding
+another run...), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import hashlib
-import itertools
-import json
-import re
+import math
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -44,178 +49,29 @@ from typing import Any
 
 import pandas as pd
 
-VALUE_SYNTAX = """\
-value syntax (--grid KEY=V1,V2,... and -p KEY=VALUE):
-  a Python literal           0.1  2235  "text"  [2235, 6312]  True  None  (JSON true/false/null too)
-  a bare word (a string)     preview  2d-fixed  learn-0.2  (letters, digits and _.-+/:)
-  --grid splits on commas outside brackets and quotes:
-      --grid seeds=[2235],[6312]    two points, seeds=[2235] and seeds=[6312]
-      --grid sigmas=0.1,0.5         two points
-  -p never splits:  -p seeds=[1,2]  is one list
-  quote for your shell:  --grid 'pes=["learn-0.1"],["2d-fixed"]'
-"""
-
-_BARE_WORD = re.compile(r"^[A-Za-z0-9_.+\-/:]+$")
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_JSON_WORDS = {"true": True, "false": False, "null": None}
-
-
-# --------------------------------------------------------------------------- value syntax
-
-
-def parse_value(text: str) -> Any:
-    """One parameter value: a Python literal, a JSON word, or a bare word (a string).
-
-    Examples: ``"0.1" -> 0.1``, ``"[2235]" -> [2235]``, ``"preview" -> "preview"``,
-    ``"'a b'" -> "a b"``, ``"true" -> True``.
-
-    Raises:
-        ValueError: empty text, or text that is neither a literal nor a bare word.
-    """
-    s = text.strip()
-    if not s:
-        raise ValueError(f"empty parameter value in {text!r}")
-    try:
-        return ast.literal_eval(s)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        pass
-    if s in _JSON_WORDS:
-        return _JSON_WORDS[s]
-    if _BARE_WORD.match(s):
-        return s
-    raise ValueError(
-        f"cannot parse parameter value {text!r}: use a Python literal (0.1, [2235], 'text', "
-        "True) or a bare word of letters, digits and _.-+/: (preview, learn-0.2)"
-    )
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split ``text`` on ``sep`` where it is outside brackets and quotes.
-
-    ``"[1,2],[3]" -> ["[1,2]", "[3]"]``; ``"'a,b',c" -> ["'a,b'", "c"]``.
-
-    Raises:
-        ValueError: unbalanced brackets or an unterminated quote, naming the text.
-    """
-    pairs = {")": "(", "]": "[", "}": "{"}
-    stack: list[str] = []
-    quote: str | None = None
-    parts, cur = [], []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\" and i + 1 < len(text):
-                cur.append(text[i:i + 2])
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c in "([{":
-            stack.append(c)
-        elif c in pairs:
-            if not stack or stack.pop() != pairs[c]:
-                raise ValueError(f"unbalanced {c!r} in {text!r}")
-        elif c == sep and not stack:
-            parts.append("".join(cur))
-            cur = []
-            i += 1
-            continue
-        cur.append(c)
-        i += 1
-    if quote:
-        raise ValueError(f"unterminated quote {quote} in {text!r}")
-    if stack:
-        raise ValueError(f"unclosed {stack[-1]!r} in {text!r}")
-    parts.append("".join(cur))
-    return parts
-
-
-def _split_key(spec: str, flag: str) -> tuple[str, str]:
-    key, eq, value = spec.partition("=")
-    key = key.strip()
-    if not eq:
-        raise ValueError(f"{flag} {spec!r} has no '='; write {flag} key=value")
-    if not _KEY.match(key):
-        raise ValueError(f"{flag} {spec!r}: {key!r} is not a valid parameter name")
-    return key, value
-
-
-def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
-    """``["seeds=[2235],[6312]", "sigmas=0.1,0.5"]`` -> ``{"seeds": [[2235], [6312]], ...}``.
-
-    Raises:
-        ValueError: missing ``=``, bad key, duplicate key, or an unparsable value.
-    """
-    grid: dict[str, list[Any]] = {}
-    for spec in specs:
-        key, text = _split_key(spec, "--grid")
-        if key in grid:
-            raise ValueError(f"--grid key {key!r} is given twice")
-        try:
-            grid[key] = [parse_value(v) for v in split_top_level(text)]
-        except ValueError as e:
-            raise ValueError(f"--grid {spec!r}: {e}") from None
-    return grid
-
-
-def parse_params(specs: Sequence[str]) -> dict[str, Any]:
-    """``["scale=preview", "epochs=3"]`` -> ``{"scale": "preview", "epochs": 3}`` (no splitting).
-
-    Raises:
-        ValueError: missing ``=``, bad or duplicate key, or an unparsable value.
-    """
-    out: dict[str, Any] = {}
-    for spec in specs:
-        key, text = _split_key(spec, "-p")
-        if key in out:
-            raise ValueError(f"-p key {key!r} is given twice")
-        try:
-            out[key] = parse_value(text)
-        except ValueError as e:
-            raise ValueError(f"-p {spec!r}: {e}") from None
-    return out
-
-
-def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """The cartesian product of the grid, in the order the keys and values were given."""
-    keys = list(grid)
-    combos = itertools.product(*(grid[k] for k in keys))
-    return [dict(zip(keys, combo, strict=True)) for combo in combos]
-
-
-def _slug(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value)
-    text = re.sub(r"[\[\]{}()'\" ]", "", text).replace(",", "+")
-    text = re.sub(r"[^A-Za-z0-9._+\-]", "-", text)
-    return text or "empty"
-
-
-def point_name(point: dict[str, Any], max_len: int = 120) -> str:
-    """A file-name-safe name of a grid point: ``seeds=2235__sigmas=0.1``.
-
-    Long names are cut and suffixed with a short hash of the full point.
-    """
-    name = "__".join(f"{k}={_slug(v)}" for k, v in point.items()) or "default"
-    if len(name) > max_len:
-        digest = hashlib.sha1(json.dumps(point, sort_keys=True, default=str).encode())
-        name = name[:max_len - 9] + "~" + digest.hexdigest()[:8]
-    return name
-
-
-# --------------------------------------------------------------------------- train / sweep
+from lstpe.batch import (  # noqa: F401  (re-exported: the grammar and the runner live there)
+    VALUE_SYNTAX,
+    collect_results,
+    grid_points,
+    notebook_parameters,
+    parse_grid,
+    parse_params,
+    parse_value,
+    point_name,
+    run_batch,
+    split_top_level,
+)
 
 
 def build_config(preset_name: str, model: dict[str, int] | None = None, **overrides: Any):
-    """``lstpe.train.preset(preset_name, **overrides)`` with optional ModelConfig overrides.
+    """``lstpe.train.preset(preset_name, **overrides)`` with optional ModelConfig overrides,
+    checked by :func:`validate_config`.
 
     None values are ignored (the preset's value is kept); learning rate and weight decay
     follow the optimizer unless given (see :func:`lstpe.train.preset`).
 
     Raises:
-        ValueError: unknown preset, PE, optimizer, or an invalid value.
+        ValueError: unknown preset, PE, optimizer, or an invalid value (naming it).
     """
     from lstpe.train import preset
 
@@ -223,23 +79,67 @@ def build_config(preset_name: str, model: dict[str, int] | None = None, **overri
     model = {k: v for k, v in (model or {}).items() if v is not None}
     if model:
         cfg = replace(cfg, model=replace(cfg.model, **model))
+    validate_config(cfg)
     return cfg
 
 
-def summary_table(history: pd.DataFrame, pes: Sequence[str] | None = None) -> pd.DataFrame:
-    """Final validation accuracy per PE: ``pe, seeds, epoch, val_acc_mean, val_acc_sd``.
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+"""Seeds must fit in a signed 64-bit integer (torch generators)."""
 
+
+def validate_config(cfg) -> None:
+    """Check the values :class:`lstpe.train.TrainConfig` itself does not (yet) check.
+
+    Raises:
+        ValueError: naming the value: a seed outside 64 bits, a non-finite or non-positive
+            learning rate, a negative or non-finite weight decay, ``max_models`` < 1,
+            ``checkpoint_every`` < 0, or ``n_train`` < 1.
+    """
+    for s in cfg.seeds:
+        if not SEED_MIN <= int(s) <= SEED_MAX:
+            raise ValueError(f"seed {s} does not fit in 64 bits (seeds must be integers in "
+                             f"{SEED_MIN}..{SEED_MAX})")
+    if not (math.isfinite(cfg.lr) and cfg.lr > 0):
+        raise ValueError(f"the learning rate (--lr) must be a finite number > 0, got {cfg.lr}")
+    if not (math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
+        raise ValueError("the weight decay (--weight-decay) must be a finite number >= 0, got "
+                         f"{cfg.weight_decay}")
+    if cfg.max_models is not None and cfg.max_models < 1:
+        raise ValueError(f"--max-models must be >= 1, got {cfg.max_models}")
+    if cfg.checkpoint_every is None or cfg.checkpoint_every < 0:
+        raise ValueError("--checkpoint-every must be >= 0 (0 = no checkpoints), got "
+                         f"{cfg.checkpoint_every}")
+    if cfg.n_train is not None and cfg.n_train < 1:
+        raise ValueError(f"--n-train must be >= 1, got {cfg.n_train}")
+
+
+def summary_table(history: pd.DataFrame, pes: Sequence[str] | None = None,
+                  include_diverged: bool = False) -> pd.DataFrame:
+    """Final validation accuracy per PE: ``pe, seeds, diverged, epoch, val_acc_mean,
+    val_acc_sd``.
+
+    ``diverged`` counts the PE's models whose loss or logits became non-finite
+    (:func:`lstpe.results.diverged_models`); they are left out of ``seeds``, the mean and the
+    SD unless ``include_diverged`` (a PE whose every model diverged has NaN statistics).
     SD is over seeds with ddof=1 (NaN for one seed). Rows follow ``pes`` if given.
     """
     from lstpe.results import final_table
 
-    fin = final_table(history, "val", "all")
-    tab = fin.groupby("pe", sort=False).agg(
-        seeds=("seed", "nunique"), epoch=("epoch", "max"),
-        val_acc_mean=("accuracy", "mean"), val_acc_sd=("accuracy", "std"),
+    fin = final_table(history, "val", "all", include_diverged=True)
+    keep = fin if include_diverged else fin[~fin["diverged"]]
+    tab = fin.groupby("pe", sort=False).agg(diverged=("diverged", "sum"),
+                                            epoch=("epoch", "max"))
+    stats = keep.groupby("pe", sort=False).agg(
+        seeds=("seed", "nunique"), val_acc_mean=("accuracy", "mean"),
+        val_acc_sd=("accuracy", "std"),
     )
+    tab = tab.join(stats, how="left")
+    tab["seeds"] = tab["seeds"].fillna(0).astype(int)
+    tab["diverged"] = tab["diverged"].astype(int)
+    tab = tab[["seeds", "diverged", "epoch", "val_acc_mean", "val_acc_sd"]]
     if pes is not None:
         tab = tab.reindex([p for p in pes if p in tab.index])
+    tab.index.name = "pe"
     return tab.reset_index()
 
 
@@ -247,53 +147,64 @@ def _format_table(tab: pd.DataFrame) -> str:
     return tab.to_string(index=False, float_format=lambda v: f"{v:.3f}")
 
 
-def _normalised(obj: Any) -> Any:
-    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+def warn_diverged(history: pd.DataFrame, include_diverged: bool = False) -> pd.DataFrame:
+    """Print a warning (stderr) naming the models that diverged; return them."""
+    from lstpe.results import describe_diverged, diverged_models
+
+    div = diverged_models(history)
+    if not div.empty:
+        what = "kept in the table" if include_diverged else \
+            "left out of the table (--include-diverged keeps them)"
+        print(f"lstpe: warning: {len(div)} model(s) diverged (non-finite loss or logits), "
+              f"{what}: {describe_diverged(div)}", file=sys.stderr, flush=True)
+    return div
 
 
-def _finished_run(cfg, run_dir: Path):
-    """The finished run in ``run_dir`` if its config equals ``cfg``; None if there is none.
+def run_training(cfg, out: str | Path, progress: bool = True,
+                 include_diverged: bool = False) -> pd.DataFrame:
+    """Train ``cfg`` into ``out`` (resuming / reusing what is there), print and return the
+    final table.
+
+    Everything that can be checked is checked before training: the config's values
+    (:func:`validate_config`), the device, the data and ``n_train`` (loaded once), and the
+    folder (:func:`lstpe.results.check_run_dir`), which is locked while training
+    (:class:`lstpe.results.RunLock`).
 
     Raises:
-        ValueError: ``run_dir`` holds a finished run of a different configuration.
+        ValueError: an invalid value, a device this machine lacks, an output folder that is
+            not writable, in use, damaged or holding another configuration's run.
     """
     from lstpe import results as res
-
-    if not (run_dir / "manifest.json").exists():
-        return None
-    run = res.load(run_dir, artifacts=False)
-    old, new = run.manifest.get("config", {}), _normalised(cfg.to_dict())
-    if old != new:
-        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        raise ValueError(
-            f"{run_dir} already holds a finished run with a different configuration "
-            f"(differs in: {', '.join(diff)}); use a new --out or delete that folder"
-        )
-    return run
-
-
-def run_training(cfg, out: str | Path, progress: bool = True) -> pd.DataFrame:
-    """Train ``cfg`` into ``out`` (resuming / reusing what is there), print and return the
-    final table."""
-    from lstpe.train import train
+    from lstpe.runtime import pick_device
+    from lstpe.train import load_data, train
 
     out = Path(out)
-    done = _finished_run(cfg, out)
-    if done is not None:
-        print(f"{out} already holds this finished run (not retrained; delete it to retrain).")
-        history, wall = done.history, done.manifest.get("wall_time_s")
-    else:
-        n = len(cfg.pes) * len(cfg.seeds)
-        print(f"training {n} models ({len(cfg.pes)} PEs x {len(cfg.seeds)} seeds), "
-              f"{cfg.epochs} epochs, optimizer {cfg.optimizer} (lr {cfg.lr:g}, "
-              f"wd {cfg.weight_decay:g}), model d={cfg.model.d_model} L={cfg.model.n_layers}, "
-              f"device {cfg.device} -> {out}", flush=True)
-        result = train(cfg, run_dir=out, progress=progress)
-        history, wall = result.history, result.manifest.get("wall_time_s")
-    tab = summary_table(history, cfg.pes)
+    validate_config(cfg)
+    device = pick_device(cfg.device)
+    splits = load_data(cfg)  # --data / --n-train errors before any training
+    with res.RunLock(out):
+        state = res.check_run_dir(out, cfg.to_dict())
+        if state == "finished":
+            print(f"{out} already holds this finished run (not retrained; delete it to "
+                  "retrain).")
+            run = res.load(out, artifacts=False)
+            history, manifest = run.history, run.manifest
+        else:
+            n = len(cfg.pes) * len(cfg.seeds)
+            verb = "resuming" if state == "resume" else "training"
+            print(f"{verb} {n} models ({len(cfg.pes)} PEs x {len(cfg.seeds)} seeds), "
+                  f"{cfg.epochs} epochs, optimizer {cfg.optimizer} (lr {cfg.lr:g}, "
+                  f"wd {cfg.weight_decay:g}), model d={cfg.model.d_model} "
+                  f"L={cfg.model.n_layers}, device {device} -> {out}", flush=True)
+            result = train(cfg, run_dir=out, progress=progress, splits=splits)
+            history, manifest = result.history, result.manifest
+    tab = summary_table(history, cfg.pes, include_diverged)
     print()
     print(_format_table(tab))
-    print(f"\nrun dir: {out.resolve()}  (wall time {wall} s)")
+    wall = manifest.get("wall_time_s")
+    resumed = ", resumed" if manifest.get("resumed") else ""
+    print(f"\nrun dir: {out.resolve()}  (wall time {wall} s{resumed})")
+    warn_diverged(history, include_diverged)
     return tab
 
 
@@ -323,146 +234,37 @@ def _model_overrides(args: argparse.Namespace) -> dict[str, int | None]:
 def cmd_train(args: argparse.Namespace) -> int:
     cfg = build_config(args.preset, _model_overrides(args), pes=args.pe,
                        **_train_overrides(args))
-    run_training(cfg, args.out, progress=not args.no_progress)
+    run_training(cfg, args.out, progress=not args.no_progress,
+                 include_diverged=args.include_diverged)
     return 0
+
+
+def sweep_pes(sigmas: Sequence[float]) -> list[str]:
+    """``learn-<sigma>`` for every sigma, as given (no rounding beyond the PE label's 12
+    significant digits).
+
+    Raises:
+        ValueError: a negative or non-finite sigma, or one given twice (naming it).
+    """
+    from lstpe.encodings import parse_pe
+
+    pes: list[str] = []
+    for s in sigmas:
+        label = parse_pe("learn", sigma=float(s)).label
+        if label in pes:
+            raise ValueError(f"sigma {s!r} is given twice in --sigmas")
+        pes.append(label)
+    return pes
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from lstpe.encodings import parse_pe
     from lstpe.train import PAPER_SIGMAS
 
-    pes: list[str] = []
-    for s in args.sigmas or PAPER_SIGMAS:
-        label = parse_pe(f"learn-{s:g}").label
-        if label in pes:
-            raise ValueError(f"sigma {s:g} is given twice in --sigmas")
-        pes.append(label)
+    pes = sweep_pes(args.sigmas or PAPER_SIGMAS)
     cfg = build_config(args.preset, _model_overrides(args), pes=pes, **_train_overrides(args))
-    run_training(cfg, args.out, progress=not args.no_progress)
+    run_training(cfg, args.out, progress=not args.no_progress,
+                 include_diverged=args.include_diverged)
     return 0
-
-
-# --------------------------------------------------------------------------- batch
-
-
-def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
-    """The parameters declared in a notebook's ``parameters`` cell (papermill's inspection).
-
-    Raises:
-        FileNotFoundError: no such notebook.
-    """
-    import papermill as pm
-
-    notebook = Path(notebook)
-    if not notebook.is_file():
-        raise FileNotFoundError(f"notebook not found: {notebook}")
-    return dict(pm.inspect_notebook(str(notebook)))
-
-
-def collect_results(out: Path, points: Sequence[dict[str, Any]], names: Sequence[str]
-                    ) -> pd.DataFrame | None:
-    """Concatenate every CSV under ``out/<point>/`` with the point's grid values as columns.
-
-    Grid columns are named by their key, or ``grid_<key>`` if a CSV already has a column of
-    that name. Two more columns: ``point`` (the point's name) and ``source`` (the CSV's path
-    relative to its point folder). Returns None if there is no CSV.
-    """
-    frames: list[tuple[dict[str, Any], str, str, pd.DataFrame]] = []
-    for point, name in zip(points, names, strict=True):
-        folder = out / name
-        for csv in sorted(folder.rglob("*.csv")) if folder.is_dir() else []:
-            frames.append((point, name, str(csv.relative_to(folder)), pd.read_csv(csv)))
-    if not frames:
-        return None
-    taken = set().union(*(set(f.columns) for *_, f in frames))
-    parts = []
-    for point, name, source, frame in frames:
-        frame = frame.copy()
-        for key, value in point.items():
-            col = f"grid_{key}" if key in taken else key
-            frame[col] = value if isinstance(value, (int, float, str, bool)) or value is None \
-                else json.dumps(value)
-        frame["point"], frame["source"] = name, source
-        parts.append(frame)
-    return pd.concat(parts, ignore_index=True)
-
-
-def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str, Any],
-              out: str | Path, kernel: str = "python3", progress: bool = False) -> pd.DataFrame:
-    """Execute ``notebook`` with papermill at every grid point; collect the result tables.
-
-    Writes ``out/<point>.ipynb`` per point, passes ``results_out=out/<point>/`` if the notebook
-    declares a ``results_out`` parameter, and writes ``out/collected.csv`` (see
-    :func:`collect_results`). Returns a summary: one row per point with its status.
-
-    Raises:
-        FileNotFoundError: no such notebook.
-        ValueError: a grid or ``-p`` key the notebook does not declare, a key given in both,
-            or ``results_out`` given by hand.
-    """
-    import papermill as pm
-
-    from lstpe import results as res
-
-    notebook = Path(notebook)
-    declared = notebook_parameters(notebook)
-    both = sorted(set(grid) & set(params))
-    if both:
-        raise ValueError(f"parameter(s) {', '.join(both)} given both in --grid and -p")
-    for key in [*grid, *params]:
-        if key == "results_out":
-            raise ValueError("results_out is set by lstpe batch (out/<point>/); do not pass it")
-        if key not in declared:
-            raise ValueError(
-                f"notebook {notebook} has no parameter {key!r}; its parameters: "
-                f"{', '.join(declared) or '(none: add a cell tagged parameters)'}"
-            )
-    out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    points = grid_points(grid)
-    names: list[str] = []
-    for p in points:
-        name = point_name(p)
-        if name in names:  # two values with the same slug
-            name = f"{name}~{len(names)}"
-        names.append(name)
-    rows = []
-    for i, (point, name) in enumerate(zip(points, names, strict=True)):
-        parameters = {**params, **point}
-        if "results_out" in declared:
-            (out / name).mkdir(parents=True, exist_ok=True)
-            parameters["results_out"] = str(out / name) + "/"
-        target = out / f"{name}.ipynb"
-        print(f"[{i + 1}/{len(points)}] {name} ...", flush=True)
-        t0 = time.perf_counter()
-        status = "ok"
-        try:
-            pm.execute_notebook(str(notebook), str(target), parameters=parameters,
-                                kernel_name=kernel, cwd=str(notebook.resolve().parent),
-                                progress_bar=progress)
-        except Exception as e:  # noqa: BLE001 - a failed point is reported, others go on
-            what = f"{getattr(e, 'ename', '')}: {getattr(e, 'evalue', '')}" \
-                if hasattr(e, "ename") else f"{type(e).__name__}: {e}"
-            status = "failed: " + " ".join(what.split())[:200]
-            print(f"    {status}", flush=True)
-        n_csv = len(list((out / name).rglob("*.csv"))) if (out / name).is_dir() else 0
-        rows.append({"point": name, "status": status, "csv_files": n_csv,
-                     "seconds": round(time.perf_counter() - t0, 1), "notebook": target.name})
-    collected = collect_results(out, points, names)
-    summary = pd.DataFrame(rows)
-    res.save_table(summary, out / "summary.csv")
-    if collected is not None:
-        res.save_table(collected, out / "collected.csv")
-    print()
-    print(summary.to_string(index=False))
-    if collected is not None:
-        print(f"\ncollected {len(collected)} rows from {summary['csv_files'].sum()} CSV files "
-              f"-> {out / 'collected.csv'}")
-    else:
-        print("\nno CSV results to collect" + (
-            "" if "results_out" in declared else
-            " (the notebook declares no results_out parameter)"))
-    return summary
 
 
 def cmd_batch(args: argparse.Namespace) -> int:
@@ -510,6 +312,8 @@ def _add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-every", type=int, help="epochs between checkpoints (0 = none)")
     p.add_argument("--max-models", type=int, help="at most this many models per batch (memory)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--include-diverged", action="store_true",
+                   help="keep models with a non-finite loss or logits in the printed table")
     p.add_argument("--out", required=True, help="run directory (resumed if it exists)")
 
 
@@ -554,10 +358,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interrupted(args: argparse.Namespace) -> str:
+    """The Ctrl-C message: promise a resume only when a checkpoint exists."""
+    if getattr(args, "command", None) in ("train", "sweep"):
+        ckpts = Path(args.out) / "checkpoints"
+        if ckpts.is_dir() and any(ckpts.glob("*.pt")):
+            return ("lstpe: interrupted; rerun the same command with the same --out to resume "
+                    f"from the last checkpoint in {ckpts}")
+        return ("lstpe: interrupted before any checkpoint was written (--checkpoint-every 0, "
+                "or the first interval had not ended); a rerun starts from the beginning")
+    return "lstpe: interrupted"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``lstpe`` command; returns the exit status.
 
-    0 success, 1 some notebooks of ``batch`` failed, 2 bad arguments or input.
+    0 success, 1 some notebooks of ``batch`` failed, 2 bad arguments or input (including an
+    output folder that is in use, not writable, damaged or holding another run), 130
+    interrupted.
     """
     parser = build_parser()
     try:
@@ -566,12 +384,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         return int(args.func(args))
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError) as e:
         print(f"lstpe: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("lstpe: interrupted (a rerun with the same --out resumes from the last "
-              "checkpoint)", file=sys.stderr)
+        print(_interrupted(args), file=sys.stderr)
         return 130
 
 

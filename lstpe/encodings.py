@@ -22,11 +22,17 @@ A learnable PE may be named with its sigma, ``learn-0.2``. :func:`parse_pe` turn
 
 Two *variants* exist where the authors' code deviates from the textbook definition:
 
-* ``paper`` (default): ``relative`` also applies a causal mask; ``c-nope`` uses softmax
-  temperature 1/100 (logits divided by 0.01); ``rope`` rotates the first half of the head
-  dims with the "split-half" pairing (feature ``i`` with ``i + d_rot/2``).
-* ``textbook``: ``relative`` is bidirectional; ``c-nope`` has temperature 1; ``rope`` rotates
-  all dims with the interleaved pairing ``(2k, 2k+1)`` of Su et al.
+* ``paper`` (default), the authors' code (GitHub ljhearne/LSTNN_public,
+  ``lstnn/transformer_main.py``): ``relative`` is Music-Transformer-style skewed relative
+  attention under a causal mask (16 relative key vectors, offsets -15..0); ``c-nope`` uses
+  softmax temperature 1/100 (logits divided by 0.01); ``2d-fixed`` puts the *column* code in
+  dims ``0..d/2-1`` and the row code in ``d/2..d-1`` (the text says rows first: a permutation
+  of dims); ``rope`` rotates the first half of the head dims with the "split-half" pairing
+  (feature ``i`` with ``i + d_rot/2``). How each PE's attention block is built (biases,
+  projections, init, dropout) is in :func:`lstpe.model.block_structure`.
+* ``textbook``: ``relative`` is Shaw's bidirectional form (31 offsets); ``c-nope`` has
+  temperature 1; ``2d-fixed`` rows first; ``rope`` rotates all dims with the interleaved
+  pairing ``(2k, 2k+1)`` of Su et al.
 
 Sinusoid positions are 0-based (0..15 for 1-D, 0..3 for rows and columns), as in the authors'
 code; the paper's appendix writes 1-based positions, which shifts every angle by one step and
@@ -206,10 +212,13 @@ def grid_positions(rows: int = 4, cols: int = 4) -> tuple[torch.Tensor, torch.Te
     return idx // cols, idx % cols
 
 
-def sinusoid_2d(rows: int = 4, cols: int = 4, d: int = 160, base: float = 10000.0) -> torch.Tensor:
-    """2-D sinusoid: dims ``0..d/2-1`` encode the row, dims ``d/2..d-1`` the column.
+def sinusoid_2d(rows: int = 4, cols: int = 4, d: int = 160, base: float = 10000.0,
+                columns_first: bool = False) -> torch.Tensor:
+    """2-D sinusoid: half the dims encode the row, the other half the column.
 
-    Each half is a :func:`sinusoid_1d` of width d/2 over 0..3 (the authors' construction).
+    Each half is a :func:`sinusoid_1d` of width d/2 over 0..3. ``columns_first=False``: dims
+    ``0..d/2-1`` encode the row (the paper's text); ``True``: they encode the column (the
+    authors' ``PositionalEncoding2D``).
 
     Returns:
         (rows*cols, d) float32 tensor, row-major over the grid.
@@ -217,7 +226,8 @@ def sinusoid_2d(rows: int = 4, cols: int = 4, d: int = 160, base: float = 10000.
     if d % 4:
         raise ValueError(f"2-D sinusoid needs d divisible by 4, got d={d}")
     r, c = grid_positions(rows, cols)
-    return torch.cat([sinusoid_1d(r, d // 2, base), sinusoid_1d(c, d // 2, base)], dim=1)
+    halves = [sinusoid_1d(r, d // 2, base), sinusoid_1d(c, d // 2, base)]
+    return torch.cat(halves[::-1] if columns_first else halves, dim=1)
 
 
 def additive_pe(
@@ -230,8 +240,8 @@ def additive_pe(
     """The per-block additive PE tensor of a model at initialisation.
 
     ``learn``: N(0, sigma^2) per element, independent per block; ``random``: N(0, 1), frozen;
-    ``1d-fixed`` / ``2d-fixed``: the same sinusoid at every block; ``nope`` and non-additive
-    PEs: zeros.
+    ``1d-fixed`` / ``2d-fixed``: the same sinusoid at every block (2d-fixed columns first in
+    the paper variant, rows first in the textbook one); ``nope`` and non-additive PEs: zeros.
 
     Returns:
         (n_layers, n_tokens, d) float32 tensor.
@@ -247,7 +257,8 @@ def additive_pe(
         side = math.isqrt(n_tokens)
         if side * side != n_tokens:
             raise ValueError(f"2d-fixed needs a square number of tokens, got {n_tokens}")
-        return sinusoid_2d(side, side, d).expand(n_layers, n_tokens, d).clone()
+        pe = sinusoid_2d(side, side, d, columns_first=spec.variant == "paper")
+        return pe.expand(n_layers, n_tokens, d).clone()
     return torch.zeros(n_layers, n_tokens, d)
 
 

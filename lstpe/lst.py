@@ -60,6 +60,9 @@ _SYMBOLS = {0: "·", 1: "●", 2: "▲", 3: "■", 4: "✚", 5: "?"}
 _FILES = {1: "binary", 2: "ternary", 3: "quaternary"}
 _TRIPLES = np.array(list(itertools.combinations(range(8), 3)))  # (56, 3) line indices
 SPLIT_KINDS: tuple[str, ...] = ("paper", "generated")
+SPLIT_RULES: tuple[str, ...] = ("code", "text")
+"""How the 9000 training puzzles are split: ``code`` = the authors' code (8100 / 900), ``text``
+= the paper's text (8000 per epoch, 1000 held out)."""
 TEST_SIZE = 1000
 """Size of the stratified test split carved out of the 9000 training puzzles."""
 
@@ -648,28 +651,51 @@ def _generated_training(seed: int) -> pd.DataFrame:
     return generate_frame(3000, seed, exclude=puzzles_from_frame(load_human()))
 
 
-def load_split(kind: str = "paper", seed: int = 0, n_train: int | None = None
-               ) -> dict[str, Split]:
+def authors_test_rows() -> np.ndarray:
+    """The 900 rows (of :func:`load_training`) that the authors' code held out as test set.
+
+    Their code split the 9000 puzzles with scikit-learn's ``train_test_split(test_size=0.1,
+    random_state=42, stratify=condition)`` (300 per condition); the rows are vendored in
+    ``data/lst/authors_test_split.csv`` (computed once with scikit-learn 1.9.1, see
+    PROVENANCE.md), so no scikit-learn is needed here. Stratifying by the condition *name*
+    (Binary / Quaternary / Ternary, sorted alphabetically by scikit-learn) is our reading: the
+    authors' split helper (``lstnn.curricula``) is not public.
+    """
+    rows = _read_csv("authors_test_split.csv")["row"].to_numpy(np.int64)
+    if len(rows) != 900 or len(np.unique(rows)) != 900:
+        raise ValueError("data/lst/authors_test_split.csv is damaged: expected 900 distinct rows")
+    return rows
+
+
+def load_split(kind: str = "paper", seed: int = 0, n_train: int | None = None,
+               rule: str = "code") -> dict[str, Split]:
     """Train / test / val splits as tensors.
 
-    ``paper``: the authors' 9000 training puzzles split 8000 train / 1000 test, stratified by
-    complexity (334/333/333 test puzzles), randomly with ``numpy.random.default_rng(seed)``;
-    ``generated``: the same on 3 x 3000 puzzles of :func:`generate_frame` (``seed``, excluding
-    puzzles within Jaccard 0.8 of the human ones). ``val`` is always the 108 human puzzles.
-    ``n_train`` keeps a stratified random subset of the train split (preview runs).
-    Splits are ordered by ``id``.
+    ``paper``: the authors' 9000 training puzzles, split by ``rule``: ``code`` (default) =
+    the authors' code, 8100 train / 900 test (:func:`authors_test_rows`, fixed, ``seed``
+    unused for the split); ``text`` = the paper's text, 8000 / 1000 stratified by complexity
+    (334/333/333 test puzzles), drawn with ``numpy.random.default_rng(seed)``.
+    ``generated``: 3 x 3000 puzzles of :func:`generate_frame` (``seed``, excluding puzzles
+    within Jaccard 0.8 of the human ones), split 8000 / 1000 (``rule`` must be ``text``).
+    ``val`` is always the 108 human puzzles. ``n_train`` keeps a stratified random subset of
+    the train split (preview runs). Splits are ordered by ``id``.
     """
     if kind not in SPLIT_KINDS:
         raise ValueError(f"unknown split kind {kind!r}; valid kinds: {', '.join(SPLIT_KINDS)}")
+    if rule not in SPLIT_RULES:
+        raise ValueError(f"unknown split rule {rule!r}; valid rules: {', '.join(SPLIT_RULES)}")
+    if kind == "generated" and rule == "code":
+        rule = "text"  # the code's split exists only for the authors' puzzles
     pool = load_training() if kind == "paper" else _generated_training(seed).copy()
     rng = np.random.default_rng(seed)
     strata = pool["vectors"].to_numpy()
-    test = stratified_sample(strata, TEST_SIZE, rng)
+    test = authors_test_rows() if rule == "code" else stratified_sample(strata, TEST_SIZE, rng)
     train = np.setdiff1d(np.arange(len(pool)), test)
     if n_train is not None:
         if isinstance(n_train, bool) or int(n_train) != n_train or not 1 <= n_train <= len(train):
             raise ValueError(f"n_train must be an integer in 1..{len(train)}, got {n_train!r}")
         train = train[stratified_sample(strata[train], int(n_train), rng)]
+    test = np.sort(test)
     return {"train": _split(pool.iloc[train], "train"), "test": _split(pool.iloc[test], "test"),
             "val": validation_split()}
 

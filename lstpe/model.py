@@ -15,205 +15,119 @@ Architecture (the paper's, all sizes configurable through :class:`ModelConfig`):
   leading model axis) and runs them in one forward pass with batched matmuls. Model ``m`` has
   its own PE, seed and init; ``to_single(m)`` / ``from_singles`` convert exactly.
 
-Initialisation follows PyTorch's ``nn.Linear`` default (weights and biases
-:math:`\mathcal U(\pm 1/\sqrt{\text{fan\_in}})`), LayerNorm ones/zeros, drawn from a generator
-seeded by the model's seed. The additive PE is drawn from a *separate* generator seeded by the
-same seed, so ``learn-0.1`` and ``learn-0.2`` of one seed share every weight and the same
-standard-normal draw :math:`Z`, their PEs being :math:`0.1Z` and :math:`0.2Z` (common random
-numbers: sigma is then the only difference between them).
+How each PE's block is built and initialised (the authors' code in the ``paper`` variant) is
+in :mod:`lstpe.architecture`; the attention math shared by both forms in :mod:`lstpe.attention`.
+Models of *every* PE can share one batched model: a PE's attention modifiers (rotation,
+relative keys, ALiBi, causal mask, temperature, dropout, which projections and biases exist)
+are per-model tensors, and absent weights are structural zeros that never move.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lstpe import encodings as enc
+from lstpe import dropout as drop
+from lstpe.architecture import (
+    BUFFERS,
+    PE_STREAM,
+    BlockStructure,
+    ModelConfig,
+    block_structure,
+    init_weights,
+    rel_mask,
+    rope_tables,
+    trainable_count,
+)
+from lstpe.attention import attend, default_scale, relative_index, score_bias
 from lstpe.encodings import PESpec, parse_pe
 
-PE_STREAM = 1_000_003
-"""Offset added to a model's seed for the generator of its PE (independent of the weights)."""
+__all__ = ["BUFFERS", "PE_STREAM", "BatchedLSTTransformer", "LSTTransformer", "ModelConfig",
+           "StackedModels", "attention", "block_structure", "init_weights", "trainable_count"]
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """Sizes of the LST transformer (defaults: the paper's)."""
-
-    d_model: int = 160
-    n_layers: int = 4
-    n_heads: int = 1
-    mlp_ratio: int = 4
-    n_tokens: int = 16
-    n_inputs: int = 5
-    n_classes: int = 4
-
-    def __post_init__(self) -> None:
-        for name in ("d_model", "n_layers", "n_heads", "mlp_ratio", "n_tokens", "n_inputs",
-                     "n_classes"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"ModelConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
-            )
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.n_heads
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-# --------------------------------------------------------------------------- initialisation
-
-
-def _uniform(shape: tuple[int, ...], fan_in: int, g: torch.Generator) -> torch.Tensor:
-    bound = 1.0 / math.sqrt(fan_in)
-    return (torch.rand(shape, generator=g) * 2 - 1) * bound
-
-
-def init_weights(spec: PESpec | str, seed: int, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-    """All parameters and buffers of one model, drawn deterministically from ``seed``.
-
-    Returns a dict of name -> tensor with *single-model* shapes; linear weights are stored as
-    (in, out) so that ``y = x @ W + b``. Keys: ``embed.w (5, d)``, ``embed.b (d,)``,
-    ``pe.fixed (L, 16, d)``, ``pe.learn (L, 16, d)``, ``pe.mask ()``,
-    ``blocks.{l}.{qkv.w (d, 3d), qkv.b, out.w (d, d), out.b, ln1.w, ln1.b, fc1.w (d, 4d), fc1.b,
-    fc2.w (4d, d), fc2.b, ln2.w, ln2.b}``, ``blocks.{l}.rel (2*16-1, d_head)`` (relative only),
-    ``head.w (d, 4)``, ``head.b (4,)``.
-    """
-    spec = parse_pe(spec)
-    d, f, L, n = cfg.d_model, cfg.d_model * cfg.mlp_ratio, cfg.n_layers, cfg.n_tokens
-    g = torch.Generator().manual_seed(int(seed))
-    w: dict[str, torch.Tensor] = {
-        "embed.w": _uniform((cfg.n_inputs, d), cfg.n_inputs, g),
-        "embed.b": _uniform((d,), cfg.n_inputs, g),
-    }
-    for i in range(L):
-        p = f"blocks.{i}."
-        w[p + "qkv.w"] = _uniform((d, 3 * d), d, g)
-        w[p + "qkv.b"] = _uniform((3 * d,), d, g)
-        w[p + "out.w"] = _uniform((d, d), d, g)
-        w[p + "out.b"] = _uniform((d,), d, g)
-        w[p + "ln1.w"], w[p + "ln1.b"] = torch.ones(d), torch.zeros(d)
-        w[p + "fc1.w"] = _uniform((d, f), d, g)
-        w[p + "fc1.b"] = _uniform((f,), d, g)
-        w[p + "fc2.w"] = _uniform((f, d), f, g)
-        w[p + "fc2.b"] = _uniform((d,), f, g)
-        w[p + "ln2.w"], w[p + "ln2.b"] = torch.ones(d), torch.zeros(d)
-    w["head.w"] = _uniform((d, cfg.n_classes), d, g)
-    w["head.b"] = _uniform((cfg.n_classes,), d, g)
-    # The PE (and Shaw's relative keys) come from their own stream: sigma only scales it.
-    gp = torch.Generator().manual_seed(int(seed) + PE_STREAM)
-    pe = enc.additive_pe(spec, L, n, d, generator=gp)
-    learnable = spec.name == "learn"
-    w["pe.fixed"] = torch.zeros_like(pe) if learnable else pe
-    w["pe.learn"] = pe if learnable else torch.zeros_like(pe)
-    w["pe.mask"] = torch.tensor(1.0 if learnable else 0.0)
-    if spec.name == "relative":
-        for i in range(L):
-            w[f"blocks.{i}.rel"] = torch.randn(2 * n - 1, cfg.d_head, generator=gp)
-    return w
-
-
-BUFFERS = ("pe.fixed", "pe.mask")
-"""Entries of :func:`init_weights` that are constants, not parameters."""
-
-
-# --------------------------------------------------------------------------- attention math
-
-
-def attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    spec: PESpec,
-    rel: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Scaled dot-product attention with the PE's modifications (shared by both models).
-
-    .. math::
-        e_{ij} = \frac{q_i \cdot k_j + q_i \cdot a_{j-i}}{\sqrt{d_h}} + b_{ij},\qquad
-        A = \mathrm{softmax}_j(e / T)\ \text{(masked if causal)}
-
-    with rotary PEs applied to q and k first, Shaw keys :math:`a` for ``relative``, ALiBi bias
-    :math:`b` for ``alibi`` and temperature T for ``c-nope`` (paper variant).
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: PESpec | str,
+              rel: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of one model with PE ``spec`` (convenience wrapper of :func:`attend`).
 
     Args:
         q, k, v: (..., H, n, d_h).
-        rel: (2n-1, d_h) relative key embeddings (``relative`` only), or (..., 2n-1, d_h) with
-            leading dims broadcastable to q's batch dims minus (H, n).
+        rel: (2n-1, d_h) relative key table (row ``j - i + n - 1``), for ``relative``.
     Returns:
-        output (..., H, n, d_h) and attention weights (..., H, n, n).
+        output (..., H, n, d_h) and weights (..., H, n, n).
     """
-    n, d_h = q.shape[-2], q.shape[-1]
-    kind = spec.attention_kind
-    if kind in ("rope", "rope-2d"):
-        side = math.isqrt(n)
-        q = enc.apply_rope(spec, q, side, side)
-        k = enc.apply_rope(spec, k, side, side)
-    scores = q @ k.transpose(-1, -2)
-    if kind == "relative":
-        if rel is None:
-            raise ValueError("relative attention needs its relative key embeddings")
-        a = rel[..., enc.relative_index(n).to(q.device), :]  # (n, n, d_h) or (M, n, n, d_h)
-        if a.dim() == 3:
-            scores = scores + torch.einsum("...id,ijd->...ij", q, a)
-        else:  # batched models: q (M, ..., n, d_h)
-            scores = scores + torch.einsum("m...id,mijd->m...ij", q, a)
-    scores = scores / math.sqrt(d_h)
-    if kind == "alibi":
-        h = q.shape[-3]
-        slopes = enc.ALIBI_SLOPE ** torch.arange(1, h + 1, dtype=q.dtype, device=q.device)
-        scores = scores + slopes[:, None, None] / enc.ALIBI_SLOPE * enc.alibi_bias(n).to(
-            q.device, q.dtype
-        )
-    if spec.temperature != 1.0:
-        scores = scores / spec.temperature
-    if spec.causal:
-        scores = scores.masked_fill(~enc.causal_mask(n).to(q.device), float("-inf"))
-    weights = scores.softmax(-1)
-    return weights @ v, weights
+    spec = parse_pe(spec)
+    H, n, dh = q.shape[-3:]
+    st = block_structure(spec, n)
+    cos, sin, partner = (t.to(q.device) for t in rope_tables(spec, n, dh))
+    rope = (cos, sin, partner.expand(1, dh)) if spec.name in ("rope", "rope-2d") else None
+    if st.rel_offsets and rel is None:
+        raise ValueError("relative attention needs its relative key embeddings")
+    if rel is not None:
+        rel = rel * rel_mask(st, n).to(rel)[:, None]
+    return attend(q, k, v, scale=default_scale(st, dh), bias=score_bias(st, n, H).to(q.device),
+                  rope=rope, rel=rel)
 
 
 # --------------------------------------------------------------------------- plain model
 
 
 class Block(nn.Module):
-    """One post-LN block of the plain model."""
+    """One post-LN block of the plain model, with exactly the parameters its PE has."""
 
     def __init__(self, cfg: ModelConfig, spec: PESpec) -> None:
         super().__init__()
-        d = cfg.d_model
+        d, n = cfg.d_model, cfg.n_tokens
         self.cfg, self.spec = cfg, spec
-        self.qkv = nn.Linear(d, 3 * d)
-        self.out = nn.Linear(d, d)
+        self.st = st = block_structure(spec, n)
+        self.qkv = nn.Linear(d, 3 * d, bias=st.qkv_bias)
+        self.out = nn.Linear(d, d, bias=st.out_bias) if st.out_proj else None
         self.ln1 = nn.LayerNorm(d)
         self.fc1 = nn.Linear(d, d * cfg.mlp_ratio)
         self.fc2 = nn.Linear(d * cfg.mlp_ratio, d)
         self.ln2 = nn.LayerNorm(d)
-        self.rel = nn.Parameter(torch.zeros(2 * cfg.n_tokens - 1, cfg.d_head)) \
-            if spec.name == "relative" else None
+        self.drop = nn.Dropout(st.dropout) if st.dropout > 0 else None
+        self.rel = nn.Parameter(torch.zeros(len(st.rel_offsets), cfg.d_head)) \
+            if st.rel_offsets else None
+        self.register_buffer("rel_rows", rel_mask(st, n).bool(), persistent=False)
+        self.register_buffer("bias", score_bias(st, n, cfg.n_heads), persistent=False)
+        cos, sin, partner = rope_tables(spec, n, cfg.d_head)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+        self.register_buffer("partner", partner[None], persistent=False)
+        self.rotary = spec.name in ("rope", "rope-2d")
+
+    def rel_table(self) -> torch.Tensor | None:
+        """The (2n-1, d_h) relative key table (zeros at unused offsets), or None."""
+        if self.rel is None:
+            return None
+        full = self.rel.new_zeros(self.rel_rows.shape[0], self.rel.shape[1])
+        return full.index_put((self.rel_rows.nonzero()[:, 0],), self.rel)
 
     def forward(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """h: (B, n, d) -> (B, n, d), attention (B, H, n, n)."""
+        """h: (B, n, d) (embedding + this block's PE) -> (B, n, d), attention (B, H, n, n)."""
+        if self.drop is not None:
+            h = self.drop(h)
         B, n, d = h.shape
         H = self.cfg.n_heads
         q, k, v = self.qkv(h).view(B, n, 3, H, d // H).permute(2, 0, 3, 1, 4)
-        a, weights = attention(q, k, v, self.spec, self.rel)
-        h = self.ln1(h + self.out(a.transpose(1, 2).reshape(B, n, d)))
+        rope = (self.cos, self.sin, self.partner) if self.rotary else None
+        a, weights = attend(q, k, v, scale=default_scale(self.st, d // H), bias=self.bias,
+                            rope=rope, rel=self.rel_table())
+        a = a.transpose(1, 2).reshape(B, n, d)
+        h = self.ln1(h + (self.out(a) if self.out is not None else a))
         h = self.ln2(h + F.gelu(self.fc2(F.gelu(self.fc1(h)))))
         return h, weights
 
 
 class LSTTransformer(nn.Module):
     """The plain single-model LST transformer (reference implementation).
+
+    Its parameters are exactly those of the PE's block (no structural zeros), so
+    ``sum(p.numel() for p in m.parameters() if p.requires_grad)`` is the authors' count.
 
     Args:
         spec: positional encoding (name or :class:`~lstpe.encodings.PESpec`).
@@ -235,7 +149,7 @@ class LSTTransformer(nn.Module):
         self.load_weights(init_weights(self.spec, seed, self.cfg))
 
     def load_weights(self, w: dict[str, torch.Tensor]) -> None:
-        """Copy a dict in :func:`init_weights` layout into this module."""
+        """Copy a dict in the full :func:`init_weights` layout into this module."""
         with torch.no_grad():
             for name, mod in [("embed", self.embed), ("head", self.head)]:
                 mod.weight.copy_(w[name + ".w"].T)
@@ -243,13 +157,17 @@ class LSTTransformer(nn.Module):
             for i, blk in enumerate(self.blocks):
                 p = f"blocks.{i}."
                 for lin in ("qkv", "out", "fc1", "fc2"):
-                    getattr(blk, lin).weight.copy_(w[p + lin + ".w"].T)
-                    getattr(blk, lin).bias.copy_(w[p + lin + ".b"])
+                    mod = getattr(blk, lin)
+                    if mod is None:
+                        continue
+                    mod.weight.copy_(w[p + lin + ".w"].T)
+                    if mod.bias is not None:
+                        mod.bias.copy_(w[p + lin + ".b"])
                 for ln in ("ln1", "ln2"):
                     getattr(blk, ln).weight.copy_(w[p + ln + ".w"])
                     getattr(blk, ln).bias.copy_(w[p + ln + ".b"])
                 if blk.rel is not None:
-                    blk.rel.copy_(w[p + "rel"])
+                    blk.rel.copy_(w[p + "rel"][blk.rel_rows])
             self.pe.copy_(w["pe.fixed"] + w["pe.learn"] * w["pe.mask"])
 
     def forward(
@@ -282,13 +200,16 @@ def _layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tens
 
 
 class StackedModels(nn.Module):
-    """M models of one architecture held as stacked weights: every tensor that ``init``
-    returns for one model (``init(spec, seed, cfg) -> {name: tensor}``) gets a leading model
-    axis M and becomes a parameter (a buffer for the names in :data:`BUFFERS`).
+    """M models of one architecture held as stacked weights, any mix of PEs.
+
+    Every tensor that ``init`` returns for one model (``init(spec, seed, cfg) -> {name:
+    tensor}``, the full layout of :func:`~lstpe.architecture.init_weights`) gets a leading
+    model axis M and becomes a parameter (a buffer for the names in :data:`BUFFERS`). Each
+    model's :class:`~lstpe.architecture.BlockStructure` becomes per-model buffers: masks of the
+    q/k/v bias, output projection and its bias, the relative key rows; the score scale
+    (temperature), score bias (ALiBi, causal mask), rotary tables and dropout probability.
 
     Shared by :class:`BatchedLSTTransformer` and :class:`lstpe.brain.BatchedBrainTransformer`.
-    Models may differ in seed and in *additive* PE; PEs that act inside attention must be the
-    same for all M models (:func:`check_batchable`).
     """
 
     def __init__(self, specs: Sequence[PESpec | str], seeds: Sequence[int], cfg: ModelConfig,
@@ -301,7 +222,6 @@ class StackedModels(nn.Module):
             raise ValueError(f"got {len(self.specs)} PEs but {len(self.seeds)} seeds")
         if not self.specs:
             raise ValueError("a batched model needs at least one model")
-        self.attn_spec = check_batchable(self.specs)
         pairs = zip(self.specs, self.seeds, strict=True)
         singles = [init(s, seed, self.cfg) for s, seed in pairs]
         self._names = list(singles[0])
@@ -311,10 +231,46 @@ class StackedModels(nn.Module):
                 self.register_buffer(name.replace(".", "_"), t)
             else:
                 self.register_parameter(name.replace(".", "_"), nn.Parameter(t))
+        self._register_structure()
+
+    def _register_structure(self) -> None:
+        n, H, dh = self.cfg.n_tokens, self.cfg.n_heads, self.cfg.d_head
+        sts: list[BlockStructure] = [block_structure(s, n) for s in self.specs]
+        self.structures = sts
+
+        def buf(name: str, t: torch.Tensor) -> None:
+            self.register_buffer(name, t, persistent=False)
+
+        buf("s_qkv_b", torch.tensor([float(s.qkv_bias) for s in sts])[:, None])
+        buf("s_out_w", torch.tensor([float(s.out_proj) for s in sts])[:, None, None])
+        buf("s_out_b", torch.tensor([float(s.out_bias) for s in sts])[:, None])
+        buf("s_rel", torch.stack([rel_mask(s, n) for s in sts])[:, :, None])
+        buf("score_scale", torch.tensor([default_scale(s, dh) for s in sts]).view(-1, 1, 1, 1, 1))
+        buf("score_bias", torch.stack([score_bias(s, n, H) for s in sts])[:, None])
+        tables = [rope_tables(s, n, dh) for s in self.specs]
+        buf("rope_cos", torch.stack([t[0] for t in tables])[:, None, None])
+        buf("rope_sin", torch.stack([t[1] for t in tables])[:, None, None])
+        buf("rope_partner", torch.stack([t[2] for t in tables])[:, None, None, None])
+        buf("eye", torch.eye(self.cfg.d_model)[None])
+        buf("rel_index", relative_index(n))
+        drop_idx = [m for m, s in enumerate(sts) if s.dropout > 0]
+        buf("drop_idx", torch.tensor(drop_idx, dtype=torch.long))
+        buf("drop_p", torch.tensor([sts[m].dropout for m in drop_idx], dtype=torch.float32))
+        self.any_rope = any(s.name in ("rope", "rope-2d") for s in self.specs)
+        self.any_rel = any(s.rel_offsets for s in sts)
+        self.any_bias = any(s.causal or s.alibi_slope for s in sts)
+        self.mask_qkv_b = not all(s.qkv_bias for s in sts)
+        self.mask_out_w = not all(s.out_proj for s in sts)
+        self.mask_out_b = not all(s.out_bias for s in sts)
 
     @property
     def n_models(self) -> int:
         return len(self.specs)
+
+    @property
+    def dropout_seeds(self) -> list[int]:
+        """Seeds of the models that use dropout (the order of the keys ``blocks`` expects)."""
+        return [self.seeds[int(m)] for m in self.drop_idx]
 
     def get(self, name: str) -> torch.Tensor:
         """Stacked tensor by its init name, e.g. ``get("blocks.0.qkv.w")``."""
@@ -325,30 +281,41 @@ class StackedModels(nn.Module):
         return self.pe_fixed + self.pe_mask[:, None, None, None] * self.pe_learn
 
     def single_weights(self, m: int) -> dict[str, torch.Tensor]:
-        """Model m's tensors in the init layout (detached copies)."""
+        """Model m's tensors in the full init layout (detached copies)."""
         return {name: self.get(name)[m].detach().clone() for name in self._names}
 
     def labels(self) -> list[str]:
         """PE label of each model (``learn-0.2``, ``2d-fixed``, ...)."""
         return [s.label for s in self.specs]
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                rel: torch.Tensor | None, need_weights: bool
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attention of the stacked models (subclasses may use a faster path)."""
-        return attention(q, k, v, self.attn_spec, rel)
+    def trainable_counts(self) -> list[int]:
+        """Trainable parameters of each model, structural zeros not counted."""
+        return [trainable_count(s, self.cfg) for s in self.specs]
+
+    def _dropout(self, h: torch.Tensor, keys: torch.Tensor, block: int) -> torch.Tensor:
+        """Apply each dropout model's own mask (keys (K,), one per ``drop_idx`` model)."""
+        M, B, n, d = h.shape
+        keep = drop.keep_mask(keys, (B, n, d), self.drop_p, offset=block * B * n * d)
+        mult = torch.ones(M, B, n, d, device=h.device, dtype=h.dtype)
+        mult[self.drop_idx] = keep.to(h.dtype)
+        return h * mult
 
     def blocks(self, h: torch.Tensor, return_attention: bool = False,
-               last_token_only: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+               last_token_only: bool = False, dropout_keys: torch.Tensor | None = None,
+               ) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """Run the L post-LN blocks of all M models.
 
-        Per block: ``h = h + PE_l``; ``h = LN(h + Attn(h))``; ``h = LN(h + MLP(h))``.
+        Per block: ``h = h + PE_l`` (then dropout, for the models that have it, when
+        ``dropout_keys`` is given); ``h = LN(h + Attn(h))``; ``h = LN(h + MLP(h))``.
 
         Args:
             h: (M, B, n, d) token embeddings.
             return_attention: collect every block's attention, averaged over heads.
             last_token_only: compute the last block's output projection, LayerNorms and MLP
                 for the last token alone (all a last-token read-out needs; same values).
+            dropout_keys: (K,) int64 keys of the K = ``len(drop_idx)`` dropout models
+                (:func:`lstpe.dropout.keys_tensor` of :attr:`dropout_seeds`); None = no
+                dropout (evaluation).
         Returns:
             h: (M, B, n, d), or (M, B, 1, d) with ``last_token_only``; and the list of L
             attention maps (M, B, n, n) (empty unless ``return_attention``).
@@ -356,18 +323,29 @@ class StackedModels(nn.Module):
         M, B, n, d = h.shape
         H, L = self.cfg.n_heads, self.cfg.n_layers
         pe = self.pe()
+        rope = (self.rope_cos, self.rope_sin, self.rope_partner) if self.any_rope else None
+        bias = self.score_bias if self.any_bias else None
+        use_drop = dropout_keys is not None and len(self.drop_idx) > 0
         maps = []
         for i in range(L):
             g = lambda name, i=i: self.get(f"blocks.{i}.{name}")  # noqa: E731
             h = h + pe[:, i, None]
-            qkv = _bmm(h, g("qkv.w"), g("qkv.b")).view(M, B, n, 3, H, d // H)
+            if use_drop:
+                h = self._dropout(h, dropout_keys, i)
+            qkv_b = g("qkv.b") * self.s_qkv_b if self.mask_qkv_b else g("qkv.b")
+            qkv = _bmm(h, g("qkv.w"), qkv_b).view(M, B, n, 3, H, d // H)
             q, k, v = qkv.permute(3, 0, 1, 4, 2, 5)  # each (M, B, H, n, d_h)
-            rel = g("rel") if self.attn_spec.name == "relative" else None
-            a, w = self._attend(q, k, v, rel, return_attention)
+            rel = g("rel") * self.s_rel if self.any_rel else None
+            a, w = attend(q, k, v, scale=self.score_scale, bias=bias, rope=rope, rel=rel,
+                          rel_index=self.rel_index)
             a = a.transpose(2, 3).reshape(M, B, n, d)
             if last_token_only and i == L - 1:
                 a, h = a[:, :, -1:], h[:, :, -1:]
-            h = _layer_norm(h + _bmm(a, g("out.w"), g("out.b")), g("ln1.w"), g("ln1.b"))
+            out_w = g("out.w")
+            if self.mask_out_w:  # no output projection = identity, its weight a fixed zero
+                out_w = out_w * self.s_out_w + self.eye * (1 - self.s_out_w)
+            out_b = g("out.b") * self.s_out_b if self.mask_out_b else g("out.b")
+            h = _layer_norm(h + _bmm(a, out_w, out_b), g("ln1.w"), g("ln1.b"))
             mlp = F.gelu(_bmm(F.gelu(_bmm(h, g("fc1.w"), g("fc1.b"))), g("fc2.w"), g("fc2.b")))
             h = _layer_norm(h + mlp, g("ln2.w"), g("ln2.b"))
             if return_attention:
@@ -376,15 +354,11 @@ class StackedModels(nn.Module):
 
 
 class BatchedLSTTransformer(StackedModels):
-    """M LST transformers with stacked weights, run as one model.
+    """M LST transformers with stacked weights, run as one model; any mix of PEs.
 
     Every parameter has a leading model axis M (see :func:`init_weights` for the per-model
-    shapes). Models may differ in seed and in *additive* PE (2d-fixed, 1d-fixed, learn-sigma,
-    random, nope can share one batch); PEs that act inside attention (rope, rope-2d, relative,
-    alibi, c-nope) must be the same for all M models.
-
-    The additive PE of model m is ``pe_fixed[m] + pe_mask[m] * pe_learn[m]``: fixed PEs live in
-    a buffer and receive no update (also not from decoupled weight decay).
+    shapes). The additive PE of model m is ``pe_fixed[m] + pe_mask[m] * pe_learn[m]``: fixed
+    PEs live in a buffer and receive no update (also not from decoupled weight decay).
     """
 
     def __init__(
@@ -401,6 +375,7 @@ class BatchedLSTTransformer(StackedModels):
         return_attention: bool = False,
         embed_noise_std: float = 0.0,
         generator: torch.Generator | None = None,
+        dropout_keys: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Run all M models.
 
@@ -409,6 +384,7 @@ class BatchedLSTTransformer(StackedModels):
             return_attention: also return attention weights.
             embed_noise_std: std of Gaussian noise added to the token embeddings (robustness).
             generator: for that noise.
+            dropout_keys: see :meth:`StackedModels.blocks` (None: no dropout).
         Returns:
             logits (M, B, 4) [and attention (M, B, L, n, n), averaged over heads].
         """
@@ -429,7 +405,8 @@ class BatchedLSTTransformer(StackedModels):
             h = h + embed_noise_std * noise
         # Only the last token is read out: without attention maps to return, the last block is
         # computed for it alone (same logits, ~1/4 fewer FLOPs at L=4).
-        h, maps = self.blocks(h, return_attention, last_token_only=not return_attention)
+        h, maps = self.blocks(h, return_attention, last_token_only=not return_attention,
+                              dropout_keys=dropout_keys)
         logits = _bmm(h[:, :, -1], self.head_w, self.head_b)
         return (logits, torch.stack(maps, 2)) if return_attention else logits
 
@@ -438,24 +415,3 @@ class BatchedLSTTransformer(StackedModels):
         single = LSTTransformer(self.specs[m], self.seeds[m], self.cfg)
         single.load_weights({k: v.cpu() for k, v in self.single_weights(m).items()})
         return single
-
-
-def check_batchable(specs: Sequence[PESpec]) -> PESpec:
-    """Check that the PEs can share one batched model; return the spec that drives attention.
-
-    Additive PEs (2d-fixed, 1d-fixed, learn, random, nope) mix freely; the others must all be
-    identical (same name and variant).
-
-    Raises:
-        ValueError: naming the incompatible PEs.
-    """
-    keys = {(s.attention_kind, s.causal, s.temperature,
-             s.variant if s.attention_kind in ("rope", "rope-2d") else None) for s in specs}
-    if len(keys) > 1:
-        names = sorted({s.label for s in specs})
-        raise ValueError(
-            f"these PEs cannot share one batched model: {names}; group them with "
-            "lstpe.train.group_specs (additive PEs mix, others must be identical)"
-        )
-    non_add = [s for s in specs if not s.additive]
-    return non_add[0] if non_add else specs[0]

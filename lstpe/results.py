@@ -3,68 +3,92 @@
 A run directory holds::
 
     history.csv       tidy table: one row per (model, epoch, split, condition)
-    manifest.json     git commit, device, torch version, config, wall time, ...
+    manifest.json     git commit, device, torch version, config, wall time, and the row count
+                      and SHA-256 of every file of the run (checked when the run is loaded)
     artifacts.pt      tensors for the analyses (PEs at init/end, validation attention, logits)
     tables/<name>.csv extra tidy tables computed at the end of training (e.g. ``noise``)
+    checkpoints/      training state while the run is unfinished
+    .lock             while a process trains into the folder (:class:`RunLock`)
 
-Every write goes to a temporary file in the same folder and is renamed into place, so an
-interrupted run never leaves a half-written result behind.
+Every write goes to a temporary file in the same folder, is flushed to disk and renamed into
+place, so an interrupted (even SIGKILLed) run never leaves a half-written result behind;
+finished files get ordinary permissions (0666 minus the umask, usually 0644).
+
+Safety rules every entry point (``lstpe train``, ``scripts/reproduce.py``,
+:func:`lstpe.train.train`, the chapters) follows:
+
+* a process trains into a folder only while it holds the folder's :class:`RunLock`;
+* :func:`check_run_dir` runs before any training: it refuses a folder that holds a finished
+  run of another configuration (naming the differing keys), a damaged finished run (naming the
+  file), a folder that is not a writable folder, and a non-empty folder that holds no run;
+* :func:`load` verifies every file against the manifest and names the one that fails;
+* models whose loss or logits became non-finite (``diverged``) are left out of
+  :func:`final_table` unless asked for.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import platform
+import socket
 import subprocess
-import tempfile
-from collections.abc import Callable
+import time
+import warnings
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
+from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa: F401
+    ConfigMismatchError,
+    DamagedFileError,
+    DivergedWarning,
+    NotWritableError,
+    RunDirError,
+    RunLockedError,
+    StaleLockWarning,
+    _count_rows,
+    _damaged,
+    _read_csv,
+    atomic_write,
+    check_torch_file,
+    clean_temp_files,
+    file_record,
+    load_torch,
+    read_manifest,
+    save_json,
+    save_table,
+    save_torch,
+    sha256_file,
+    verify_files,
+)
+
 HISTORY_COLUMNS = [
     "model", "pe", "pe_name", "sigma", "seed", "optimizer", "epoch", "split", "condition",
-    "accuracy", "loss",
+    "accuracy", "loss", "diverged",
 ]
 """Columns of the tidy history table. ``condition`` is ``"all"``, ``"1"``, ``"2"`` or ``"3"``
-(relational complexity); ``sigma`` is NaN for PEs without one."""
+(relational complexity); ``sigma`` is NaN for PEs without one; ``diverged`` is True from the
+first evaluation at which the model's loss or logits were non-finite (older runs may lack the
+column, or hold it empty: :func:`diverged_models` then reads a non-finite loss as divergence)."""
+
+RUN_FILES = ("history.csv", "manifest.json", "artifacts.pt", "tables", "checkpoints")
+"""What a run directory may hold (besides hidden files such as ``.lock``)."""
+
+EXECUTION_KEYS: tuple[str, ...] = ("device", "max_models", "checkpoint_every", "compile",
+                                   "step_mode")
+"""Config keys that change how a run is executed, not what it computes: a finished run is
+the same run whatever their values (:func:`check_run_dir`)."""
+
+LOCK_NAME = ".lock"
 
 
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` then rename ``tmp_path`` onto ``path`` (same folder, atomic)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
-def save_torch(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` atomically."""
-    return atomic_write(path, lambda p: torch.save(obj, p))
-
-
-def save_json(obj: Any, path: str | Path) -> Path:
-    """Write JSON atomically (indented, keys sorted)."""
-    return atomic_write(
-        path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    )
-
-
-def save_table(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a CSV table atomically."""
-    return atomic_write(path, lambda p: df.to_csv(p, index=False))
+# --------------------------------------------------------------------------- provenance
 
 
 def git_commit() -> str:
@@ -94,20 +118,194 @@ def device_name(device: torch.device | str) -> str:
     return f"{device.type}: {platform.machine()} ({torch.get_num_threads()} threads)"
 
 
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def make_manifest(config: dict, device: torch.device | str, wall_time_s: float,
-                  **extra: Any) -> dict:
-    """The manifest of a run: provenance of every number it produced."""
+                  previous_segments: Sequence[dict] | None = None,
+                  resumed: bool | None = None, **extra: Any) -> dict:
+    """The manifest of a run: provenance of every number it produced.
+
+    Args:
+        config: the run's configuration (``TrainConfig.to_dict()``).
+        device: the device it trained on.
+        wall_time_s: wall time of *this* process (segment).
+        previous_segments: the segments of earlier processes that trained the run before it
+            was resumed (``{"wall_s": ..., ...}`` each, see :class:`WallClock`).
+        resumed: the run was resumed from a checkpoint (default: there are previous segments).
+        **extra: more fields (``n_models``, ``kind``, ...).
+    Returns:
+        A dict with ``wall_time_s`` = the total over all segments, ``segments`` (one entry per
+        process: ``wall_s``, ``finished_at`` or ``checkpointed_at``, ``device``, ``git_commit``,
+        ``host``), ``resumed``, and the git commit, device, torch and python versions, platform,
+        config and finish time. :func:`save_run` adds ``files``.
+    """
+    commit, dev = git_commit(), device_name(device)
+    previous = [dict(seg) for seg in (previous_segments or [])]
+    finished = _now()
+    this = {"wall_s": round(float(wall_time_s), 3), "finished_at": finished, "device": dev,
+            "git_commit": commit, "host": socket.gethostname()}
+    segments = [*previous, this]
+    total = sum(float(seg.get("wall_s", 0.0)) for seg in segments)
     return {
-        "git_commit": git_commit(),
-        "device": device_name(device),
+        "git_commit": commit,
+        "device": dev,
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
         "config": config,
-        "wall_time_s": round(float(wall_time_s), 3),
-        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "wall_time_s": round(total, 3),
+        "segments": segments,
+        "resumed": bool(previous) if resumed is None else bool(resumed),
+        "finished_at": finished,
         **extra,
     }
+
+
+class WallClock:
+    """Wall time of a run over the processes (segments) that trained it.
+
+    A run killed and resumed is trained by several processes; each checkpoint stores
+    :meth:`segments` (the earlier segments plus this process's time so far) and the resuming
+    process reads them back with :meth:`resume_from`, so the manifest's ``wall_time_s`` is the
+    total over all segments (the time a killed process spent after its last checkpoint is
+    lost with the work it did). Use::
+
+        clock = WallClock()                       # at the start of training
+        clock.resume_from(state.get("segments"))  # for every checkpoint loaded
+        save_torch({..., "segments": clock.segments()}, ckpt)
+        make_manifest(cfg, device, **clock.manifest_kwargs(), n_models=...)
+    """
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.previous: list[dict] = []
+        self.resumed = False
+
+    def elapsed(self) -> float:
+        """Seconds since this process started the run."""
+        return time.perf_counter() - self.t0
+
+    def resume_from(self, segments: Sequence[dict] | None) -> None:
+        """Record that a checkpoint was loaded; keep its segments if they cover more time than
+        those already known (checkpoints of one run hold prefixes of the same history; the
+        latest covers the most). ``None`` (a checkpoint without segments) only marks the run
+        as resumed."""
+        self.resumed = True
+        segs = [dict(s) for s in (segments or [])]
+        if _total(segs) > _total(self.previous):
+            self.previous = segs
+
+    def segments(self) -> list[dict]:
+        """The earlier segments and this process's so far (store it in every checkpoint)."""
+        return [*self.previous, {"wall_s": round(self.elapsed(), 3),
+                                 "checkpointed_at": _now(), "host": socket.gethostname()}]
+
+    def manifest_kwargs(self) -> dict[str, Any]:
+        """``wall_time_s``, ``previous_segments`` and ``resumed`` for :func:`make_manifest`."""
+        return {"wall_time_s": self.elapsed(), "previous_segments": self.previous,
+                "resumed": self.resumed}
+
+
+def _total(segments: Iterable[dict]) -> float:
+    return sum(float(s.get("wall_s", 0.0)) for s in segments)
+
+
+# --------------------------------------------------------------------------- divergence
+
+
+def nonfinite_models(*tensors: torch.Tensor | None) -> torch.Tensor:
+    """Which of M stacked models has a non-finite value in any of ``tensors``.
+
+    Each tensor has the models on its first axis: logits ``(M, N, 4)``, per-model losses
+    ``(M,)``, ...; None entries are skipped. Returns a bool tensor ``(M,)`` (on the CPU).
+    A training loop keeps a sticky flag per model: ``diverged |= nonfinite_models(logits,
+    loss)`` at every evaluation, and writes it into the ``diverged`` column.
+    """
+    flags: torch.Tensor | None = None
+    for t in tensors:
+        if t is None:
+            continue
+        bad = ~torch.isfinite(t.detach().reshape(t.shape[0], -1)).all(1)
+        flags = bad if flags is None else flags | bad.to(flags.device)
+    if flags is None:
+        raise ValueError("nonfinite_models needs at least one tensor")
+    return flags.cpu()
+
+
+def _diverged_rows(history: pd.DataFrame) -> pd.Series:
+    """Rows at which the model had diverged: the ``diverged`` column (if any) or a
+    non-finite loss."""
+    flag = pd.Series(False, index=history.index)
+    if "diverged" in history.columns:
+        col = history["diverged"]
+        if col.dtype == bool:
+            flag |= col
+        else:
+            flag |= col.astype("string").str.strip().str.lower().isin(["true", "1", "1.0"])
+    if "loss" in history.columns:
+        loss = pd.to_numeric(history["loss"], errors="coerce").to_numpy(dtype=float)
+        flag |= ~np.isfinite(loss)
+    return flag
+
+
+def diverged_models(history: pd.DataFrame) -> pd.DataFrame:
+    """The models of ``history`` that diverged, one row each: ``model, pe, seed, epoch`` (the
+    first evaluation at which the loss or logits were non-finite). Empty if none did."""
+    cols = [c for c in ("model", "pe", "seed") if c in history.columns]
+    bad = history[_diverged_rows(history)]
+    if bad.empty:
+        return pd.DataFrame(columns=[*cols, "epoch"])
+    step = "epoch" if "epoch" in bad.columns else "step"
+    first = bad.sort_values(step).groupby("model", sort=True).head(1)
+    return first[[*cols, step]].rename(columns={step: "epoch"}).sort_values("model") \
+        .reset_index(drop=True)
+
+
+def describe_diverged(diverged: pd.DataFrame) -> str:
+    """``"model 3 (learn-0.2, seed 29, from epoch 1), ..."`` for messages."""
+    parts = []
+    for r in diverged.itertuples(index=False):
+        what = ", ".join(str(x) for x in (getattr(r, "pe", None),
+                                           f"seed {getattr(r, 'seed', '?')}") if x is not None)
+        parts.append(f"model {r.model} ({what}, from epoch {r.epoch})")
+    return ", ".join(parts)
+
+
+def final_table(history: pd.DataFrame, split: str = "val", condition: str = "all",
+                include_diverged: bool = False) -> pd.DataFrame:
+    """Rows of ``history`` at each model's last epoch for one split and condition.
+
+    Models that diverged (:func:`diverged_models`: non-finite loss or logits at any
+    evaluation) are left out with a :class:`DivergedWarning` naming them, unless
+    ``include_diverged``. The table has a bool ``diverged`` column.
+
+    Raises:
+        ValueError: an empty history, no rows for ``split``/``condition``, or every model
+            diverged (and ``include_diverged`` is False).
+    """
+    if history.empty:
+        raise ValueError("the history table is empty")
+    h = history[(history["split"] == split) & (history["condition"].astype(str) == condition)]
+    if h.empty:
+        raise ValueError(f"no rows for split={split!r}, condition={condition!r}")
+    last = h.groupby("model")["epoch"].transform("max")
+    fin = h[h["epoch"] == last].reset_index(drop=True)
+    div = diverged_models(history)
+    fin["diverged"] = fin["model"].isin(div["model"])
+    if include_diverged or div.empty:
+        return fin
+    if fin["diverged"].all():
+        raise ValueError(f"every model diverged (non-finite loss or logits): "
+                         f"{describe_diverged(div)}; pass include_diverged=True to see them")
+    warnings.warn(f"{len(div)} diverged model(s) left out (non-finite loss or logits): "
+                  f"{describe_diverged(div)}; pass include_diverged=True to keep them",
+                  DivergedWarning, stacklevel=2)
+    return fin[~fin["diverged"]].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- runs
 
 
 @dataclass
@@ -120,54 +318,66 @@ class Run:
     artifacts: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
-    def final(self, split: str = "val", condition: str = "all") -> pd.DataFrame:
-        """One row per model at its last evaluated epoch, for ``split`` and ``condition``."""
-        return final_table(self.history, split, condition)
+    def final(self, split: str = "val", condition: str = "all",
+              include_diverged: bool = False) -> pd.DataFrame:
+        """One row per model at its last evaluated epoch, for ``split`` and ``condition``
+        (diverged models left out unless ``include_diverged``, see :func:`final_table`)."""
+        return final_table(self.history, split, condition, include_diverged)
+
+    def diverged(self) -> pd.DataFrame:
+        """The models that diverged (:func:`diverged_models`)."""
+        return diverged_models(self.history)
 
     def describe(self) -> str:
         """One line for chapters: device, date, epochs (or steps), seeds, commit."""
         cfg = self.manifest.get("config", {})
         length = f"epochs {cfg['epochs']}" if "epochs" in cfg else f"steps {cfg.get('steps')}"
+        resumed = ", resumed" if self.manifest.get("resumed") else ""
         return (
             f"{self.path.name}: device {self.manifest.get('device')}, "
             f"finished {self.manifest.get('finished_at')}, {length}, "
             f"seeds {len(cfg.get('seeds', []))}, torch {self.manifest.get('torch_version')}, "
             f"commit {str(self.manifest.get('git_commit'))[:10]}, "
-            f"wall time {self.manifest.get('wall_time_s')} s"
+            f"wall time {self.manifest.get('wall_time_s')} s{resumed}"
         )
-
-
-def final_table(history: pd.DataFrame, split: str = "val", condition: str = "all") -> pd.DataFrame:
-    """Rows of ``history`` at each model's last epoch for one split and condition."""
-    if history.empty:
-        raise ValueError("the history table is empty")
-    h = history[(history["split"] == split) & (history["condition"].astype(str) == condition)]
-    if h.empty:
-        raise ValueError(f"no rows for split={split!r}, condition={condition!r}")
-    last = h.groupby("model")["epoch"].transform("max")
-    return h[h["epoch"] == last].reset_index(drop=True)
 
 
 def save_run(path: str | Path, history: pd.DataFrame, manifest: dict,
              artifacts: dict[str, Any] | None = None,
              tables: dict[str, pd.DataFrame] | None = None) -> Path:
-    """Write a run directory (manifest last: a manifest marks a complete run)."""
+    """Write a run directory (manifest last: a manifest marks a complete run).
+
+    ``manifest["files"]`` is set (in place) to the SHA-256, size and row count of every file
+    written, which :func:`load` checks.
+    """
     path = Path(path)
+    files: dict[str, dict[str, Any]] = {}
     save_table(history, path / "history.csv")
+    files["history.csv"] = file_record(path / "history.csv", len(history))
     if artifacts is not None:
         save_torch(artifacts, path / "artifacts.pt")
+        files["artifacts.pt"] = file_record(path / "artifacts.pt")
     for name, table in (tables or {}).items():
-        save_table(table, path / "tables" / f"{name}.csv")
+        rel = f"tables/{name}.csv"
+        save_table(table, path / rel)
+        files[rel] = file_record(path / rel, len(table))
+    manifest["files"] = files
     save_json(manifest, path / "manifest.json")
     return path
 
 
-def load(path: str | Path, artifacts: bool = True) -> Run:
+def load(path: str | Path, artifacts: bool = True, verify: bool = True) -> Run:
     """Read a run directory written by :func:`save_run`.
 
+    Args:
+        path: the run directory.
+        artifacts: read ``artifacts.pt`` (and check it).
+        verify: check every file against the sizes and SHA-256 sums in the manifest.
     Raises:
         FileNotFoundError: naming the missing folder or file (a run without a manifest is
             incomplete and is not read).
+        DamagedFileError: naming the file that is damaged (invalid manifest, a file that
+            differs from the manifest, an unreadable table or artefact file).
     """
     path = Path(path)
     if not path.is_dir():
@@ -177,22 +387,86 @@ def load(path: str | Path, artifacts: bool = True) -> Run:
             raise FileNotFoundError(
                 f"results folder {path} has no {name} (incomplete or not a run directory)"
             )
-    manifest = json.loads((path / "manifest.json").read_text())
-    history = pd.read_csv(path / "history.csv", dtype={"condition": str})
+    manifest = read_manifest(path)
+    if verify:
+        verify_files(path, manifest, skip=() if artifacts else ("artifacts.pt",))
+    history = _read_csv(path / "history.csv")
+    if verify and not manifest.get("files"):  # an older run: check what can be checked
+        _check_history_covers_config(path, manifest, history)
     arts: dict[str, Any] = {}
     if artifacts and (path / "artifacts.pt").exists():
-        arts = torch.load(path / "artifacts.pt", map_location="cpu", weights_only=False)
-    tables = {p.stem: pd.read_csv(p, dtype={"condition": str})
-              for p in sorted((path / "tables").glob("*.csv"))}
+        arts = load_torch(path / "artifacts.pt", "artifacts",
+                          hint=f"delete {path} to retrain the run")
+    tables = {p.stem: _read_csv(p) for p in sorted((path / "tables").glob("*.csv"))}
     return Run(path, history, manifest, arts, tables)
 
 
 def find(name: str, results_dir: str | Path | None = None) -> Run | None:
-    """Load ``<results_dir>/<name>`` if it is a complete run, else None (chapters fall back)."""
-    from lstpe.notebook import default_results_dir
+    """Load ``<results_dir>/<name>`` if it is a complete run, else None (chapters fall back).
+
+    Raises:
+        DamagedFileError: the run is there but damaged (naming the file).
+    """
+    from lstpe.runtime import default_results_dir
 
     base = Path(results_dir) if results_dir else default_results_dir()
     p = base / name
     if (p / "manifest.json").exists() and (p / "history.csv").exists():
         return load(p)
     return None
+
+
+def _check_history_covers_config(run_dir: Path, manifest: dict, history: pd.DataFrame) -> None:
+    """For manifests without ``files`` (older runs): every PE and seed of the config must
+    have rows in the history (a truncated history.csv loses the last models)."""
+    cfg = manifest.get("config") or {}
+    hint = f"delete {run_dir} to retrain the run"
+    for key, col in (("pes", "pe"), ("seeds", "seed")):
+        if not isinstance(cfg.get(key), list) or col not in history.columns:
+            continue
+        have = {str(v) for v in history[col].unique()}
+        missing = [v for v in cfg[key] if str(v) not in have]
+        if missing:
+            raise _damaged(run_dir / "history.csv", "run file",
+                           f"has no rows for {col} {', '.join(map(str, missing))} of the "
+                           "manifest's config (truncated?)", hint)
+
+
+def config_diff(old: dict, new: dict, ignore: Sequence[str] = ()) -> list[str]:
+    """The keys whose values differ between two configs (nested dicts as ``model.d_model``),
+    after a JSON round trip (tuples = lists), leaving out ``ignore``."""
+    a = json.loads(json.dumps(old, sort_keys=True, default=str))
+    b = json.loads(json.dumps(new, sort_keys=True, default=str))
+    out: list[str] = []
+
+    def walk(x: Any, y: Any, prefix: str) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                key = f"{prefix}{k}"
+                if key in ignore:
+                    continue
+                walk(x.get(k), y.get(k), key + ".")
+        elif x != y:
+            out.append(prefix.rstrip("."))
+
+    walk(a, b, "")
+    return out
+
+
+def _show(v: Any, n: int = 60) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= n else text[:n - 3] + "..."
+
+
+
+_RUNDIR_NAMES = ("RunLock", "check_run_dir", "ensure_writable_dir", "pid_alive")
+
+
+def __getattr__(name: str) -> Any:
+    """``lstpe.results.RunLock`` etc. live in :mod:`lstpe.rundir` (imported on first use: it
+    imports this module)."""
+    if name in _RUNDIR_NAMES:
+        from lstpe import rundir
+
+        return getattr(rundir, name)
+    raise AttributeError(f"module 'lstpe.results' has no attribute {name!r}")

@@ -1,37 +1,49 @@
-"""Batched training engine: many LST transformers trained as one.
+"""Training LST transformers: configs, presets, and many models trained as one.
 
-A sweep of S seeds x K sigmas is M = S*K tiny models. Instead of looping over them, the engine
-stacks them into one :class:`~lstpe.model.BatchedLSTTransformer` and trains all M together:
+A sweep of S seeds x K PEs is M = S*K tiny models. Instead of looping over them, the engine
+(:mod:`lstpe.engine`) stacks them into one :class:`~lstpe.model.BatchedLSTTransformer` (models
+of *every* PE mix) and trains all M together:
 
 * every model has its own init (its seed), its own data order (a permutation drawn from
-  ``(seed, epoch)``) and its own optimizer state;
+  ``(seed, epoch)``), its own dropout masks (from ``(seed, epoch, step)``), its own optimizer
+  rule, learning rate, weight decay and optimizer state;
 * the loss is the *sum* of the M per-model mean losses, so each model's gradient is exactly
-  the gradient of its own loss, and Adam/AdamW/SGD are elementwise, so one optimizer over the
-  stacked tensors is M independent optimizers. Training M models batched therefore equals
-  training them one by one (up to float rounding; ``tests/test_train.py`` checks this).
+  the gradient of its own loss. Training M models batched therefore equals training them one
+  by one (up to float rounding; ``tests/test_train.py`` checks this, in train mode with
+  dropout and with mixed optimizers).
 
-PEs that cannot share a batched model (e.g. ``rope`` and ``learn``) are split into groups by
-:func:`group_specs` and trained one group after the other.
+:func:`train_many` trains several configurations (e.g. Table 1 with Adam and Tables 5-6 with
+AdamW) in one batch when they agree on everything but PEs and optimizer, and writes each to its
+own run folder.
 
 Presets (:func:`preset`):
 
-* ``paper``: the published setup -- d=160, 4 layers, one head, Adam lr 1e-4, batch 128, the
-  authors' 15 seeds, the authors' 9000 training puzzles (8000 train / 1000 test, stratified),
-  the 108 human puzzles as validation -- for **200 epochs** by default instead of the paper's
-  4000: the authors' own logs put validation accuracy at epoch 200 within 0.015 of epoch 4000
-  for 2d-fixed and every learn-sigma (training accuracy is 1.0 by then). ``epochs=4000`` gives
-  the full schedule.
+* ``paper``: the authors' setup as their code ran it -- d=160, 4 layers, one head, lr 1e-4,
+  batch 128, the authors' 15 seeds, their 9000 training puzzles split 8100 / 900 like their
+  code (:func:`lstpe.lst.authors_test_rows`), the 108 human puzzles as validation -- for the
+  number of epochs each experiment sets (:mod:`lstpe.experiments`): the authors trained 4000
+  epochs; their own logs show learn-sigma settled by epoch 200 but 2d-fixed still rising
+  (0.938 at 200, 0.977 at 4000), so Table 1 and the AdamW tables train longer than the sigma
+  sweep.
 * ``preview``: the same architecture and data at a scale that runs on a laptop CPU in
   minutes (fewer seeds, a stratified subset of the training puzzles, few epochs). Its numbers
   illustrate the pipeline; they are not the paper's.
 
-Checkpoints: every ``checkpoint_every`` epochs the state of the group in training (weights,
+The history records, per evaluation, eval-mode accuracy and loss on ``train`` (a fixed
+stratified subset at intermediate epochs), ``test`` and ``val``; ``val_dropout``, the same pass
+with dropout active as the authors evaluated (differs only for models with dropout: 2d-fixed
+and 1d-fixed of the paper variant); and ``train_running``, the running mean over the epoch's
+minibatches in train mode (the paper's training-accuracy columns). A model whose loss or logits
+became non-finite is flagged ``diverged`` from then on.
+
+Checkpoints: every ``checkpoint_every`` epochs the state of the chunk in training (weights,
 optimizer, history so far) is written atomically to ``<run_dir>/checkpoints/``; rerunning the
 same config on the same ``run_dir`` resumes from it and loses at most one interval.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Sequence
@@ -39,15 +51,30 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from lstpe import results as res
 from lstpe.encodings import PESpec, parse_pe
+from lstpe.engine import LoopOptions, resolve_mode, run_chunk
+from lstpe.lst_task import (
+    SPLITS,
+    LSTTask,
+    ModelSlot,
+    _stratified_subset,
+    epoch_permutation,
+    predict,
+    score,
+)
 from lstpe.model import BatchedLSTTransformer, ModelConfig
-from lstpe.notebook import pick_device
+from lstpe.noise import noise_robustness
+from lstpe.optim import StackedOptimizer
+from lstpe.runtime import pick_device
+
+__all__ = ["DEFAULT_LR", "DEFAULT_WD", "OPTIMIZERS", "PAPER_SEEDS", "PAPER_SIGMAS",
+           "PREVIEW_SIGMAS", "SPLITS", "LSTTask", "TrainConfig", "TrainResult",
+           "epoch_permutation", "load_data", "predict", "preset", "score", "sigmas_for",
+           "train", "train_many"]
 
 PAPER_SEEDS: tuple[int, ...] = (
     2235, 6312, 6068, 9742, 8880, 2197, 669, 6256, 3309, 2541, 8643, 7785, 195, 6914, 29,
@@ -77,7 +104,14 @@ def sigmas_for(scale: str, sigmas: Sequence[float] | None = None) -> list[float]
 OPTIMIZERS: tuple[str, ...] = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-4, "adamw": 1e-4, "sgd": 1e-3}
 DEFAULT_WD = {"adam": 0.0, "adamw": 0.1, "sgd": 0.0}
-SPLITS = ("train", "test", "val")
+
+HISTORY_COLUMNS = [*res.HISTORY_COLUMNS,
+                   *[c for c in ("diverged",) if c not in res.HISTORY_COLUMNS]]
+"""Columns of a training history (the results module's plus ``diverged``)."""
+
+BUNDLE_KEYS_FREE = ("pes", "optimizer", "lr", "weight_decay", "preset", "save_attention")
+"""Config keys that may differ between the configurations trained together by
+:func:`train_many` (everything else must agree)."""
 
 
 @dataclass
@@ -86,7 +120,7 @@ class TrainConfig:
 
     Attributes:
         pes: PE names, e.g. ``["learn-0.2", "2d-fixed"]``; each is trained with every seed.
-        seeds: model seeds (init and data order).
+        seeds: model seeds (init, data order and dropout masks).
         optimizer: ``adam``, ``adamw`` or ``sgd``; ``lr`` and ``weight_decay`` default per
             optimizer (1e-4 / 1e-4 / 1e-3 and 0 / 0.1 / 0: the paper's settings).
         epochs: passes over the training split.
@@ -96,19 +130,21 @@ class TrainConfig:
             this many puzzles at intermediate epochs (all of it at the last epoch).
         eval_test_max: the same for the test split (None: all of it at every evaluation).
         data: ``paper`` (the authors' puzzles) or ``generated`` (our generator).
+        split: ``code`` (the authors' code: 8100 train / 900 test) or ``text`` (the paper's
+            text: 8000 / 1000, drawn with ``split_seed``).
         n_train: optional stratified subsample of the training split (preview scale).
-        variant: PE variant, ``paper`` or ``textbook``.
+        variant: PE variant, ``paper`` (the authors' code) or ``textbook``.
         device: ``auto`` (cuda > mps > cpu), ``cpu``, ``cuda``...
         amp: bf16 autocast (mixed precision: fp32 weights, optimizer and loss) on CUDA and on
-            the CPU (fast where the CPU has bf16 instructions, e.g. AVX512-BF16 or AMX). Off by
-            default: the presets train in fp32. TF32 matmuls are always on for CUDA.
-        compile: wrap the model in ``torch.compile``.
+            the CPU. Off by default: the presets train in fp32. TF32 matmuls are on for CUDA.
+        step_mode: ``auto`` (a CUDA graph on CUDA, eager elsewhere), ``eager``, ``compile``
+            (``torch.compile`` of the model) or ``graph``.
         checkpoint_every: epochs between checkpoints (0 = never).
-        max_models: split groups larger than this into chunks (GPU memory).
+        max_models: split the models into chunks of at most this many (GPU memory).
         save_attention: keep validation attention maps (init and final) in the artefacts.
         noise_levels: after training, validation accuracy with N(0, x^2) noise on the token
             embeddings for each x (the paper's robustness test), stored as the run's ``noise``
-            table (:func:`lstpe.analysis.robustness.noise_robustness`); empty = skip.
+            table (:func:`lstpe.noise.noise_robustness`); empty = skip.
         noise_repeats: noise draws per level (averaged).
         preset: the preset this config came from (``paper``, ``preview`` or ``custom``).
     """
@@ -126,13 +162,14 @@ class TrainConfig:
     eval_train_max: int = 2000
     eval_test_max: int | None = None
     data: str = "paper"
+    split: str = "code"
     split_seed: int = 0
     n_train: int | None = None
     variant: str = "paper"
     model: ModelConfig = field(default_factory=ModelConfig)
     device: str = "auto"
     amp: bool = False
-    compile: bool = False
+    step_mode: str = "auto"
     checkpoint_every: int = 10
     max_models: int | None = None
     save_attention: bool = True
@@ -150,6 +187,10 @@ class TrainConfig:
             raise ValueError("TrainConfig.pes is empty: name at least one PE")
         if not self.seeds:
             raise ValueError("TrainConfig.seeds is empty: give at least one seed")
+        big = [s for s in self.seeds if not -(2**63) <= s < 2**63]
+        if big:
+            raise ValueError(f"seed {big[0]} does not fit in 64 bits (seeds must be integers in "
+                             f"{-(2**63)}..{2**63 - 1})")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"duplicate seeds in {self.seeds}")
         if len(set(self.pes)) != len(self.pes):
@@ -165,13 +206,38 @@ class TrainConfig:
         for name in ("epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0 or self.weight_decay < 0:
-            raise ValueError(f"need lr > 0 and weight_decay >= 0, got {self.lr}, "
-                             f"{self.weight_decay}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"the learning rate (--lr) must be a finite number > 0, got "
+                             f"{self.lr}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError("the weight decay (--weight-decay) must be a finite number >= 0, "
+                             f"got {self.weight_decay}")
+        if self.n_train is not None and (isinstance(self.n_train, bool) or self.n_train < 1):
+            raise ValueError(f"n_train (--n-train) must be >= 1, got {self.n_train!r}")
+        if self.max_models is not None and self.max_models < 1:
+            raise ValueError(f"max_models (--max-models) must be >= 1, got {self.max_models}")
+        if self.checkpoint_every is None or self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every (--checkpoint-every) must be >= 0 (0 = no "
+                             f"checkpoints), got {self.checkpoint_every}")
+        from lstpe.engine import STEP_MODES
+        from lstpe.lst import SPLIT_RULES
+
+        if self.split not in SPLIT_RULES:
+            raise ValueError(f"unknown split {self.split!r}; valid: {', '.join(SPLIT_RULES)}")
+        if self.step_mode not in STEP_MODES:
+            raise ValueError(f"unknown step_mode {self.step_mode!r}; valid: "
+                             f"{', '.join(STEP_MODES)}")
 
     @property
     def specs(self) -> list[PESpec]:
         return [parse_pe(p, variant=self.variant) for p in self.pes]
+
+    @property
+    def setting(self) -> str:
+        """The optimizer setting as the paper's tables name it: ``adam``, ``sgd``,
+        ``adamw-wd0.1`` (weight decay appended when it is not 0)."""
+        wd = f"-wd{self.weight_decay:g}" if self.weight_decay else ""
+        return f"{self.optimizer}{wd}"
 
     def schedule(self) -> list[int]:
         """Epochs at which the models are evaluated (0 = at initialisation)."""
@@ -222,117 +288,16 @@ def preset(name: str, **overrides: Any) -> TrainConfig:
     return TrainConfig(**kw)
 
 
-# --------------------------------------------------------------------------- grouping
-
-
 def group_specs(specs: Sequence[PESpec]) -> list[list[int]]:
-    """Indices of ``specs`` that can share a batched model, in first-seen order."""
-    groups: dict[tuple, list[int]] = {}
-    for i, s in enumerate(specs):
-        key = ("additive",) if s.additive and not s.causal else (s.name, s.variant)
-        groups.setdefault(key, []).append(i)
-    return list(groups.values())
+    """Indices of ``specs`` that can share a batched model: since every PE mixes, one group."""
+    return [list(range(len(specs)))] if len(specs) else []
 
 
-def make_optimizer(params, cfg: TrainConfig) -> torch.optim.Optimizer:
-    """The paper's optimizers over the stacked parameters (elementwise: one per model)."""
-    params = [p for p in params if p.requires_grad]
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+def load_data(cfg: TrainConfig):
+    """The splits of the config (train possibly subsampled)."""
+    from lstpe import lst
 
-
-def epoch_permutation(seed: int, epoch: int, n: int) -> torch.Tensor:
-    """The data order of one model in one epoch: a permutation of ``range(n)``.
-
-    Drawn from ``(seed, epoch)`` only, so a model sees the same order whether it is trained
-    alone or batched with others, and a resumed run continues the same sequence.
-    """
-    g = torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % (2**62))
-    return torch.randperm(n, generator=g)
-
-
-def _amp_ok(amp: bool, device: torch.device) -> bool:
-    """bf16 autocast is used on CUDA and CPU devices (not on MPS)."""
-    return bool(amp) and device.type in ("cuda", "cpu")
-
-
-def train_step(fwd, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
-               idx: torch.Tensor, amp: bool = False) -> torch.Tensor:
-    """One optimizer step of M stacked models, each on its own mini-batch.
-
-    Args:
-        fwd: the batched model (or its ``torch.compile`` wrapper).
-        x: (N, 16, 5) training puzzles, y: (N,) answers, both on the model's device.
-        idx: (M, B) row indices, model m's batch is ``x[idx[m]]``.
-        amp: bf16 autocast (CUDA or CPU).
-    Returns:
-        The summed loss (a 0-d tensor): the sum over models of each model's mean
-        cross-entropy, so every model's gradient is that of its own loss.
-    """
-    M = idx.shape[0]
-    with torch.autocast(x.device.type, torch.bfloat16, enabled=_amp_ok(amp, x.device)):
-        logits = fwd(x[idx])
-    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y[idx].reshape(-1),
-                           reduction="none").view(M, -1).mean(1).sum()
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    opt.step()
-    return loss.detach()
-
-
-# --------------------------------------------------------------------------- evaluation
-
-
-@torch.no_grad()
-def predict(model: BatchedLSTTransformer, x: torch.Tensor, chunk: int = 2048,
-            return_attention: bool = False, amp: bool = False, **kw: Any):
-    """Logits (M, N, 4) [and attention (M, N, L, n, n)] of all models on x (N, 16, 5)."""
-    device = next(model.parameters()).device
-    outs, maps = [], []
-    for i in range(0, x.shape[0], chunk):
-        xb = x[i:i + chunk].to(device)
-        with torch.autocast(device.type, torch.bfloat16, enabled=_amp_ok(amp, device)):
-            out = model(xb, return_attention=return_attention, **kw)
-        if return_attention:
-            outs.append(out[0].float())
-            maps.append(out[1].float())
-        else:
-            outs.append(out.float())
-    logits = torch.cat(outs, 1)
-    return (logits, torch.cat(maps, 1)) if return_attention else logits
-
-
-def score(logits: torch.Tensor, y: torch.Tensor, vectors: torch.Tensor) -> dict[str, tuple]:
-    """Accuracy and mean cross-entropy per condition.
-
-    Args:
-        logits: (M, N, 4); y, vectors: (N,).
-    Returns:
-        ``{"all"|"1"|"2"|"3": (accuracy (M,), loss (M,))}`` as numpy arrays.
-    """
-    y, vectors = y.to(logits.device), vectors.to(logits.device)
-    M, N, C = logits.shape
-    loss = F.cross_entropy(logits.reshape(-1, C), y.repeat(M), reduction="none").view(M, N)
-    correct = (logits.argmax(-1) == y).float()
-    out = {"all": (correct.mean(1), loss.mean(1))}
-    for v in (1, 2, 3):
-        sel = vectors == v
-        if sel.any():
-            out[str(v)] = (correct[:, sel].mean(1), loss[:, sel].mean(1))
-    return {k: (a.cpu().numpy(), b.cpu().numpy()) for k, (a, b) in out.items()}
-
-
-def _stratified_subset(vectors: torch.Tensor, n: int | None, seed: int) -> torch.Tensor:
-    """Indices of a stratified (by condition) subset of at most n rows, deterministic."""
-    from lstpe.lst import stratified_sample
-
-    if n is None or n >= vectors.shape[0]:
-        return torch.arange(vectors.shape[0])
-    rng = np.random.default_rng(seed)
-    return torch.from_numpy(stratified_sample(vectors.numpy(), int(n), rng))
+    return lst.load_split(cfg.data, seed=cfg.split_seed, n_train=cfg.n_train, rule=cfg.split)
 
 
 # --------------------------------------------------------------------------- training
@@ -355,33 +320,21 @@ class TrainResult:
         return res.final_table(self.history, split, condition)
 
 
-def load_data(cfg: TrainConfig):
-    """The splits of the config (train possibly subsampled)."""
-    from lstpe import lst
-
-    return lst.load_split(cfg.data, seed=cfg.split_seed, n_train=cfg.n_train)
-
-
-def _rows(model_ids, specs, seeds, optimizer, epoch, split, scores) -> list[dict]:
-    rows = []
-    for cond, (acc, loss) in scores.items():
-        for j, mid in enumerate(model_ids):
-            s = specs[j]
-            rows.append({
-                "model": mid, "pe": s.label, "pe_name": s.name,
-                "sigma": s.sigma if s.sigma is not None else math.nan, "seed": seeds[j],
-                "optimizer": optimizer, "epoch": epoch, "split": split, "condition": cond,
-                "accuracy": float(acc[j]), "loss": float(loss[j]),
-            })
-    return rows
+def check_bundle(cfgs: Sequence[TrainConfig]) -> None:
+    """Raise unless the configs may train in one batch (equal but for PEs and optimizer)."""
+    if not cfgs:
+        raise ValueError("no configurations to train")
+    first = {k: v for k, v in cfgs[0].to_dict().items() if k not in BUNDLE_KEYS_FREE}
+    for i, c in enumerate(cfgs[1:], 1):
+        other = {k: v for k, v in c.to_dict().items() if k not in BUNDLE_KEYS_FREE}
+        diff = sorted(k for k in first if first[k] != other.get(k))
+        if diff:
+            raise ValueError(f"configuration {i} cannot train with configuration 0: they differ "
+                             f"in {', '.join(diff)} (only {', '.join(BUNDLE_KEYS_FREE)} may)")
 
 
-def train(
-    cfg: TrainConfig,
-    run_dir: str | Path | None = None,
-    progress: bool = True,
-    splits: dict | None = None,
-) -> TrainResult:
+def train(cfg: TrainConfig, run_dir: str | Path | None = None, progress: bool = True,
+          splits: dict | None = None) -> TrainResult:
     """Train every (PE, seed) of ``cfg``, batched, and return (and optionally save) the results.
 
     Args:
@@ -394,134 +347,161 @@ def train(
         :class:`TrainResult`. Model ``i`` of the history is PE ``cfg.pes[i // len(seeds)]``
         with seed ``cfg.seeds[i % len(seeds)]``.
     """
+    return train_many([cfg], [run_dir], progress=progress, splits=splits)[0]
+
+
+def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None],
+               progress: bool = True, splits: dict | None = None,
+               work_dir: str | Path | None = None, deadline: float | None = None
+               ) -> list[TrainResult]:
+    """Train several configurations as one batch of models; save each to its own folder.
+
+    The configurations must agree on everything but PEs and optimizer settings
+    (:func:`check_bundle`); each model keeps its own rule, lr and weight decay. Models are
+    split into chunks of at most ``max_models`` (memory), trained one chunk after the other.
+
+    Args:
+        cfgs: the configurations.
+        run_dirs: one folder (or None) per configuration.
+        work_dir: where checkpoints go (default: the first run folder's ``checkpoints/``).
+        deadline: a ``time.monotonic()`` time by which to stop: training pauses with a
+            checkpoint and :class:`lstpe.engine.Paused` when another epoch would not fit
+            (rerun to resume).
+    Returns:
+        One :class:`TrainResult` per configuration, in order.
+    """
+    cfgs = list(cfgs)
+    check_bundle(cfgs)
+    if len(run_dirs) != len(cfgs):
+        raise ValueError(f"got {len(cfgs)} configurations but {len(run_dirs)} run folders")
+    dirs = [Path(d) if d else None for d in run_dirs]
+    with contextlib.ExitStack() as locks:
+        for c, d in zip(cfgs, dirs, strict=True):
+            if d is None:
+                continue
+            locks.enter_context(res.RunLock(d))
+            if res.check_run_dir(d, c.to_dict()) == "finished":
+                raise res.RunDirError(f"{d} already holds this finished run; read it with "
+                                      "lstpe.results.load or delete it to retrain")
+        return _train_many(cfgs, dirs, progress, splits, work_dir, deadline)
+
+
+def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool,
+                splits: dict | None, work_dir: str | Path | None,
+                deadline: float | None) -> list[TrainResult]:
     t0 = time.perf_counter()
-    device = pick_device(cfg.device)
+    base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
+    device = pick_device(base.device)
+    mode = resolve_mode(base.step_mode, device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    splits = splits or load_data(cfg)
-    all_specs = [s for s in cfg.specs for _ in cfg.seeds]
-    all_seeds = [sd for _ in cfg.specs for sd in cfg.seeds]
-    run_dir = Path(run_dir) if run_dir else None
-
-    # Chunks of model indices: batchable groups, split by max_models.
-    chunks = []
-    for grp in group_specs(all_specs):
-        step = cfg.max_models or len(grp)
-        chunks += [grp[i:i + step] for i in range(0, len(grp), step)]
-
-    tr = splits["train"]
-    x_tr, y_tr = tr.x.to(device), tr.y.to(device)
-    sub = {"train": _stratified_subset(tr.vectors, cfg.eval_train_max, cfg.split_seed),
-           "test": _stratified_subset(splits["test"].vectors, cfg.eval_test_max, cfg.split_seed)}
-    schedule = set(cfg.schedule())
+    splits = splits or load_data(base)
+    ckdir = Path(work_dir) if work_dir else (dirs[0] / "checkpoints" if dirs[0] else None)
+    if ckdir is not None and base.checkpoint_every:
+        res.save_json(cfgs[0].to_dict(), ckdir / "config.json")
+    slots, settings = [], []
+    for ci, c in enumerate(cfgs):
+        for k, (spec, seed) in enumerate((sp, sd) for sp in c.specs for sd in c.seeds):
+            slots.append(ModelSlot(ci, k, spec, seed))
+            settings.append(c.setting)
+    step = base.max_models or len(slots)
+    chunks = [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]
+    sub = {"train": _stratified_subset(splits["train"].vectors, base.eval_train_max,
+                                       base.split_seed),
+           "test": _stratified_subset(splits["test"].vectors, base.eval_test_max,
+                                      base.split_seed)}
     history: list[dict] = []
-    models, arts = [], []
+    models, arts, segments = [], [], []
     for ci, ids in enumerate(chunks):
-        specs = [all_specs[i] for i in ids]
-        seeds = [all_seeds[i] for i in ids]
-        model, h, a = _train_chunk(cfg, ci, ids, specs, seeds, splits, x_tr, y_tr, sub, schedule,
-                                   device, run_dir, progress, len(chunks))
+        task = LSTTask(base, [slots[i] for i in ids], [settings[i] for i in ids], splits, sub,
+                       device)
+        opt = StackedOptimizer(task.model.parameters(), [cfgs[slots[i].config].optimizer
+                                                         for i in ids],
+                               [cfgs[slots[i].config].lr for i in ids],
+                               [cfgs[slots[i].config].weight_decay for i in ids])
+        meta = {"configs": [c.to_dict() for c in cfgs], "ids": ids}
+        opts = LoopOptions(epochs=base.epochs, schedule=set(base.schedule()), device=device,
+                           amp=base.amp, mode=mode,
+                           checkpoint=ckdir / f"chunk{ci}.pt" if ckdir else None,
+                           checkpoint_every=base.checkpoint_every, checkpoint_meta=meta,
+                           progress=progress, desc=f"chunk {ci + 1}/{len(chunks)} "
+                           f"({len(ids)} models)", deadline=deadline)
+
+        def init_state(task=task) -> dict[str, Any]:
+            st = {"pe": task.model.pe().detach().cpu()}
+            if base.save_attention:
+                _, attn0 = predict(task.model, splits["val"].x, return_attention=True)
+                st["val_attention"] = attn0.to(torch.float16).cpu()
+            return st
+
+        h, state0, segs = run_chunk(task, opt, opts, init_state)
         history += h
-        models.append(model)
-        arts.append(a)
-
-    hist = pd.DataFrame(history, columns=res.HISTORY_COLUMNS)
-    hist = hist.sort_values(["model", "epoch", "split", "condition"]).reset_index(drop=True)
-    artifacts = _merge_artifacts(arts, chunks, cfg)
-    tables = {}
-    if cfg.noise_levels:
-        from lstpe.analysis.robustness import noise_robustness
-
-        tables["noise"] = noise_robustness(models, splits["val"], cfg.noise_levels,
-                                           repeats=cfg.noise_repeats, artifacts=artifacts)
+        segments.append(sum(seg["wall_s"] for seg in segs))
+        models.append(task.model)
+        arts.append(_chunk_artifacts(task, state0, splits, base))
+    noise = None
+    if base.noise_levels:
+        noise = noise_robustness(models, splits["val"], base.noise_levels,
+                                 repeats=base.noise_repeats)
     wall = time.perf_counter() - t0
-    manifest = res.make_manifest(cfg.to_dict(), device, wall,
-                                 n_models=len(all_specs), n_train=len(tr), kind="lst-train")
-    if run_dir is not None:
-        res.save_run(run_dir, hist, manifest, artifacts, tables)
-    return TrainResult(cfg, hist, models, artifacts, manifest, run_dir, tables)
+    return [_finish(c, c_i, history, models, arts, chunks, slots, splits, device, wall,
+                    sum(segments), mode, noise, dirs[c_i]) for c_i, c in enumerate(cfgs)]
 
 
-def _train_chunk(cfg, ci, ids, specs, seeds, splits, x_tr, y_tr, sub, schedule, device,
-                 run_dir, progress, n_chunks):
-    model = BatchedLSTTransformer(specs, seeds, cfg.model).to(device)
-    opt = make_optimizer(model.parameters(), cfg)
-    fwd = torch.compile(model) if cfg.compile else model
-    M, N, bs = len(ids), x_tr.shape[0], cfg.batch_size
-    ckpt = run_dir / "checkpoints" / f"chunk{ci}.pt" if run_dir else None
-    history: list[dict] = []
-    start = 0
-    state0: dict[str, torch.Tensor] = {}
-    if ckpt is not None and ckpt.exists():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
-        if state["config"] != cfg.to_dict() or state["ids"] != list(ids):
-            raise ValueError(
-                f"checkpoint {ckpt} was written by a different configuration; "
-                "use a new run_dir or delete the checkpoint"
-            )
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        history, start, state0 = state["history"], state["epoch"], state["init"]
-
-    def evaluate(epoch: int, final: bool) -> None:
-        model.eval()
-        for split in SPLITS:
-            s = splits[split]
-            idx = sub[split] if (split in sub and not final) else torch.arange(len(s))
-            logits = predict(model, s.x[idx], amp=cfg.amp)
-            history.extend(_rows(ids, specs, seeds, cfg.optimizer, epoch, split,
-                                 score(logits, s.y[idx], s.vectors[idx])))
-        model.train()
-
-    if start == 0:
-        state0 = {"pe": model.pe().detach().cpu()}
-        if cfg.save_attention:
-            _, attn0 = predict(model, splits["val"].x, return_attention=True)
-            state0["val_attention"] = attn0.to(torch.float16).cpu()
-        evaluate(0, cfg.epochs == 0)
-
-    use_amp = _amp_ok(cfg.amp, device)
-    bar = range(start + 1, cfg.epochs + 1)
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(bar, desc=f"group {ci + 1}/{n_chunks} ({M} models: {specs[0].label}...)",
-                   initial=start, total=cfg.epochs, leave=False)
-    model.train()
-    for epoch in bar:
-        perm = torch.stack([epoch_permutation(sd, epoch, N) for sd in seeds]).to(device)
-        for b in range(0, N, bs):
-            train_step(fwd, opt, x_tr, y_tr, perm[:, b:b + bs], use_amp)
-        if epoch in schedule:
-            evaluate(epoch, epoch == cfg.epochs)
-        if ckpt is not None and cfg.checkpoint_every and (
-            epoch % cfg.checkpoint_every == 0 or epoch == cfg.epochs
-        ):
-            res.save_torch({"config": cfg.to_dict(), "ids": list(ids), "epoch": epoch,
-                            "model": model.state_dict(), "opt": opt.state_dict(),
-                            "history": history, "init": state0}, ckpt)
-    model.eval()
-    art: dict[str, Any] = {"pe_init": state0["pe"], "pe_final": model.pe().detach().cpu()}
-    logits, attn = predict(model, splits["val"].x, return_attention=True, amp=cfg.amp)
+def _chunk_artifacts(task: LSTTask, state0: dict, splits: dict, cfg: TrainConfig) -> dict:
+    art: dict[str, Any] = {"pe_init": state0["pe"], "pe_final": task.model.pe().detach().cpu()}
+    logits, attn = predict(task.model, splits["val"].x, return_attention=True, amp=cfg.amp)
     art["val_logits"] = logits.cpu()
     if cfg.save_attention:
         art["val_attention"] = attn.to(torch.float16).cpu()
         art["val_attention_init"] = state0["val_attention"]
-    return model, history, art
+    return art
 
 
-def _merge_artifacts(arts: list[dict], chunks: list[list[int]], cfg: TrainConfig) -> dict:
-    """Concatenate per-chunk artefacts back into model order 0..M-1."""
-    order = [i for ids in chunks for i in ids]
-    inv = torch.as_tensor(np.argsort(order))
-    out: dict[str, Any] = {
-        "labels": [s.label for s in cfg.specs for _ in cfg.seeds],
-        "seeds": [sd for _ in cfg.specs for sd in cfg.seeds],
-    }
+def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts: list[dict],
+            chunks: list[list[int]], slots: list[ModelSlot], splits: dict,
+            device: torch.device, wall: float, earlier: float, mode: str,
+            noise: pd.DataFrame | None, run_dir: Path | None) -> TrainResult:
+    """Cut one configuration's rows, artefacts and noise table out of a bundle and save it."""
+    rows = [{k: v for k, v in r.items() if k != "_config"} for r in history
+            if r["_config"] == c_i]
+    hist = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+    hist = hist.sort_values(["model", "epoch", "split", "condition"]).reset_index(drop=True)
+    # (chunk, position) of each of this config's models, in its local order
+    where = {slots[i].local_id: (k, j) for k, ids in enumerate(chunks)
+             for j, i in enumerate(ids) if slots[i].config == c_i}
+    order = [where[m] for m in range(len(where))]
+    artifacts: dict[str, Any] = {"labels": [s.label for s in cfg.specs for _ in cfg.seeds],
+                                 "seeds": [sd for _ in cfg.specs for sd in cfg.seeds]}
     for key in arts[0]:
-        out[key] = torch.cat([a[key] for a in arts], 0)[inv]
-    return out
+        if key.startswith("val_attention") and not cfg.save_attention:
+            continue
+        artifacts[key] = torch.stack([arts[k][key][j] for k, j in order])
+    mine = [(models[k], [j for j, i in enumerate(ids) if slots[i].config == c_i])
+            for k, ids in enumerate(chunks)]
+    tables = {} if noise is None else {"noise": _noise_for(noise, slots, chunks, c_i)}
+    diverged = sorted(hist.loc[hist["diverged"].astype(bool), "model"].unique().tolist())
+    manifest = res.make_manifest(
+        cfg.to_dict(), device, wall,
+        previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
+        n_models=len(cfg.pes) * len(cfg.seeds), n_train=len(splits["train"]),
+        kind="lst-train", step_mode=mode, diverged_models=diverged,
+        bundle_models=sum(len(c) for c in chunks))
+    if run_dir is not None:
+        res.save_run(run_dir, hist, manifest, artifacts, tables)
+    return TrainResult(cfg, hist, [m for m, _ in mine], artifacts, manifest, run_dir, tables)
+
+
+def _noise_for(noise: pd.DataFrame, slots: list[ModelSlot], chunks: list[list[int]],
+               c_i: int) -> pd.DataFrame:
+    """The rows of one configuration in a bundle's noise table, with its model ids."""
+    # noise_robustness numbers the models of the chunks 0, 1, ... in chunk order
+    gid = [(slots[i].config, slots[i].local_id) for ids in chunks for i in ids]
+    keep = noise["model"].map(lambda m: gid[m][0] == c_i)
+    out = noise[keep].copy()
+    out["model"] = out["model"].map(lambda m: gid[m][1])
+    return out.reset_index(drop=True)
 
 
 def sequential_reference(cfg: TrainConfig, splits: dict | None = None) -> list[dict]:
@@ -532,7 +512,7 @@ def sequential_reference(cfg: TrainConfig, splits: dict | None = None) -> list[d
     for pe in cfg.pes:
         for sd in cfg.seeds:
             one = replace(cfg, pes=[pe], seeds=[sd], eval_epochs=[cfg.epochs],
-                          save_attention=False)
+                          save_attention=False, noise_levels=[])
             r = train(one, progress=False, splits=splits)
             out.append(r.models[0].single_weights(0))
     return out

@@ -178,25 +178,200 @@ def synthetic_ours(paper: pd.DataFrame, shift: float = 0.0) -> pd.DataFrame:
                          for r in paper.itertuples() for s in range(15)])
 
 
-def test_compare_to_paper_on_matching_synthetic_table():
+def _seeds(mean: float, sd: float, n: int, seed: int = 0) -> np.ndarray:
+    """n values with exactly this mean and SD (ddof=1)."""
+    z = np.random.default_rng(seed).normal(size=n)
+    return mean + sd * (z - z.mean()) / z.std(ddof=1)
+
+
+def _paper_row(table: str, pe: str, metric: str = "val_acc") -> pd.Series:
+    p = st.load_paper_tables()
+    return p[(p["table"] == table) & (p["pe"] == pe) & (p["metric"] == metric)].iloc[0]
+
+
+def test_constants_and_columns():
+    assert st.MIN_SEEDS_FOR_CI == 5 and st.EQUIVALENCE_MARGIN == 0.05
+    assert set(st.VERDICTS) == {"equivalent", "different", "inconclusive",
+                                "too few seeds (n<5)"}
+    p = st.load_paper_tables()
+    cmp = st.compare_to_paper(synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")]),
+                              1)
+    assert list(cmp.columns) == ["table", "setting", "pe", "sigma", "n", "mean", "sd", "ci_low",
+                                 "ci_high", "paper_mean", "paper_sd", "diff", "p_equiv",
+                                 "p_diff", "verdict"]
+    assert "paper_in_ci" not in cmp
+
+
+def test_tost_matches_hand_computation():
+    # ours: 6 seeds, mean 0.90, SD 0.04; paper: 15 seeds, mean 0.92, SD 0.03; margin 0.05
+    ma, sa, na, mb, sb, nb, m = 0.90, 0.04, 6, 0.92, 0.03, 15, 0.05
+    eq = st.equivalence_test_from_summary(ma, sa, na, mb, sb, nb, m)
+    va, vb = sa**2 / na, sb**2 / nb
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    p_lower = 1 - sps.t.cdf((-0.02 + 0.05) / se, df)  # H0: diff <= -0.05
+    p_upper = sps.t.cdf((-0.02 - 0.05) / se, df)  # H0: diff >= +0.05
+    assert eq.diff == pytest.approx(-0.02) and eq.se == pytest.approx(se)
+    assert eq.df == pytest.approx(df)
+    assert eq.p_lower == pytest.approx(p_lower) and eq.p_upper == pytest.approx(p_upper)
+    assert eq.p_equiv == pytest.approx(max(p_lower, p_upper))
+    # the two-sided Welch test is scipy's
+    ref = sps.ttest_ind_from_stats(ma, sa, na, mb, sb, nb, equal_var=False)
+    assert eq.p_diff == pytest.approx(ref.pvalue)
+    # TOST at alpha <=> the 90% Welch interval of the difference lies inside (-m, m)
+    half = sps.t.ppf(0.95, df) * se
+    assert (eq.p_equiv < 0.05) == (-m < -0.02 - half and -0.02 + half < m)
+
+
+def test_tost_on_raw_seeds_agrees_with_scipy_one_sided_welch():
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(0.8, 0.02, 7), rng.normal(0.81, 0.03, 15)
+    eq = st.equivalence_test_from_summary(a.mean(), a.std(ddof=1), 7, b.mean(),
+                                          b.std(ddof=1), 15, 0.05)
+    lower = sps.ttest_ind(a + 0.05, b, equal_var=False, alternative="greater")
+    upper = sps.ttest_ind(a - 0.05, b, equal_var=False, alternative="less")
+    assert eq.p_lower == pytest.approx(lower.pvalue)
+    assert eq.p_upper == pytest.approx(upper.pvalue)
+
+
+def test_tost_with_zero_spread_and_bad_inputs():
+    eq = st.equivalence_test_from_summary(1.0, 0.0, 5, 0.99, 0.0, 15, 0.05)
+    assert eq.p_equiv == 0.0 and eq.p_diff == 0.0 and math.isnan(eq.df)
+    eq = st.equivalence_test_from_summary(1.0, 0.0, 5, 0.9, 0.0, 15, 0.05)
+    assert eq.p_equiv == 1.0 and eq.p_diff == 0.0
+    with pytest.raises(ValueError, match="margin"):
+        st.equivalence_test_from_summary(0.9, 0.1, 5, 0.9, 0.1, 15, 0.0)
+    with pytest.raises(ValueError, match="n >= 2"):
+        st.equivalence_test_from_summary(0.9, 0.1, 1, 0.9, 0.1, 15)
+
+
+def test_two_seeds_give_no_interval_and_no_verdict():
+    row = _paper_row("1", "learn-0.2")  # paper 0.956 +- 0.039
+    ours = pd.DataFrame({"pe": "learn-0.2", "accuracy": [0.955, 0.957]})
+    c = st.compare_to_paper(ours, 1).iloc[0]
+    assert c["n"] == 2 and c["mean"] == pytest.approx(0.956)
+    assert c["paper_mean"] == row["mean"]
+    assert math.isnan(c["ci_low"]) and math.isnan(c["ci_high"])
+    assert math.isnan(c["p_equiv"]) and math.isnan(c["p_diff"])
+    assert c["verdict"] == "too few seeds (n<5)"
+    four = pd.DataFrame({"pe": "learn-0.2", "accuracy": _seeds(0.956, 0.001, 4)})
+    assert st.compare_to_paper(four, 1).iloc[0]["verdict"] == "too few seeds (n<5)"
+    five = pd.DataFrame({"pe": "learn-0.2", "accuracy": _seeds(0.956, 0.001, 5)})
+    c5 = st.compare_to_paper(five, 1).iloc[0]
+    assert c5["verdict"] != "too few seeds (n<5)" and np.isfinite(c5["ci_low"])
+
+
+def test_matching_paper_with_small_sd_is_equivalent():
+    # Table 3 (attention cosine): SDs 0.013-0.023. 15 seeds with exactly the paper's mean and
+    # SD are shown equivalent within 0.05.
+    p = st.load_paper_tables()
+    p3 = p[p["table"] == "3"]
+    ours3 = synthetic_ours(p3).rename(columns={"accuracy": "cosine"})
+    c3 = st.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
+    assert len(c3) == 20 and (c3["verdict"] == "equivalent").all()
+    assert (c3["p_equiv"] < 0.05).all()
+    np.testing.assert_allclose(c3["diff"], 0.0, atol=1e-12)
+
+
+def test_wide_noisy_seeds_with_the_same_mean_are_never_equivalent():
+    # SD 0.3 over 15 seeds, exactly the paper's mean: nothing can be concluded.
+    row = _paper_row("2", "learn-1.7")  # paper 0.480 +- 0.167
+    z = np.linspace(-1, 1, 15)
+    acc = row["mean"] + 0.3 * z / z.std(ddof=1)
+    assert acc.min() >= 0 and acc.max() <= 1
+    c = st.compare_to_paper(pd.DataFrame({"pe": "learn-1.7", "accuracy": acc}), 2).iloc[0]
+    assert c["diff"] == pytest.approx(0.0, abs=1e-12) and c["sd"] == pytest.approx(0.3)
+    assert c["verdict"] == "inconclusive"
+    assert c["ci_low"] <= c["paper_mean"] <= c["ci_high"]  # the old rule would have "agreed"
+    # noise cannot win at any seed count up to the paper's, whatever the margin reading
+    for n in range(5, 16):
+        d = pd.DataFrame({"pe": "learn-1.7", "accuracy": row["mean"] + _seeds(0, 0.3, n, n)})
+        assert st.compare_to_paper(d, 2).iloc[0]["verdict"] != "equivalent"
+
+
+def test_paper_sd_alone_can_prevent_equivalence():
+    # perfect agreement is still inconclusive when the paper's own SD is 0.1 or more
+    row = _paper_row("2", "learn-1.1")  # paper 0.835 +- 0.101
+    c = st.compare_to_paper(pd.DataFrame({"pe": "learn-1.1",
+                                          "accuracy": _seeds(row["mean"], 0.101, 15)}), 2)
+    assert c.iloc[0]["verdict"] == "inconclusive"
+
+
+def test_means_two_tenths_apart_are_different():
+    p = st.load_paper_tables()
+    p3 = p[p["table"] == "3"]
+    ours3 = synthetic_ours(p3, shift=-0.2).rename(columns={"accuracy": "cosine"})
+    c3 = st.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
+    assert (c3["verdict"] == "different").all() and (c3["p_diff"] < 1e-6).all()
+    np.testing.assert_allclose(c3["diff"], -0.2)
+    # a significant difference smaller than the margin is still within it: equivalent
+    row = _paper_row("3", "learn-0.2", "attention_cosine")  # 0.838 +- 0.016
+    d = pd.DataFrame({"pe": "learn-0.2", "cosine": _seeds(row["mean"] + 0.02, 0.005, 15)})
+    c = st.compare_to_paper(d, 3, metric="attention_cosine", value="cosine").iloc[0]
+    assert c["p_diff"] < 0.05 and c["verdict"] == "equivalent"
+    assert st.compare_to_paper(d, 3, metric="attention_cosine", value="cosine",
+                               margin=0.01).iloc[0]["verdict"] == "different"
+
+
+def test_intervals_stay_inside_zero_one():
+    rng = np.random.default_rng(3)
+    p = st.load_paper_tables()
+    p1 = p[(p["table"] == "1") & (p["metric"] == "val_acc")]
+    rows = []
+    for r in p1.itertuples():
+        n = int(rng.integers(2, 16))
+        centre = rng.choice([0.0, 0.02, 0.5, 0.98, 1.0])
+        acc = np.clip(centre + rng.normal(0, 0.3, n), 0, 1)  # piles up at 0 or 1
+        rows += [{"pe": r.pe, "seed": s, "accuracy": a} for s, a in enumerate(acc)]
+    c = st.compare_to_paper(pd.DataFrame(rows), 1)
+    ok = c["n"] >= st.MIN_SEEDS_FOR_CI
+    assert ok.any() and (~ok).any()
+    assert (c.loc[ok, "ci_low"] >= 0).all() and (c.loc[ok, "ci_high"] <= 1).all()
+    assert (c.loc[ok, "ci_low"] <= c.loc[ok, "mean"]).all()
+    assert (c.loc[ok, "mean"] <= c.loc[ok, "ci_high"]).all()
+    assert c.loc[~ok, ["ci_low", "ci_high"]].isna().all().all()
+    # an unclipped t interval of these seeds would leave [0, 1] somewhere
+    raw = st.summarize(pd.DataFrame(rows), "accuracy", "pe")
+    raw = raw[raw["n"] >= st.MIN_SEEDS_FOR_CI]
+    assert ((raw["ci_low"] < 0) | (raw["ci_high"] > 1)).any()
+
+
+def test_compare_to_paper_on_matching_synthetic_table_and_plot():
     p = st.load_paper_tables()
     p2 = p[(p["table"] == "2") & (p["metric"] == "val_acc")]
     cmp = st.compare_to_paper(synthetic_ours(p2), table=2)
     assert len(cmp) == 20 and list(cmp["pe"]) == list(p2["pe"])
     np.testing.assert_allclose(cmp["diff"], 0.0, atol=1e-12)
     np.testing.assert_allclose(cmp["sd"], cmp["paper_sd"], rtol=1e-10)
-    assert cmp["paper_in_ci"].all() and (cmp["n"] == 15).all()
-    far = st.compare_to_paper(synthetic_ours(p2, shift=0.5), table=2)
-    np.testing.assert_allclose(far["diff"], 0.5)
-    assert not far["paper_in_ci"].any()
-    # Table 3 (attention cosine), with another value column
-    p3 = p[p["table"] == "3"]
-    ours3 = synthetic_ours(p3).rename(columns={"accuracy": "cosine"})
-    c3 = st.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
-    assert c3["paper_in_ci"].all() and len(c3) == 20
-    ax = plots.plot_vs_paper(cmp.iloc[:3])
-    assert len(ax.containers) == 2
+    assert (cmp["n"] == 15).all()
+    # exact agreement: equivalent where the SDs allow it, never "different"
+    assert not (cmp["verdict"] == "different").any()
+    small = cmp["paper_sd"] <= 0.05
+    assert (cmp.loc[small, "verdict"] == "equivalent").all()
+    assert (cmp.loc[cmp["paper_sd"] >= 0.1, "verdict"] == "inconclusive").all()
+    far = st.compare_to_paper(synthetic_ours(p2, shift=-0.3), table=2)
+    np.testing.assert_allclose(far["diff"], -0.3)
+    assert (far["verdict"] == "different").all()
+    # the plot: one series per verdict present, then the paper; legend outside the axes
+    mixed = cmp.iloc[:5].copy()
+    mixed["verdict"] = ["equivalent", "different", "equivalent", "inconclusive",
+                        "too few seeds (n<5)"]
+    mixed.loc[4, ["ci_low", "ci_high"]] = np.nan
+    ax = plots.plot_vs_paper(mixed)
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["ours (mean, 95% CI): equivalent", "ours (mean, 95% CI): different",
+                      "ours (mean, 95% CI): inconclusive", "ours (mean): too few seeds (n<5)",
+                      "paper (mean ± SD, 15 seeds)"]
+    assert len(ax.containers) == 5
+    assert ax.get_legend().get_bbox_to_anchor().x0 > ax.get_window_extent().x1 - 1
+    assert ax.get_xlabel() and ax.get_ylabel() == "validation accuracy"
+    green = ax.containers[0].lines[0]
+    np.testing.assert_allclose(np.asarray(green.get_ydata(), float), mixed["mean"].iloc[[0, 2]])
+    assert ax.containers[3].lines[1] == ()  # no interval, no error bar
     ax = plots.plot_vs_paper(cmp, x="sigma")
+    assert ax.get_xlabel().startswith("σ")
+    with pytest.raises(ValueError, match="verdict"):
+        plots.plot_vs_paper(cmp.drop(columns="verdict"))
     s = st.summarize(synthetic_ours(p2).assign(
         sigma=lambda d: [float(x.split("-")[1]) for x in d["pe"]]), by="sigma")
     ax = plots.plot_sigma_curve(s, label="ours")
@@ -221,5 +396,12 @@ def test_compare_to_paper_bad_inputs():
         st.compare_to_paper(ours.iloc[:0], 1)
     with pytest.raises(ValueError, match="no 'loss' column"):
         st.compare_to_paper(ours, 1, value="loss")
-    c = st.compare_to_paper(ours.iloc[:16], 1)  # 2d-fixed x 15 + learn-0.2 x 1
-    assert len(c) == 2 and not c.set_index("pe").loc["learn-0.2", "paper_in_ci"]
+    with pytest.raises(ValueError, match="margin"):
+        st.compare_to_paper(ours, 1, margin=-0.1)
+    with pytest.raises(ValueError, match="alpha"):
+        st.compare_to_paper(ours, 1, alpha=1.5)
+    with pytest.raises(ValueError, match="min_seeds"):
+        st.compare_to_paper(ours, 1, min_seeds=1)
+    c = st.compare_to_paper(ours.iloc[:16], 1).set_index("pe")  # 2d-fixed x 15 + learn-0.2 x 1
+    assert len(c) == 2 and c.loc["learn-0.2", "verdict"] == "too few seeds (n<5)"
+    assert c.loc["2d-fixed", "verdict"] in {"equivalent", "inconclusive"}

@@ -1,4 +1,5 @@
-"""The brain experiment (lstpe.brain): data, masks, model, baseline and batched training."""
+"""The brain experiment (lstpe.brain and the modules behind it): data, masks, model, baseline,
+batched training through the engine, checkpoints and run folders."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lstpe import brain
+from lstpe import brain, brain_task, engine
 from lstpe import results as res
+from lstpe.analysis import networks as nw
 
 # --------------------------------------------------------------------------- vendored data
 
@@ -348,27 +350,111 @@ def test_batched_training_equals_one_by_one(tiny):
 def test_resume_after_interruption_gives_the_same_run(tiny, tmp_path, monkeypatch):
     cfg = _cfg(pes=["learn-0.2", "rope"], seeds=[3], steps=6, eval_every=3, checkpoint_every=2)
     full = brain.train_brain(cfg, run_dir=tmp_path / "a", data=tiny, progress=False)
-    real, calls = brain.masked_mse, {"n": 0}
+    assert not full.manifest["resumed"]
+    real, calls = brain_task.masked_mse, {"n": 0}
 
     def flaky(*a, **k):
         calls["n"] += 1
-        if calls["n"] == 4:
+        if calls["n"] == 4:  # step 4: after the checkpoint of round 1 (steps 1-3)
             raise RuntimeError("interrupted")
         return real(*a, **k)
 
-    monkeypatch.setattr(brain, "masked_mse", flaky)
+    monkeypatch.setattr(brain_task, "masked_mse", flaky)  # the loss of every training step
     with pytest.raises(RuntimeError, match="interrupted"):
         brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
     assert (tmp_path / "b" / "checkpoints" / "chunk0.pt").exists()
     assert not (tmp_path / "b" / "manifest.json").exists()
-    monkeypatch.setattr(brain, "masked_mse", real)
-    again = brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
-    pd.testing.assert_frame_equal(again.history, full.history)
-    assert torch.equal(again.artifacts["pe_final"], full.artifacts["pe_final"])
-    with pytest.raises(ValueError, match="different configuration"):
+    assert not (tmp_path / "b" / res.LOCK_NAME).exists()  # the lock went with the process
+    monkeypatch.setattr(brain_task, "masked_mse", real)
+    # the checkpoints are refused to another configuration and to other data
+    with pytest.raises(res.ConfigMismatchError, match="different configuration"):
         brain.train_brain(_cfg(pes=["learn-0.2", "rope"], seeds=[3], steps=6, eval_every=3,
                                checkpoint_every=2, lr=2e-3),
                           run_dir=tmp_path / "b", data=tiny, progress=False)
+    with pytest.raises(ValueError, match="different configuration"):
+        brain.train_brain(cfg, run_dir=tmp_path / "b", data=_tiny_data(seed=1), progress=False)
+    again = brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
+    pd.testing.assert_frame_equal(again.history, full.history)
+    assert torch.equal(again.artifacts["pe_final"], full.artifacts["pe_final"])
+    assert again.manifest["resumed"] and len(again.manifest["segments"]) == 2
+    # a finished run is not trained again
+    with pytest.raises(res.RunDirError, match="already holds this finished run"):
+        brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)
+
+
+def test_run_folder_of_another_run_is_refused(tiny, tmp_path):
+    brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=2), run_dir=tmp_path / "r",
+                      data=tiny, progress=False)
+    with pytest.raises(res.ConfigMismatchError, match="steps"):
+        brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=3), run_dir=tmp_path / "r",
+                          data=tiny, progress=False)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(res.RunDirError, match="holds no run"):
+        brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=2), run_dir=tmp_path / "other",
+                          data=tiny, progress=False)
+
+
+def test_rounds_of_steps():
+    assert brain_task.n_rounds(7, 3) == 3 and brain_task.n_rounds(6, 3) == 2
+    assert [list(brain_task.round_steps(r, 7, 3)) for r in range(4)] == [
+        [], [1, 2, 3], [4, 5, 6], [7]]
+    assert [brain_task.last_step(r, 7, 3) for r in range(4)] == [0, 3, 6, 7]
+    cfg = _cfg(steps=7, eval_every=3)
+    assert cfg.schedule() == [brain_task.last_step(r, 7, 3) for r in range(4)]
+
+
+@pytest.mark.parametrize(("every", "saved"), [(2, [1, 2, 3]), (6, [2, 3]), (100, [3])])
+def test_checkpoint_every_counts_whole_rounds(tiny, tmp_path, monkeypatch, every, saved):
+    # checkpoint_every steps -> every max(1, checkpoint_every // eval_every) rounds, and the last
+    got = []
+    real = res.save_torch
+
+    def spy(obj, path):
+        if isinstance(obj, dict) and "epoch" in obj:
+            got.append(obj["epoch"])
+        return real(obj, path)
+
+    monkeypatch.setattr(res, "save_torch", spy)
+    brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=7, eval_every=3,
+                           checkpoint_every=every), run_dir=tmp_path / "r", data=tiny,
+                      progress=False)
+    assert got == saved
+
+
+def test_brain_and_lst_runs_go_through_the_engine(tiny, small_splits, tiny_cfg, monkeypatch):
+    from lstpe import lst_task, train
+
+    real, seen = engine.run_chunk, []
+
+    def spy(task, opt, opts, init_state):
+        seen.append((task, opts))
+        return real(task, opt, opts, init_state)
+
+    monkeypatch.setattr(engine, "run_chunk", spy)
+    monkeypatch.setattr(train, "run_chunk", spy)  # train.py binds the name at import
+    cfg = _cfg(steps=7, eval_every=3, max_models=4)
+    r = brain.train_brain(cfg, data=tiny, progress=False)
+    assert [type(t) for t, _ in seen] == [brain_task.BrainTask] * 2  # 6 models in chunks of 4
+    assert [t.ids for t, _ in seen] == [[0, 1, 2, 3], [4, 5]]
+    opts = seen[0][1]
+    assert (opts.epochs, opts.schedule, opts.mode) == (3, {1, 2, 3}, "eager")
+    assert sorted(r.history["step"].unique()) == [0, 3, 6, 7]
+    seen.clear()
+    lst_cfg = train.TrainConfig(pes=["learn-0.5"], seeds=[3], epochs=1, batch_size=16,
+                                model=tiny_cfg, device="cpu", checkpoint_every=0,
+                                save_attention=False, noise_levels=[])
+    train.train(lst_cfg, progress=False, splits=small_splits)
+    assert [type(t) for t, _ in seen] == [lst_task.LSTTask]
+
+
+def test_amp_trains_in_bf16_on_the_cpu(tiny):
+    fp32 = brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=2), data=tiny, progress=False)
+    bf16 = brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=2, amp=True), data=tiny,
+                             progress=False)
+    a, b = fp32.history["mse"].to_numpy(), bf16.history["mse"].to_numpy()
+    assert np.isfinite(b).all() and not np.array_equal(a, b)  # autocast was on
+    assert np.allclose(a, b, rtol=0.05)
 
 
 def test_config_validation():
@@ -394,17 +480,42 @@ def test_network_table_reports_undefined_measures():
             "pe_final": torch.stack([brain.initial_pe(p, 0, cfg) for p in labels]),
             "networks": np.repeat([0, 1], 7), "network_names": ["a", "b"],
             "model_config": cfg.to_dict()}
+    # default: plain distances between the tokens' PEs, defined for 1d-fixed
     t = brain.network_table(arts, stages=("init", "final")).set_index(["pe", "stage"])
-    assert t.loc[("1d-fixed", "final"), ["modularity", "clustering"]].isna().all()
-    assert "equidistant" in t.loc[("1d-fixed", "final"), "note"]
+    assert t.loc[("1d-fixed", "final"), ["modularity", "clustering"]].notna().all()
+    assert t.loc[("1d-fixed", "final"), "note"] == ""
     assert "no per-region" in t.loc[("rope", "init"), "note"]
     learn = t.loc["learn-0.1"]
     assert learn["modularity"].notna().all()
     assert learn.loc["init", "modularity"] == pytest.approx(learn.loc["final", "modularity"])
-    plain = brain.network_table(arts, align="none").set_index("pe")
-    assert np.isfinite(plain.loc["1d-fixed", "modularity"])
+    w = nw.pe_similarity(arts["pe_final"][0])
+    assert t.loc[("1d-fixed", "final"), "modularity"] == pytest.approx(
+        nw.modularity(w, np.repeat(["a", "b"], 7)))
+    # per-pair Procrustes (an option): every 1d-fixed token is at distance 0 from every other
+    pair = brain.network_table(arts, align="pair").set_index("pe")
+    assert pair.loc["1d-fixed", ["modularity", "clustering"]].isna().all()
+    assert "equidistant (align='pair')" in pair.loc["1d-fixed", "note"]
+    assert np.isfinite(pair.loc["learn-0.1", "modularity"])
     with pytest.raises(ValueError, match="valid: 'final', 'init'"):
         brain.network_table(arts, stages=("end",))
+
+
+def test_plot_pe_similarities_draws_1d_fixed_by_default():
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    matplotlib.use("Agg")
+    cfg = brain.model_config(14, d_model=16, n_layers=2)
+    labels = ["1d-fixed", "learn-0.1"]
+    arts = {"labels": labels, "pe_final": torch.stack([brain.initial_pe(p, 0, cfg)
+                                                       for p in labels]),
+            "networks": np.repeat([0, 1], 7), "network_names": ["a", "b"]}
+    fig = brain.plot_pe_similarities(arts, [0, 1])
+    assert len(fig.axes[0].images) == 1 and not fig.axes[0].texts  # a matrix, not a note
+    fig = brain.plot_pe_similarities(arts, [0, 1], align="pair")
+    assert not fig.axes[0].images and "align='pair'" in fig.axes[0].texts[0].get_text()
+    assert len(fig.axes[1].images) == 1  # learn-0.1 under per-pair alignment: defined
+    plt.close("all")
 
 
 def test_plot_mse_bars_draws_train_and_test_per_pe():

@@ -20,6 +20,7 @@ from lstpe.cli import (
     parse_value,
     point_name,
     split_top_level,
+    sweep_pes,
 )
 
 TINY = ["--epochs", "1", "--d-model", "16", "--n-layers", "1", "--n-train", "64",
@@ -39,14 +40,41 @@ TINY = ["--epochs", "1", "--d-model", "16", "--n-layers", "1", "--n-train", "64"
     (["sweep", "--sigmas", "0.1", "0.3", "0.3", "--out", "OUT"], "sigma 0.3 is given twice"),
     (["batch", "no/such/notebook.ipynb", "--grid", "a=1", "--out", "OUT"],
      "no/such/notebook.ipynb"),
+    (["train", "--max-models", "0", "--out", "OUT"], "(--max-models) must be >= 1, got 0"),
+    (["train", "--checkpoint-every", "-1", "--out", "OUT"], "(--checkpoint-every) must be >= 0"),
+    (["train", "--lr", "nan", "--out", "OUT"], "learning rate (--lr) must be a finite"),
+    (["train", "--lr", "inf", "--out", "OUT"], "got inf"),
+    (["train", "--weight-decay", "nan", "--out", "OUT"], "weight decay"),
+    (["train", "--seeds", "1", "18446744073709551616", "--out", "OUT"],
+     "seed 18446744073709551616 does not fit in 64 bits"),
+    (["train", "--n-train", "0", "--out", "OUT"], "(--n-train) must be >= 1, got 0"),
+    (["train", "--n-train", "123456", "--out", "OUT"], "123456"),
+    (["train", "--data", "bogus", "--out", "OUT"], "bogus"),
+    (["train", "--d-model", "0", "--out", "OUT"], "d_model must be >= 1, got 0"),
+    (["train", "--device", "tpu", "--out", "OUT"], "tpu"),
+    (["sweep", "--sigmas", "nan", "--out", "OUT"], "nan"),
 ])
 def test_bad_arguments_exit_2_naming_the_value(argv, bad, tmp_path, capsys):
     argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
     assert main(argv) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert err.startswith("lstpe: error:")
     assert bad in err
+    assert "training" not in out  # every check comes before training starts
     assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available(), reason="this machine has MPS")
+def test_absent_mps_device_is_an_error_before_training(tmp_path, capsys):
+    assert main(["train", "--device", "mps", *TINY, "--out", str(tmp_path / "o")]) == 2
+    out, err = capsys.readouterr()
+    assert "'mps'" in err and "not available" in err and "training" not in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_absent_cuda_device_is_an_error_before_training(tmp_path, capsys):
+    assert main(["train", "--device", "cuda", *TINY, "--out", str(tmp_path / "o")]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
 
 
 def test_argparse_errors_return_2_and_help_returns_0(capsys):
@@ -85,7 +113,7 @@ def test_tiny_train_writes_a_complete_run_and_reruns_without_retraining(tmp_path
     h = run.history
     assert sorted(h["pe"].unique()) == ["2d-fixed", "learn-0.2"]
     assert set(h["seed"]) == {2235} and set(h["epoch"]) == {0, 1}
-    assert set(h["split"]) == {"train", "test", "val"}
+    assert set(h["split"]) == {"train", "test", "val", "val_dropout", "train_running"}
     assert set(h["condition"]) == {"all", "1", "2", "3"}
     cfg = run.manifest["config"]
     assert (cfg["epochs"], cfg["model"]["d_model"], cfg["n_train"]) == (1, 16, 64)
@@ -97,8 +125,10 @@ def test_tiny_train_writes_a_complete_run_and_reruns_without_retraining(tmp_path
     fin = h[(h.split == "val") & (h.condition == "all") & (h.epoch == 1)].set_index("pe")
     for pe in ("learn-0.2", "2d-fixed"):
         line = next(ln for ln in printed.splitlines() if ln.split()[:1] == [pe])
-        assert line.split()[1:] == ["1", "1", f"{fin.loc[pe, 'accuracy']:.3f}", "NaN"]
+        assert line.split()[1:] == ["1", "0", "1", f"{fin.loc[pe, 'accuracy']:.3f}", "NaN"]
     assert str(out.resolve()) in printed
+    assert not (out / ".lock").exists()  # the lock is released
+    assert run.manifest["resumed"] is False
 
     before = (out / "history.csv").read_bytes()
     assert main(argv) == 0
@@ -113,7 +143,7 @@ def test_tiny_train_writes_a_complete_run_and_reruns_without_retraining(tmp_path
     state["history"][0]["loss"] = 123.25
     torch.save(state, ckpt)
     assert main(argv) == 0
-    assert "training 2 models" in capsys.readouterr().out
+    assert "resuming 2 models" in capsys.readouterr().out
     assert 123.25 in set(res.load(out, artifacts=False).history["loss"])
 
     changed = [a if a != "2235" else "6312" for a in argv]
@@ -124,13 +154,41 @@ def test_tiny_train_writes_a_complete_run_and_reruns_without_retraining(tmp_path
 
 def test_tiny_sweep_trains_learn_sigma_for_each_sigma(tmp_path, capsys):
     out = tmp_path / "sweep"
-    assert main(["sweep", "--sigmas", "0.5", "1", "--seeds", "29", "--optimizer", "sgd",
-                 *TINY, "--out", str(out)]) == 0
+    assert main(["sweep", "--sigmas", "0.5", "1", "0.1234567", "--seeds", "29",
+                 "--optimizer", "sgd", *TINY, "--out", str(out)]) == 0
     run = res.load(out, artifacts=False)
-    assert run.manifest["config"]["pes"] == ["learn-0.5", "learn-1"]
+    # sigma is kept as given (":g" formatting used to round 0.1234567 to 0.123457)
+    assert run.manifest["config"]["pes"] == ["learn-0.5", "learn-1", "learn-0.1234567"]
     assert run.manifest["config"]["optimizer"] == "sgd"
-    assert sorted(run.history["sigma"].unique()) == [0.5, 1.0]
+    assert sorted(run.history["sigma"].unique()) == [0.1234567, 0.5, 1.0]
     assert "learn-0.5" in capsys.readouterr().out
+
+
+def test_sweep_pes_keeps_sigma_and_rejects_duplicates():
+    assert sweep_pes([0.1234567, 2.0]) == ["learn-0.1234567", "learn-2"]
+    with pytest.raises(ValueError, match="sigma 0.3 is given twice"):
+        sweep_pes([0.3, 0.7, 0.3])
+
+
+@pytest.mark.parametrize("with_checkpoint", [False, True])
+def test_ctrl_c_promises_a_resume_only_with_a_checkpoint(tmp_path, capsys, monkeypatch,
+                                                         with_checkpoint):
+    import lstpe.train
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lstpe.train, "train", interrupted)
+    out = tmp_path / "run"
+    if with_checkpoint:
+        res.save_torch({"epoch": 1}, out / "checkpoints" / "chunk0.pt")
+    assert main(["train", *TINY, "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    if with_checkpoint:
+        assert "resume from the last checkpoint" in err
+    else:
+        assert "before any checkpoint was written" in err and "resume" not in err
+    assert not (out / ".lock").exists()
 
 
 # --------------------------------------------------------------------------- grid syntax
@@ -209,6 +267,7 @@ def _write_notebook(path):
     body = nbformat.v4.new_code_cell(
         "import csv, os\n"
         "assert sum(seeds) < 100, 'seeds too large'\n"
+        "assert scale != 'fail', 'asked to fail'\n"
         "if results_out:\n"
         "    os.makedirs(results_out, exist_ok=True)\n"
         "    with open(os.path.join(results_out, 't.csv'), 'w', newline='') as f:\n"
@@ -244,20 +303,64 @@ def test_batch_runs_every_point_and_collects_tables(tmp_path, capsys):
     rc = main(["batch", str(nb), "--grid", "seeds=[1,2],[5],[100]", "-p", "scale=tiny",
                "--out", str(out)])
     assert rc == 1  # the seeds=[100] point fails its assertion; the others are collected
-    assert "seeds too large" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "seeds too large" in captured.out and "1 of 3 point(s) failed" in captured.err
     assert sorted(p.name for p in out.glob("*.ipynb")) == [
         "seeds=1+2.ipynb", "seeds=100.ipynb", "seeds=5.ipynb"]
     executed = nbformat.read(out / "seeds=5.ipynb", as_version=4)
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert "seeds = [5]" in injected[0].source and "results_out" in injected[0].source
     got = pd.read_csv(out / "collected.csv")
-    assert sorted(got.columns) == ["point", "scale", "seeds", "source", "total"]
+    # -p scale is a parameter column too: grid_scale, as the table has its own scale column
+    assert sorted(got.columns) == ["csv", "grid_scale", "point", "scale", "seeds", "status",
+                                   "total"]
     got = got.set_index("point")
     assert got.loc["seeds=1+2", "total"] == 3 and got.loc["seeds=5", "total"] == 5
-    assert [json.loads(s) for s in got["seeds"]] == [[1, 2], [5]]
-    assert set(got["scale"]) == {"tiny"} and set(got["source"]) == {"t.csv"}
+    assert [json.loads(s) for s in got["seeds"]] == [[1, 2], [5], [100]]
+    assert set(got["grid_scale"]) == {"tiny"}
+    assert got["scale"].fillna("-").tolist() == ["tiny", "tiny", "-"]
+    assert got["csv"].fillna("-").tolist() == ["t.csv", "t.csv", "-"]
+    assert got.loc["seeds=5", "status"] == "ok"
+    assert got.loc["seeds=100", "status"].startswith("failed") and \
+        math.isnan(got.loc["seeds=100", "total"])
+    # integer columns stay integers (the failed point's row has no value, not "3.0")
+    lines = (out / "collected.csv").read_text().splitlines()
+    assert lines[1].split(",")[0] == "3"
     summary = pd.read_csv(out / "summary.csv").set_index("point")
     assert summary.loc["seeds=5", "status"] == "ok"
     assert summary.loc["seeds=100", "status"].startswith("failed")
     assert summary["csv_files"].tolist() == [1, 1, 0]
     assert not math.isnan(summary["seconds"].sum())
+
+
+def test_batch_rerun_collects_nothing_stale(tmp_path, capsys):
+    nb = _write_notebook(tmp_path / "nb.ipynb")
+    out = tmp_path / "batch"
+    argv = ["batch", str(nb), "--grid", "seeds=[1]", "--out", str(out)]
+    assert main([*argv, "-p", "scale=first"]) == 0
+    assert pd.read_csv(out / "collected.csv")["total"].tolist() == [1]
+    assert main([*argv, "-p", "scale=fail"]) == 1  # the point fails this time
+    capsys.readouterr()
+    got = pd.read_csv(out / "collected.csv")
+    assert len(got) == 1 and got["status"][0].startswith("failed")
+    assert "first" not in (out / "collected.csv").read_text()  # the old table is gone
+    assert not list((out / "seeds=1").glob("*.csv"))
+
+
+def test_batch_refuses_a_folder_it_did_not_write(tmp_path, capsys):
+    nb = _write_notebook(tmp_path / "nb.ipynb")
+    out = tmp_path / "batch"
+    (out / "seeds=1").mkdir(parents=True)
+    (out / "seeds=1" / "mine.txt").write_text("precious")
+    assert main(["batch", str(nb), "--grid", "seeds=[1]", "--out", str(out)]) == 2
+    assert "was not written by lstpe batch" in capsys.readouterr().err
+    assert (out / "seeds=1" / "mine.txt").read_text() == "precious"
+
+
+@pytest.mark.parametrize("content", ["", "hello", '{"cells": 3}'])
+def test_batch_names_a_file_that_is_not_a_notebook(tmp_path, capsys, content):
+    fake = tmp_path / "fake.ipynb"
+    fake.write_text(content)
+    assert main(["batch", str(fake), "--grid", "seeds=[1]", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "fake.ipynb is not a Jupyter notebook" in err

@@ -60,12 +60,15 @@ def test_2d_fixed_equals_row_column_construction_by_hand():
             expected[t, 2 * i], expected[t, 2 * i + 1] = math.sin(r * w), math.cos(r * w)
             expected[t, h + 2 * i], expected[t, h + 2 * i + 1] = math.sin(c * w), math.cos(c * w)
     torch.testing.assert_close(enc.sinusoid_2d(4, 4, d), expected, atol=1e-6, rtol=0)
-    pe = enc.additive_pe("2d-fixed", 3, 16, d)
+    pe = enc.additive_pe(enc.parse_pe("2d-fixed", variant="textbook"), 3, 16, d)
     assert pe.shape == (3, 16, d)
     for layer in range(3):  # the same sinusoid at every block
         torch.testing.assert_close(pe[layer], expected, atol=1e-6, rtol=0)
     # tokens in the same row share the row half exactly
     assert torch.equal(pe[0, 0, :h], pe[0, 3, :h]) and torch.equal(pe[0, 0, h:], pe[0, 4, h:])
+    # the authors' PositionalEncoding2D (the paper variant): the column code in dims 0..h-1
+    paper = enc.additive_pe("2d-fixed", 1, 16, d)[0]
+    torch.testing.assert_close(paper, torch.cat([expected[:, h:], expected[:, :h]], 1))
 
 
 def test_2d_fixed_dot_products_depend_on_row_and_column_offsets():

@@ -317,8 +317,12 @@ def test_generate_and_split_arguments_rejected():
         lst.generate(1, 1, seed=0, min_dissimilarity=1.0)
     with pytest.raises(ValueError, match="'bogus'.*paper, generated"):
         lst.load_split("bogus")
-    with pytest.raises(ValueError, match="1..8000, got 0"):
+    with pytest.raises(ValueError, match="1..8100, got 0"):
         lst.load_split("paper", n_train=0)
+    with pytest.raises(ValueError, match="1..8000, got 0"):
+        lst.load_split("paper", n_train=0, rule="text")
+    with pytest.raises(ValueError, match="'bogus'.*code, text"):
+        lst.load_split("paper", rule="bogus")
 
 
 # --------------------------------------------------------------------------- property tests
@@ -437,9 +441,10 @@ def test_generate_frame_format(training_frame):
 
 def test_paper_split_sizes_and_stratification(paper_splits, training_frame, human_frame):
     tr, te, va = paper_splits["train"], paper_splits["test"], paper_splits["val"]
-    assert (len(tr), len(te), len(va)) == (8000, 1000, 108)
-    assert torch.bincount(te.vectors, minlength=4)[1:].tolist() == [334, 333, 333]
-    assert torch.bincount(tr.vectors, minlength=4)[1:].tolist() == [2666, 2667, 2667]
+    # the authors' code: scikit-learn's stratified 90/10 split, 300 test puzzles per condition
+    assert (len(tr), len(te), len(va)) == (8100, 900, 108)
+    assert torch.bincount(te.vectors, minlength=4)[1:].tolist() == [300, 300, 300]
+    assert torch.bincount(tr.vectors, minlength=4)[1:].tolist() == [2700, 2700, 2700]
     ids_tr, ids_te = set(tr.ids.tolist()), set(te.ids.tolist())
     assert not ids_tr & ids_te and ids_tr | ids_te == set(range(9000))
     assert va.ids.tolist() == list(range(108))
@@ -457,8 +462,25 @@ def test_split_determinism_and_subsample(paper_splits):
     assert torch.equal(again["test"].ids, paper_splits["test"].ids)
     assert torch.bincount(again["train"].vectors)[1:].tolist() == [30, 30, 30]
     assert set(again["train"].ids.tolist()) <= set(paper_splits["train"].ids.tolist())
+    # the code's split is fixed; the seed only draws the subsample
     other = lst.load_split("paper", seed=1, n_train=90)
-    assert not torch.equal(other["test"].ids, paper_splits["test"].ids)
+    assert torch.equal(other["test"].ids, paper_splits["test"].ids)
+    assert not torch.equal(other["train"].ids, again["train"].ids)
+    # the text's split: 8000 / 1000, drawn from the seed
+    t0, t1 = lst.load_split("paper", seed=0, rule="text"), lst.load_split("paper", seed=1,
+                                                                          rule="text")
+    assert (len(t0["train"]), len(t0["test"])) == (8000, 1000)
+    assert torch.bincount(t0["test"].vectors, minlength=4)[1:].tolist() == [334, 333, 333]
+    assert not torch.equal(t0["test"].ids, t1["test"].ids)
+
+
+def test_authors_split_matches_scikit_learn_when_available(training_frame):
+    """The vendored rows are what scikit-learn's train_test_split gives (checked only where
+    scikit-learn is installed; it is no dependency)."""
+    sk = pytest.importorskip("sklearn.model_selection")
+    _, test = sk.train_test_split(np.arange(9000), test_size=0.1, random_state=42,
+                                  stratify=training_frame["condition"].to_numpy())
+    np.testing.assert_array_equal(np.sort(test), lst.authors_test_rows())
 
 
 def test_generated_split(monkeypatch, human_frame):

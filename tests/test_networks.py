@@ -1,14 +1,19 @@
-"""Network measures of PEs (lstpe.analysis.networks): Procrustes distances, A.3 measures, null."""
+"""Network measures of PEs (lstpe.analysis.networks): plain and per-pair Procrustes distances,
+A.3 measures, null."""
 
 from __future__ import annotations
+
+import inspect
 
 import networkx as nx
 import numpy as np
 import pytest
+import torch
 from networkx.algorithms.community import modularity as nx_modularity
 from scipy.linalg import orthogonal_procrustes
 from scipy.stats import ortho_group
 
+from lstpe import brain
 from lstpe.analysis import networks as nw
 
 
@@ -33,7 +38,7 @@ def test_procrustes_distance_matches_scipy():
 def test_distance_matrix_entries_are_pairwise_procrustes():
     rng = np.random.default_rng(1)
     pe = rng.normal(size=(3, 9, 8))  # (L, n, d)
-    d = nw.pe_distance_matrix(pe, chunk=4)
+    d = nw.pe_distance_matrix(pe, "pair", chunk=4)
     for i in range(9):
         for j in range(9):
             r, _ = orthogonal_procrustes(pe[:, i], pe[:, j])
@@ -49,13 +54,14 @@ def test_per_pair_alignment_ignores_per_token_rotations():
     rot = pe.copy()
     for i in range(6):
         rot[:, i] = pe[:, i] @ ortho_group.rvs(5, random_state=i)
-    assert np.allclose(nw.pe_distance_matrix(pe), nw.pe_distance_matrix(rot), atol=1e-9)
-    assert not np.allclose(nw.pe_distance_matrix(pe, "none"), nw.pe_distance_matrix(rot, "none"))
+    assert np.allclose(nw.pe_distance_matrix(pe, "pair"), nw.pe_distance_matrix(rot, "pair"),
+                       atol=1e-9)
+    assert not np.allclose(nw.pe_distance_matrix(pe), nw.pe_distance_matrix(rot))
 
 
 def test_single_block_distance_is_norm_difference():
     pe = np.array([[3.0, 4.0], [0.0, 1.0], [0.0, 0.0]])  # (n, d): norms 5, 1, 0
-    d = nw.pe_distance_matrix(pe)
+    d = nw.pe_distance_matrix(pe, "pair")
     assert d == pytest.approx(np.array([[0, 4, 5], [4, 0, 1], [5, 1, 0]]), abs=1e-9)
 
 
@@ -63,6 +69,28 @@ def test_unaligned_distance_is_euclidean():
     pe = np.array([[[0.0, 0.0], [3.0, 4.0]], [[1.0, 0.0], [1.0, 0.0]]])  # (L=2, n=2, d=2)
     # flattened token PEs: (0,0,1,0) and (3,4,1,0) -> distance 5
     assert nw.pe_distance_matrix(pe, "none")[0, 1] == pytest.approx(5.0)
+    assert nw.pe_distance_matrix(pe)[0, 1] == pytest.approx(5.0)  # the default
+
+
+def test_default_is_plain_distance_everywhere():
+    # Distances between the tokens of one model need no alignment: every entry point defaults
+    # to align="none".
+    funcs = [nw.pe_distance_matrix, nw.pe_similarity, nw.network_measures,
+             brain.network_table, brain.plot_pe_similarities]
+    for f in funcs:
+        assert inspect.signature(f).parameters["align"].default == "none", f.__name__
+    assert nw.DEFAULT_ALIGN == "none" and set(nw.ALIGNMENTS) == {"none", "pair"}
+
+
+def test_random_pe_plain_distances_match_cdist_and_ignore_a_global_rotation():
+    rng = np.random.default_rng(7)
+    pe = rng.normal(size=(3, 11, 6))  # (L, n, d)
+    flat = torch.from_numpy(pe).permute(1, 0, 2).reshape(11, -1)  # token i -> (L*d,)
+    ref = torch.cdist(flat, flat).numpy()
+    np.testing.assert_allclose(nw.pe_distance_matrix(pe), ref, atol=1e-10)
+    # one rotation of the embedding space for every token changes no distance
+    q = ortho_group.rvs(6, random_state=0)
+    np.testing.assert_allclose(nw.pe_distance_matrix(pe @ q), ref, atol=1e-10)
 
 
 def test_scale_complement_hand_case():
@@ -74,7 +102,7 @@ def test_scale_complement_hand_case():
 def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="all off-diagonal distances are equal"):
         nw.scale_complement(np.ones((3, 3)) - np.eye(3))
-    with pytest.raises(ValueError, match="valid: pair, none"):
+    with pytest.raises(ValueError, match="valid: none, pair"):
         nw.pe_distance_matrix(np.ones((2, 3)), align="global")
     with pytest.raises(ValueError, match="shape"):
         nw.pe_distance_matrix(np.ones(4))
@@ -223,14 +251,39 @@ def test_network_order_groups_modules():
         nw.network_order(labels, names=["a", "b"])
 
 
+def _one_d_fixed(n: int = 20, d: int = 16, blocks: int = 3) -> torch.Tensor:
+    """A 1d-fixed PE as the brain model adds it: the same sinusoid at every block, (L, n, d)."""
+    from lstpe.encodings import sinusoid_1d
+
+    return sinusoid_1d(n, d).expand(blocks, n, d).float()
+
+
+def test_one_d_fixed_plain_distances_are_nonzero_and_depend_on_offset():
+    pe = _one_d_fixed()
+    d = nw.pe_distance_matrix(pe)  # default: no alignment
+    flat = pe.double().permute(1, 0, 2).reshape(20, -1)  # token i -> its (L*d,) PE
+    np.testing.assert_allclose(d, torch.cdist(flat, flat).numpy(), atol=1e-9)
+    off = ~np.eye(20, dtype=bool)
+    assert d[off].min() > 0.1 and d[off].max() > d[off].min() + 0.1  # non-zero, non-constant
+    # every block adds the same vector: D_ij = sqrt(L) * |s_i - s_j|, a function of |i - j|
+    s = pe[0].double()
+    np.testing.assert_allclose(d, np.sqrt(3) * torch.cdist(s, s).numpy(), atol=1e-9)
+    for k in range(1, 5):
+        np.testing.assert_allclose(np.diag(d, k), np.diag(d, k)[0], atol=1e-9)
+    w = nw.pe_similarity(pe)  # defined, unlike under per-pair alignment
+    assert w[off].min() == pytest.approx(0.0) and w[off].max() == pytest.approx(1.0)
+    out = nw.network_measures(pe, np.repeat([0, 1], 10))
+    assert np.isfinite(out["modularity"]) and np.isfinite(out["clustering"])
+
+
 def test_identical_gram_matrices_give_zero_aligned_distances():
     # A 1d-fixed-like PE: every token has the same norm and the same vector at every block, so
     # any token's PE can be rotated onto any other's: all aligned distances are 0 (not noise).
-    from lstpe.encodings import sinusoid_1d
-
-    pe = sinusoid_1d(20, 16).expand(3, 20, 16).float()
-    d = nw.pe_distance_matrix(pe)
+    pe = _one_d_fixed()
+    d = nw.pe_distance_matrix(pe, "pair")
     assert np.all(d == 0.0)
     with pytest.raises(ValueError, match="distances are equal"):
         nw.scale_complement(d)
-    assert nw.pe_distance_matrix(pe, "none")[0, 1] > 0.1
+    with pytest.raises(ValueError, match="distances are equal"):
+        nw.pe_similarity(pe, "pair")
+    assert nw.pe_distance_matrix(pe)[0, 1] > 0.1

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe import results, train
+from lstpe import lst_task, results, train
 from lstpe.encodings import parse_pe
 from lstpe.model import LSTTransformer, ModelConfig
 
@@ -40,19 +40,21 @@ def key_bias(name: str, d: int) -> slice | None:
 # --------------------------------------------------------------------------- batched = sequential
 
 
-@pytest.mark.parametrize("optimizer, lr", [("adam", 1e-3), ("adamw", 1e-3), ("sgd", 0.05)])
-def test_batched_training_equals_sequential(optimizer, lr, tiny_cfg, small_splits):
-    cfg = tiny_train_cfg(tiny_cfg, optimizer=optimizer, lr=lr)
-    assert cfg.weight_decay == train.DEFAULT_WD[optimizer]
-    r = train.train(cfg, progress=False, splits=small_splits)
-    assert len(r.models) == 2  # {learn, 2d-fixed} batched together, relative on its own
-    batched = model_weights(r)
-    seq = train.sequential_reference(cfg, splits=small_splits)
-    x = small_splits["val"].x
+MIXED = ["learn-0.5", "2d-fixed", "relative", "c-nope", "rope"]
+"""Every kind of block: MHA with and without dropout, no output projection, no biases, rotary."""
+
+
+def assert_same_models(r_models, cfg, seq, x, tiny_cfg, val_logits):
     d = tiny_cfg.d_model
+    S = len(cfg.seeds)
     moved = 0.0
+    found = {}
+    for chunk in r_models:
+        for m in range(chunk.n_models):
+            found[(chunk.labels()[m], chunk.seeds[m])] = chunk.single_weights(m)
+    batched = [found[(p, sd)] for p in cfg.pes for sd in cfg.seeds]
     for i, (b, s) in enumerate(zip(batched, seq, strict=True)):
-        init = LSTTransformer(cfg.specs[i // 2], cfg.seeds[i % 2], tiny_cfg)
+        init = LSTTransformer(cfg.specs[i // S], cfg.seeds[i % S], tiny_cfg).eval()
         for name in b:
             bt, st = b[name], s[name]
             kb = key_bias(name, d)
@@ -65,20 +67,81 @@ def test_batched_training_equals_sequential(optimizer, lr, tiny_cfg, small_split
                 keep[kb] = False
                 bt, st = bt[keep], st[keep]
             torch.testing.assert_close(bt, st, atol=1e-5, rtol=0, msg=f"model {i} {name}")
-        single = LSTTransformer(cfg.specs[i // 2], cfg.seeds[i % 2], tiny_cfg)
+        single = LSTTransformer(cfg.specs[i // S], cfg.seeds[i % S], tiny_cfg).eval()
         single.load_weights(s)
         with torch.no_grad():
-            torch.testing.assert_close(r.artifacts["val_logits"][i], single(x), atol=1e-4,
-                                       rtol=0)
+            torch.testing.assert_close(val_logits[i], single(x), atol=1e-4, rtol=0)
             moved = max(moved, (single(x) - init(x)).abs().max().item())
     assert moved > 1e-2  # training did change the models
 
 
+@pytest.mark.parametrize("optimizer, lr", [("adam", 1e-3), ("adamw", 1e-3), ("sgd", 0.05)])
+def test_batched_training_equals_sequential(optimizer, lr, tiny_cfg, small_splits):
+    """Every PE in one batch, in train mode (2d-fixed with its dropout), equals each model
+    trained alone."""
+    cfg = tiny_train_cfg(tiny_cfg, pes=MIXED, optimizer=optimizer, lr=lr)
+    assert cfg.weight_decay == train.DEFAULT_WD[optimizer]
+    r = train.train(cfg, progress=False, splits=small_splits)
+    assert len(r.models) == 1 and r.models[0].n_models == 10  # one batch for all PEs
+    seq = train.sequential_reference(cfg, splits=small_splits)
+    assert_same_models(r.models, cfg, seq, small_splits["val"].x, tiny_cfg,
+                       r.artifacts["val_logits"])
+    # structural zeros did not move: relative has no output projection, c-nope no biases
+    b = r.models[0]
+    rel, cn = cfg.pes.index("relative") * 2, cfg.pes.index("c-nope") * 2
+    for i in range(tiny_cfg.n_layers):
+        assert torch.equal(b.get(f"blocks.{i}.out.w")[rel], torch.zeros(32, 32))
+        assert torch.equal(b.get(f"blocks.{i}.qkv.b")[cn], torch.zeros(96))
+        assert torch.equal(b.get(f"blocks.{i}.rel")[rel][16:], torch.zeros(15, 32))
+
+
+def test_mixed_optimizers_train_as_one_batch(tiny_cfg, small_splits):
+    """Adam, SGD and AdamW configurations trained together equal each trained alone."""
+    cfgs = [tiny_train_cfg(tiny_cfg, pes=["learn-0.5", "2d-fixed"], optimizer="adam"),
+            tiny_train_cfg(tiny_cfg, pes=["learn-0.5"], optimizer="sgd", lr=0.05),
+            tiny_train_cfg(tiny_cfg, pes=["2d-fixed", "relative"], optimizer="adamw")]
+    results_ = train.train_many(cfgs, [None, None, None], progress=False, splits=small_splits)
+    assert len(results_[0].models) == 1 and results_[0].models[0].n_models == 10
+    for cfg, r in zip(cfgs, results_, strict=True):
+        alone = train.train(cfg, progress=False, splits=small_splits)
+        torch.testing.assert_close(r.artifacts["val_logits"], alone.artifacts["val_logits"],
+                                   atol=1e-4, rtol=0)
+        assert r.history["optimizer"].unique().tolist() == [cfg.setting]
+        assert r.history["model"].max() == len(cfg.pes) * len(cfg.seeds) - 1
+    with pytest.raises(ValueError, match="differ in epochs"):
+        train.train_many([cfgs[0], replace(cfgs[1], epochs=3)], [None, None], progress=False,
+                         splits=small_splits)
+
+
+def test_running_training_accuracy_and_dropout_evaluation(tiny_cfg, small_splits):
+    cfg = tiny_train_cfg(tiny_cfg, pes=["2d-fixed", "learn-0.5"], epochs=2)
+    h = train.train(cfg, progress=False, splits=small_splits).history
+    run = h[h["split"] == "train_running"]
+    assert sorted(run["epoch"].unique()) == [1, 2] and (run["condition"] == "all").all()
+    assert run["accuracy"].between(0, 1).all()
+    val = h[h["split"] == "val"].set_index(["model", "epoch", "condition"])["accuracy"]
+    vd = h[h["split"] == "val_dropout"].set_index(["model", "epoch", "condition"])["accuracy"]
+    same = (val == vd).groupby(level=0).all()
+    assert not same[0] or not same[1]  # 2d-fixed (dropout) may differ...
+    assert same[2] and same[3]  # ... learn-0.5 (no dropout) never does
+
+
+def test_diverged_models_are_flagged(tiny_cfg, small_splits):
+    cfg = tiny_train_cfg(tiny_cfg, pes=["learn-0.5"], optimizer="sgd", lr=1e6, epochs=2)
+    r = train.train(cfg, progress=False, splits=small_splits)
+    last = r.history[r.history["epoch"] == 2]
+    assert last["diverged"].all()
+    assert r.manifest["diverged_models"] == [0, 1]
+    ok = train.train(tiny_train_cfg(tiny_cfg, pes=["learn-0.5"]), progress=False,
+                     splits=small_splits)
+    assert not ok.history["diverged"].any()
+
+
 def test_max_models_chunks_train_the_same(tiny_cfg, small_splits):
-    cfg = tiny_train_cfg(tiny_cfg, pes=["learn-0.5", "2d-fixed"], epochs=1)
+    cfg = tiny_train_cfg(tiny_cfg, pes=["learn-0.5", "2d-fixed", "relative"], epochs=1)
     full = train.train(cfg, progress=False, splits=small_splits)
-    chunked = train.train(replace(cfg, max_models=3), progress=False, splits=small_splits)
-    assert len(chunked.models) == 2
+    chunked = train.train(replace(cfg, max_models=4), progress=False, splits=small_splits)
+    assert len(full.models) == 1 and len(chunked.models) == 2
     for a, b in zip(model_weights(full), model_weights(chunked), strict=True):
         for name in a:
             if not name.endswith("qkv.b"):
@@ -95,10 +158,12 @@ def test_history_and_artifacts_layout(tiny_cfg, small_splits):
                          save_attention=True, eval_epochs=[1])
     r = train.train(cfg, progress=False, splits=small_splits)
     h = r.history
-    assert list(h.columns) == results.HISTORY_COLUMNS
+    assert list(h.columns) == train.HISTORY_COLUMNS
+    assert set(results.HISTORY_COLUMNS) <= set(h.columns) and "diverged" in h.columns
     assert sorted(h["epoch"].unique()) == [0, 1, 2]
-    # 6 models x 3 epochs x 3 splits x 4 conditions (all, 1, 2, 3)
-    assert len(h) == 6 * 3 * 3 * 4
+    # 6 models x 3 epochs x 4 eval splits (train, test, val, val_dropout) x 4 conditions
+    # (all, 1, 2, 3), plus the running training rows of epochs 1, 2 (condition all)
+    assert len(h) == 6 * 3 * 4 * 4 + 6 * 2
     labels = ["learn-0.5", "learn-0.5", "rope", "rope", "2d-fixed", "2d-fixed"]
     assert r.artifacts["labels"] == labels and r.artifacts["seeds"] == [1, 2] * 3
     per_model = h.groupby("model")[["pe", "seed"]].first()
@@ -158,7 +223,8 @@ def test_resume_after_interruption_matches_uninterrupted(crash_call, tiny_cfg, s
     first chunk, or of the second chunk after the first finished); rerun the same config on
     the same folder: same weights, history and artefacts as a run never interrupted."""
     cfg = tiny_train_cfg(tiny_cfg, pes=["learn-0.5", "rope"], seeds=[1, 2], epochs=4,
-                         checkpoint_every=2, save_attention=True, noise_levels=[0.05])
+                         checkpoint_every=2, save_attention=True, noise_levels=[0.05],
+                         max_models=2)
     ref = train.train(cfg, run_dir=tmp_path / "ref", progress=False, splits=small_splits)
 
     real = train.epoch_permutation
@@ -171,7 +237,7 @@ def test_resume_after_interruption_matches_uninterrupted(crash_call, tiny_cfg, s
                 raise Interrupted("simulated kill")
         return real(seed, epoch, n)
 
-    monkeypatch.setattr(train, "epoch_permutation", crashing)
+    monkeypatch.setattr(lst_task, "epoch_permutation", crashing)
     with pytest.raises(Interrupted):
         train.train(cfg, run_dir=tmp_path / "run", progress=False, splits=small_splits)
     assert not (tmp_path / "run" / "manifest.json").exists()  # no finished run on disk
@@ -184,7 +250,7 @@ def test_resume_after_interruption_matches_uninterrupted(crash_call, tiny_cfg, s
         seen.append(epoch)
         return real(seed, epoch, n)
 
-    monkeypatch.setattr(train, "epoch_permutation", spy)
+    monkeypatch.setattr(lst_task, "epoch_permutation", spy)
     out = train.train(cfg, run_dir=tmp_path / "run", progress=False, splits=small_splits)
     # resumed from epoch 2 of the interrupted chunk (no epoch redone), the rest from scratch
     if crash_call == 1:
@@ -262,6 +328,12 @@ def test_preset_values():
     ({"batch_size": 0}, "batch_size must be >= 1, got 0"),
     ({"lr": -1.0}, "-1.0"),
     ({"weight_decay": -0.5}, "-0.5"),
+    ({"lr": float("nan")}, "learning rate (--lr) must be a finite number > 0, got nan"),
+    ({"seeds": [2**64]}, "seed 18446744073709551616 does not fit in 64 bits"),
+    ({"max_models": 0}, "max_models (--max-models) must be >= 1, got 0"),
+    ({"checkpoint_every": -1}, "(--checkpoint-every) must be >= 0 (0 = no checkpoints), got -1"),
+    ({"split": "half"}, "unknown split 'half'"),
+    ({"step_mode": "fast"}, "unknown step_mode 'fast'"),
     ({"pes": ["learn-0.2", "bogus"]}, "'bogus'"),
 ])
 def test_train_config_errors(kw, needle):
@@ -283,7 +355,7 @@ def test_schedule_and_grouping():
     assert replace(c, eval_epochs=[4, 99, -1]).schedule() == [4, 12]
     specs = [parse_pe(n) for n in ["learn-0.2", "rope", "2d-fixed", "c-nope", "relative",
                                    "nope", "rope"]]
-    assert train.group_specs(specs) == [[0, 2, 5], [1, 6], [3], [4]]
+    assert train.group_specs(specs) == [[0, 1, 2, 3, 4, 5, 6]]  # every PE mixes
 
 
 def test_epoch_permutation():
@@ -292,3 +364,23 @@ def test_epoch_permutation():
     assert torch.equal(p, train.epoch_permutation(5, 3, 50))
     assert not torch.equal(p, train.epoch_permutation(5, 4, 50))
     assert not torch.equal(p, train.epoch_permutation(6, 3, 50))
+
+
+def test_deadline_pauses_with_a_checkpoint_and_resumes_exactly(tiny_cfg, small_splits,
+                                                               tmp_path):
+    """A run told to stop by a deadline checkpoints and raises Paused; rerun, it finishes
+    with the same history as a run never paused."""
+    import time
+
+    from lstpe.engine import Paused
+
+    cfg = tiny_train_cfg(tiny_cfg, pes=["2d-fixed", "learn-0.5"], epochs=3, checkpoint_every=0)
+    ref = train.train(cfg, progress=False, splits=small_splits)
+    with pytest.raises(Paused, match="paused after epoch 1 of 3"):
+        train.train_many([cfg], [tmp_path / "run"], progress=False, splits=small_splits,
+                         deadline=time.monotonic())
+    assert (tmp_path / "run" / "checkpoints" / "chunk0.pt").exists()
+    assert not (tmp_path / "run" / "manifest.json").exists()
+    out = train.train(cfg, run_dir=tmp_path / "run", progress=False, splits=small_splits)
+    pd.testing.assert_frame_equal(out.history, ref.history)
+    assert out.manifest["resumed"] and len(out.manifest["segments"]) == 2

@@ -9,11 +9,14 @@ Modules (imported lazily: ``import lstpe.analysis`` loads none of them):
 - :mod:`lstpe.analysis.robustness`  accuracy under Gaussian noise on the token embeddings
 - :mod:`lstpe.analysis.humans`      per-puzzle model vs human accuracy (cosine, Spearman,
   composite), per-condition curves
-- :mod:`lstpe.analysis.stats`       means, SDs, t and bootstrap CIs, t-tests, rank correlations,
-  the paper's tables and :func:`~lstpe.analysis.stats.compare_to_paper`
+- :mod:`lstpe.analysis.stats`       means, SDs, t and bootstrap CIs, t-tests, TOST equivalence
+  tests, rank correlations, the paper's tables and
+  :func:`~lstpe.analysis.stats.compare_to_paper` (verdict per row: equivalent / different /
+  inconclusive / too few seeds)
 - :mod:`lstpe.analysis.plots`       plotting helpers for those tables
 - :mod:`lstpe.analysis.curves`      learning curves over epochs (separate module)
-- :mod:`lstpe.analysis.networks`    network measures (separate module)
+- :mod:`lstpe.analysis.networks`    distances between the token PEs of one model (plain by
+  default, per-pair Procrustes as an option), modularity and network clustering
 - :mod:`lstpe.analysis.probe`       Su's probe (separate module)
 - :mod:`lstpe.analysis.rope_misuse` the authors' sequence-first rope module fed batch-first input
 """

@@ -4,22 +4,33 @@ The brain experiment asks whether the PEs a transformer learns for brain regions
 reflect the brain's functional networks. Three steps, as in the paper:
 
 1. **Distance matrix.** Token ``i``'s PE is the matrix :math:`A_i \in \mathbb R^{L\times d}` of
-   its additive PE at each of the ``L`` blocks. For every pair of tokens the embedding
-   dimensions are matched by an orthogonal Procrustes rotation before taking the Frobenius
-   distance:
+   its additive PE at each of the ``L`` blocks. By default (``align="none"``) the distance is
+   the Frobenius (Euclidean) distance of those matrices,
+
+   .. math::
+       D_{ij} = \lVert A_i - A_j \rVert_F ,
+
+   i.e. the Euclidean distance of the flattened ``L*d`` vectors. All tokens of one model live
+   in the same embedding space (their PEs are added to the same residual stream and read by the
+   same weights), so there is no arbitrary basis to match between them; any single rotation
+   applied to every token of the model leaves these distances unchanged.
+
+   ``align="pair"`` instead matches the embedding dimensions of every pair of tokens by an
+   orthogonal Procrustes rotation before taking the distance (the literal reading of the
+   paper's main text, Sec. 3.4 and Fig. 4B):
 
    .. math::
        D_{ij} = \min_{R \in O(d)} \lVert A_i R - A_j \rVert_F,\qquad
        D_{ij}^2 = \lVert A_i\rVert_F^2 + \lVert A_j\rVert_F^2 - 2\,\lVert A_i^\top A_j\rVert_*
 
    (:math:`\lVert\cdot\rVert_*` the nuclear norm, the sum of singular values). Because the
-   rotation is chosen per pair over all of :math:`\mathbb R^d`, :math:`D_{ij}` only sees what
-   is invariant to rotating one token's PE: the Gram matrix :math:`A_iA_i^\top` (the norm of
-   the PE at each block and the angles between blocks). With a single block (``L = 1``) it
+   rotation is chosen per pair over all of :math:`\mathbb R^d`, this :math:`D_{ij}` only sees
+   what is invariant to rotating one token's PE: the Gram matrix :math:`A_iA_i^\top` (the norm
+   of the PE at each block and the angles between blocks). With a single block (``L = 1``) it
    reduces to :math:`\lvert\,\lVert a_i\rVert - \lVert a_j\rVert\,\rvert`, and for
-   ``1d-fixed`` (the same unit-norm-per-frequency sinusoid at every block) all distances are 0.
-   Squared distances below the float32 resolution of the PEs (:data:`RESOLUTION`) are set to 0.
-   ``align="none"`` gives the plain Euclidean distance of the flattened PEs instead.
+   ``1d-fixed`` (the same unit-norm-per-frequency sinusoid at every block) all aligned
+   distances are 0, so the similarity of step 2 is undefined. Aligned squared distances below
+   the float32 resolution of the PEs (:data:`RESOLUTION`) are set to 0.
 2. **Similarity.** Off-diagonal distances are min-max scaled to [0, 1] and complemented,
    :math:`W = 1 - D_{\text{scaled}}`, so closer PEs have larger weights; the diagonal is set
    to 0 (no self-loops).
@@ -53,11 +64,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ALIGNMENTS = ("pair", "none")
-"""Ways of comparing two tokens' PEs: per-pair orthogonal Procrustes, or none."""
+ALIGNMENTS = ("none", "pair")
+"""Ways of comparing two tokens' PEs: plain distance (the default), or per-pair orthogonal
+Procrustes alignment first."""
+
+DEFAULT_ALIGN = "none"
+"""The default of every function here and in :mod:`lstpe.brain`: plain distances."""
 
 RESOLUTION = 8 * float(np.finfo(np.float32).eps)
-"""Squared distances below ``RESOLUTION * max squared norm`` are treated as 0 (float32 noise)."""
+"""With ``align="pair"``, squared distances below ``RESOLUTION * max squared norm`` are treated
+as 0 (float32 noise)."""
 
 
 def _as_numpy(x) -> np.ndarray:
@@ -93,25 +109,30 @@ def procrustes_distance(a, b) -> float:
     return float(np.sqrt(max((a * a).sum() + (b * b).sum() - 2 * nuc, 0.0)))
 
 
-def pe_distance_matrix(pe, align: str = "pair", chunk: int = 64) -> np.ndarray:
+def pe_distance_matrix(pe, align: str = DEFAULT_ALIGN, chunk: int = 64) -> np.ndarray:
     """Distance between the PEs of every pair of tokens.
 
     Args:
         pe: (L, n, d) additive PE of one model (``L`` blocks, ``n`` tokens), or (n, d).
-        align: ``"pair"`` (per-pair orthogonal Procrustes, the paper's) or ``"none"``
-            (Euclidean distance of the flattened (L*d) PEs).
-        chunk: rows of the matrix computed at once (memory).
+        align: ``"none"`` (default: Euclidean distance of the flattened (L*d) per-token PEs,
+            computed directly, not via the Gram expansion) or ``"pair"`` (per-pair orthogonal
+            Procrustes, see the module docstring; keeps only per-token norms and inter-block
+            angles).
+        chunk: rows of the matrix computed at once (memory, ``align="pair"``).
     Returns:
         (n, n) symmetric float64 matrix with zero diagonal.
+    Raises:
+        ValueError: unknown ``align``, a PE of another rank, or non-finite values.
     """
     if align not in ALIGNMENTS:
         raise ValueError(f"unknown alignment {align!r}; valid: {', '.join(ALIGNMENTS)}")
     a = _token_matrices(pe)  # (n, L, d)
     n = a.shape[0]
     if align == "none":
+        from scipy.spatial.distance import cdist
+
         f = a.reshape(n, -1)
-        sq = (f * f).sum(1)
-        d2 = sq[:, None] + sq[None, :] - 2 * f @ f.T
+        d = cdist(f, f)
     else:
         # A_i = U_i S_i V_i^T; the singular values of A_i^T A_j are those of C_i^T C_j with
         # C_i = U_i S_i (L x k), k = min(L, d): only small k x k SVDs are needed.
@@ -123,11 +144,11 @@ def pe_distance_matrix(pe, align: str = "pair", chunk: int = 64) -> np.ndarray:
             m = np.einsum("ilk,jlm->ijkm", c[i:i + chunk], c)
             nuc = np.linalg.svd(m, compute_uv=False).sum(-1)
             d2[i:i + chunk] = sq[i:i + chunk, None] + sq[None, :] - 2 * nuc
-    # Squared distances below the float32 resolution of the PEs' squared norms are rounding
-    # noise (e.g. 1d-fixed: every token has the same norm at every block, so all aligned
-    # distances are 0 up to rounding): set them to 0.
-    d2[d2 < RESOLUTION * sq.max()] = 0.0
-    d = np.sqrt(np.clip(d2, 0.0, None))
+        # Squared distances below the float32 resolution of the PEs' squared norms are
+        # rounding noise (e.g. 1d-fixed: every token has the same norm at every block, so all
+        # aligned distances are 0 up to rounding): set them to 0.
+        d2[d2 < RESOLUTION * sq.max()] = 0.0
+        d = np.sqrt(np.clip(d2, 0.0, None))
     d = (d + d.T) / 2
     np.fill_diagonal(d, 0.0)
     return d
@@ -157,8 +178,17 @@ def scale_complement(dist) -> np.ndarray:
     return w
 
 
-def pe_similarity(pe, align: str = "pair") -> np.ndarray:
-    """:func:`pe_distance_matrix` then :func:`scale_complement`: the weights W of A.3."""
+def pe_similarity(pe, align: str = DEFAULT_ALIGN) -> np.ndarray:
+    """:func:`pe_distance_matrix` then :func:`scale_complement`: the weights W of A.3.
+
+    Args:
+        pe: (L, n, d) or (n, d) additive PE of one model.
+        align: ``"none"`` (plain distances, default) or ``"pair"`` (per-pair Procrustes).
+    Returns:
+        (n, n) weights in [0, 1], zero diagonal.
+    Raises:
+        ValueError: all off-diagonal distances equal (e.g. ``1d-fixed`` with ``align="pair"``).
+    """
     return scale_complement(pe_distance_matrix(pe, align))
 
 
@@ -356,14 +386,15 @@ def shuffled_null(w, partition: Sequence, measure: str = "modularity", n_perm: i
     return NullTest(float(observed), null)
 
 
-def network_measures(pe, partition: Sequence, align: str = "pair", n_perm: int = 0,
+def network_measures(pe, partition: Sequence, align: str = DEFAULT_ALIGN, n_perm: int = 0,
                      seed: int = 0) -> dict[str, float]:
     """Modularity and clustering of one model's PE against a partition (with optional null).
 
     Args:
         pe: (L, n, d) additive PE.
         partition: (n,) module labels of the tokens.
-        align: see :func:`pe_distance_matrix`.
+        align: ``"none"`` (plain distances, default) or ``"pair"``; see
+            :func:`pe_distance_matrix`.
         n_perm: if > 0, also the shuffled-partition z-scores and p-values.
     Returns:
         ``{"modularity", "clustering"}`` and, with ``n_perm``, ``modularity_z``,

@@ -4,7 +4,7 @@ They draw tables produced by the other analysis modules and compute nothing new:
 
 * :func:`plot_attention_grid`   attention maps, models x layers (Fig. 3-style)
 * :func:`plot_similarity_matrix` PE x PE similarity heatmap (Fig. 3B)
-* :func:`plot_vs_paper`         our mean and CI beside the paper's mean +- SD
+* :func:`plot_vs_paper`         our mean and CI, marked by verdict, beside the paper's mean +- SD
 * :func:`plot_sigma_curve`      a summary against sigma with its CI band (Fig. 2, 4, 10)
 * :func:`plot_noise_curves`     accuracy against noise level per PE (Fig. 5)
 * :func:`plot_human_scatter`    per-puzzle model vs human accuracy (Fig. 6D)
@@ -107,15 +107,35 @@ def plot_similarity_matrix(matrix: pd.DataFrame, ax: Axes | None = None,
     return ax
 
 
+VERDICT_STYLE: dict[str, dict[str, Any]] = {
+    "equivalent": {"color": "tab:green", "marker": "o"},
+    "different": {"color": "tab:red", "marker": "X"},
+    "inconclusive": {"color": "tab:orange", "marker": "D"},
+}
+"""Marker and colour of our points per :func:`lstpe.analysis.stats.compare_to_paper` verdict;
+any other verdict ("too few seeds (n<5)") is drawn as an open grey circle without interval."""
+
+_TOO_FEW_STYLE: dict[str, Any] = {"color": "0.55", "marker": "o", "mfc": "none"}
+
+
 def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe",
                   ylabel: str = "validation accuracy") -> Axes:
-    """Our mean with its CI (filled circles) beside the paper's mean +- SD (open squares).
+    """Our mean and CI, coloured and shaped by verdict, beside the paper's mean +- SD.
+
+    One errorbar series per verdict present (in the order of :data:`VERDICT_STYLE`, then the
+    rest), labelled ``ours: <verdict>``; then the paper's mean +- SD over 15 seeds as open grey
+    squares. Points without an interval (fewer seeds than ``compare_to_paper``'s
+    ``min_seeds``) have no error bar. The legend sits outside the axes, to the right.
 
     Args:
-        comparison: output of :func:`lstpe.analysis.stats.compare_to_paper`.
+        comparison: output of :func:`lstpe.analysis.stats.compare_to_paper` (needs ``x``,
+            ``mean``, ``ci_low``, ``ci_high``, ``paper_mean``, ``paper_sd``, ``verdict``).
         x: ``pe`` (categorical) or ``sigma`` (numeric).
+        ylabel: label of the metric axis.
+    Returns:
+        The Axes (``ax.containers``: one per verdict present, then the paper's).
     """
-    _need(comparison, [x, "mean", "ci_low", "ci_high", "paper_mean", "paper_sd"],
+    _need(comparison, [x, "mean", "ci_low", "ci_high", "paper_mean", "paper_sd", "verdict"],
           "plot_vs_paper")
     ax = _ax(ax)
     c = comparison.reset_index(drop=True)
@@ -123,17 +143,27 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
         pos = np.arange(len(c), dtype=float)
         off = 0.15
         ax.set_xticks(pos, c["pe"].astype(str), rotation=45, ha="right")
+        ax.set_xlabel("positional encoding")
     else:
         pos = c[x].to_numpy(float)
         off = 0.15 * (np.min(np.diff(np.sort(pos))) if len(pos) > 1 else 1.0)
-        ax.set_xlabel(x)
-    err = np.vstack([c["mean"] - c["ci_low"], c["ci_high"] - c["mean"]])
-    ax.errorbar(pos - off, c["mean"], yerr=np.nan_to_num(err), fmt="o", capsize=3,
-                label="ours (mean, 95% CI)")
+        ax.set_xlabel("σ (initial PE scale)" if x == "sigma" else x)
+    verdicts = [v for v in VERDICT_STYLE if (c["verdict"] == v).any()]
+    verdicts += [v for v in dict.fromkeys(c["verdict"]) if v not in VERDICT_STYLE]
+    for v in verdicts:
+        sel = (c["verdict"] == v).to_numpy()
+        d = c[sel]
+        err = np.vstack([d["mean"] - d["ci_low"], d["ci_high"] - d["mean"]])
+        has_ci = bool(np.isfinite(err).any())
+        style = VERDICT_STYLE.get(v, _TOO_FEW_STYLE)
+        ax.errorbar(pos[sel] - off, d["mean"], yerr=np.nan_to_num(err) if has_ci else None,
+                    fmt=style["marker"], color=style["color"],
+                    mfc=style.get("mfc", style["color"]), capsize=3, ms=6,
+                    label=f"ours (mean{', 95% CI' if has_ci else ''}): {v}")
     ax.errorbar(pos + off, c["paper_mean"], yerr=c["paper_sd"], fmt="s", mfc="none",
-                capsize=3, color="gray", label="paper (mean ± SD)")
+                capsize=3, color="0.4", label="paper (mean ± SD, 15 seeds)")
     ax.set_ylabel(ylabel)
-    ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
     return ax
 
 

@@ -1,0 +1,282 @@
+"""The one training loop: M stacked models, any task, eager or CUDA-graph steps, resumable.
+
+A *task* (the LST puzzles in :mod:`lstpe.train`, masked brain activity in
+:mod:`lstpe.brain_train`) supplies the batches, the per-model loss and the evaluation; this
+module supplies everything else:
+
+* one :class:`~lstpe.optim.StackedOptimizer` with each model's own rule, lr and weight decay;
+* the step: ``eager`` (the CPU path and the correctness reference), ``compile``
+  (``torch.compile`` of the model) or ``graph`` (forward, backward and optimizer captured in
+  one CUDA graph with static input buffers and replayed every step; CUDA only);
+* running training metrics accumulated on the device (no host synchronisation inside an
+  epoch): mean loss and mean minibatch accuracy per model in train mode (the authors'
+  training-accuracy measure), and a per-model flag for a non-finite loss (divergence);
+* checkpoints every ``checkpoint_every`` epochs, written atomically, resumed exactly;
+* bf16 autocast on CUDA and CPU when asked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from lstpe import results as res
+from lstpe.optim import StackedOptimizer
+
+STEP_MODES: tuple[str, ...] = ("auto", "eager", "compile", "graph")
+"""``auto`` = ``graph`` on CUDA, ``eager`` elsewhere."""
+
+
+def autocast(device: torch.device, amp: bool):
+    """bf16 autocast on CUDA and CPU devices when ``amp`` (a no-op context otherwise)."""
+    return torch.autocast(device.type, torch.bfloat16,
+                          enabled=bool(amp) and device.type in ("cuda", "cpu"))
+
+
+class Task(Protocol):
+    """What the loop needs from a task, for one chunk of M models."""
+
+    model: torch.nn.Module
+    n_models: int
+
+    def batches(self, epoch: int) -> Iterator[tuple[int, torch.Tensor]]:
+        """(step, index tensor (M, B) on the device) for every optimizer step of an epoch."""
+
+    def dropout_keys(self, epoch: int, step: int) -> torch.Tensor | None:
+        """(K,) int64 keys of the dropout models, or None."""
+
+    def losses(self, fwd: Callable, batch: torch.Tensor, keys: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-model mean loss (M,) and per-model minibatch accuracy (M,) (zeros if none)."""
+
+    def evaluate(self, epoch: int, final: bool, running: dict[str, Any] | None
+                 ) -> list[dict]:
+        """History rows of an evaluation (``running``: the epoch's training metrics)."""
+
+
+@dataclass
+class Running:
+    """Per-model training metrics of the current epoch, on the device."""
+
+    loss: torch.Tensor
+    acc: torch.Tensor
+    batches: torch.Tensor
+    nonfinite: torch.Tensor
+
+    @classmethod
+    def zeros(cls, M: int, device: torch.device) -> Running:
+        z = torch.zeros(M, device=device)
+        return cls(z.clone(), z.clone(), torch.zeros((), device=device),
+                   torch.zeros(M, dtype=torch.bool, device=device))
+
+    def reset(self) -> None:
+        self.loss.zero_()
+        self.acc.zero_()
+        self.batches.zero_()
+
+    def add(self, loss: torch.Tensor, acc: torch.Tensor) -> None:
+        self.loss.add_(loss.detach())
+        self.acc.add_(acc.detach())
+        self.batches.add_(1)
+        self.nonfinite.logical_or_(~torch.isfinite(loss.detach()))
+
+    def means(self) -> dict[str, Any]:
+        """Host copies: mean loss, mean minibatch accuracy, non-finite flag per model."""
+        n = max(float(self.batches), 1.0)
+        return {"loss": (self.loss / n).cpu().numpy(), "accuracy": (self.acc / n).cpu().numpy(),
+                "nonfinite": self.nonfinite.cpu().numpy()}
+
+
+class EagerStep:
+    """One optimizer step in plain PyTorch (``fwd`` may be a ``torch.compile`` wrapper)."""
+
+    def __init__(self, task: Task, opt: StackedOptimizer, fwd: Callable, running: Running,
+                 device: torch.device, amp: bool) -> None:
+        self.task, self.opt, self.fwd, self.running = task, opt, fwd, running
+        self.device, self.amp = device, amp
+
+    def __call__(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
+        with autocast(self.device, self.amp):
+            loss, acc = self.task.losses(self.fwd, batch, keys)
+        self.opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        self.opt.step()
+        self.running.add(loss, acc)
+
+
+class GraphStep:
+    """The whole step captured in a CUDA graph per batch shape and replayed.
+
+    Static buffers hold the batch indices and dropout keys; each call copies the new ones in
+    and replays. The first call of a shape warms up on a side stream and captures; the models
+    and optimizer are restored from a snapshot afterwards, so warm-up steps leave no trace.
+    A batch of another shape than the first (the last, smaller minibatch of an epoch) runs
+    eagerly.
+    """
+
+    def __init__(self, task: Task, opt: StackedOptimizer, running: Running,
+                 device: torch.device, amp: bool) -> None:
+        if device.type != "cuda":
+            raise ValueError(f"step mode 'graph' needs a CUDA device, got {device}")
+        self.eager = EagerStep(task, opt, task.model, running, device, amp)
+        self.task, self.opt, self.running, self.device, self.amp = task, opt, running, \
+            device, amp
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.shape: tuple[int, ...] | None = None
+
+    def _tensors(self) -> list[torch.Tensor]:
+        r = self.running
+        return [*self.task.model.parameters(), *self.opt.exp_avg, *self.opt.exp_avg_sq,
+                self.opt.step_count, r.loss, r.acc, r.batches, r.nonfinite]
+
+    def _capture(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
+        self.static_batch = batch.clone()
+        self.static_keys = keys.clone() if keys is not None else None
+        snapshot = [t.detach().clone() for t in self._tensors()]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.eager(self.static_batch, self.static_keys)
+        torch.cuda.current_stream().wait_stream(side)
+        self.opt.zero_grad(set_to_none=True)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            with autocast(self.device, self.amp):
+                loss, acc = self.task.losses(self.task.model, self.static_batch,
+                                             self.static_keys)
+            loss.sum().backward()
+            self.opt.step()
+            self.running.add(loss, acc)
+        with torch.no_grad():
+            for t, s in zip(self._tensors(), snapshot, strict=True):
+                t.copy_(s)
+        self.shape = tuple(batch.shape)
+
+    def __call__(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
+        if self.graph is None:
+            self._capture(batch, keys)
+        if tuple(batch.shape) != self.shape:
+            self.eager(batch, keys)
+            return
+        self.static_batch.copy_(batch, non_blocking=True)
+        if self.static_keys is not None and keys is not None:
+            self.static_keys.copy_(keys, non_blocking=True)
+        self.graph.replay()
+
+
+def resolve_mode(mode: str, device: torch.device) -> str:
+    """The step mode actually used on ``device`` (``auto`` -> graph on CUDA, else eager)."""
+    if mode not in STEP_MODES:
+        raise ValueError(f"unknown step mode {mode!r}; valid: {', '.join(STEP_MODES)}")
+    if mode == "auto":
+        return "graph" if device.type == "cuda" else "eager"
+    if mode == "graph" and device.type != "cuda":
+        raise ValueError(f"step mode 'graph' needs CUDA; device is {device}")
+    return mode
+
+
+class Paused(RuntimeError):
+    """Training stopped before its time budget ran out; the checkpoint holds the progress."""
+
+
+@dataclass
+class LoopOptions:
+    """How a chunk is trained (the parts of a config the loop reads).
+
+    ``deadline`` (a ``time.monotonic()`` value): stop with :class:`Paused` after the epoch
+    that would leave too little time for another one, writing a checkpoint first (needs
+    ``checkpoint``), so a command with a hard time limit ends cleanly and the next resumes.
+    """
+
+    epochs: int
+    schedule: set[int]
+    device: torch.device
+    amp: bool = False
+    mode: str = "eager"
+    checkpoint: Path | None = None
+    checkpoint_every: int = 0
+    checkpoint_meta: dict[str, Any] = field(default_factory=dict)
+    progress: bool = False
+    desc: str = ""
+    deadline: float | None = None
+
+
+def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
+              init_state: Callable[[], dict[str, Any]]) -> tuple[list[dict], dict[str, Any],
+                                                                  list[dict]]:
+    """Train one chunk of models for ``opts.epochs`` epochs (resuming from its checkpoint).
+
+    Args:
+        task: batches, losses and evaluation of the chunk's models.
+        opt: their optimizer.
+        opts: epochs, evaluation schedule, device, step mode, checkpointing, progress.
+        init_state: called once before the first step (not on resume): what to remember of
+            the models at initialisation (e.g. their PEs); it is checkpointed.
+    Returns:
+        history rows, the init state, and the training segments of earlier (interrupted)
+        sessions of this chunk (``{"wall_s": ...}`` each).
+    """
+    model, device = task.model, opts.device
+    running = Running.zeros(task.n_models, device)
+    history: list[dict] = []
+    start, state0, segments = 0, {}, []
+    ckpt = opts.checkpoint
+    if ckpt is not None and ckpt.exists():
+        state = res.load_torch(ckpt, "checkpoint", map_location=device)
+        if not isinstance(state, dict) or "epoch" not in state:
+            raise res.DamagedFileError(f"checkpoint {ckpt} is not a training checkpoint; "
+                                       "delete it to restart the run")
+        if state.get("meta") != opts.checkpoint_meta:
+            raise ValueError(f"checkpoint {ckpt} was written by a different configuration; "
+                             "use a new run folder or delete the checkpoint to restart")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        running.nonfinite.copy_(state["nonfinite"].to(device))
+        history, start, state0 = state["history"], state["epoch"], state["init"]
+        segments = [*state.get("segments", []), {"wall_s": float(state.get("wall_s", 0.0))}]
+    if start == 0:
+        state0 = init_state()
+        model.eval()
+        history += task.evaluate(0, opts.epochs == 0, None)
+    t0 = time.perf_counter()
+    fwd = torch.compile(model) if opts.mode == "compile" else model
+    step = GraphStep(task, opt, running, device, opts.amp) if opts.mode == "graph" else \
+        EagerStep(task, opt, fwd, running, device, opts.amp)
+    epochs: Any = range(start + 1, opts.epochs + 1)
+    if opts.progress:
+        from tqdm.auto import tqdm
+
+        epochs = tqdm(epochs, desc=opts.desc, initial=start, total=opts.epochs, leave=False)
+    longest = 0.0
+    for epoch in epochs:
+        t_epoch = time.monotonic()
+        model.train()
+        running.reset()
+        for s, batch in task.batches(epoch):
+            step(batch, task.dropout_keys(epoch, s))
+        if epoch in opts.schedule:
+            model.eval()
+            history += task.evaluate(epoch, epoch == opts.epochs, running.means())
+        longest = max(longest, time.monotonic() - t_epoch)
+        pause = (opts.deadline is not None and epoch < opts.epochs
+                 and time.monotonic() + 1.5 * longest > opts.deadline)
+        if ckpt is not None and (pause or opts.checkpoint_every and (
+                epoch % opts.checkpoint_every == 0 or epoch == opts.epochs)):
+            res.save_torch({"meta": opts.checkpoint_meta, "epoch": epoch,
+                            "model": model.state_dict(), "opt": opt.state_dict(),
+                            "nonfinite": running.nonfinite.cpu(), "history": history,
+                            "init": state0, "segments": segments,
+                            "wall_s": time.perf_counter() - t0}, ckpt)
+        if pause:
+            if ckpt is None:
+                raise ValueError("a deadline needs a checkpoint path to resume from")
+            raise Paused(f"paused after epoch {epoch} of {opts.epochs} ({opts.desc}): the time "
+                         f"budget ends before another epoch; rerun to resume from {ckpt}")
+    model.eval()
+    return history, state0, segments

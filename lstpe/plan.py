@@ -1,0 +1,103 @@
+"""What a set of named runs costs, before a GPU is asked for: models, steps, FLOPs, memory, time.
+
+``python scripts/reproduce.py --plan`` prints :func:`plan_table`: for each batch of runs that
+trains together (:func:`lstpe.experiments.bundles`), the number of models, epochs, optimizer
+steps, matmul FLOPs, the chunks the memory budget allows, an estimate of each chunk's peak
+memory, and the wall time at a stated throughput (model-epochs per second). Nothing is trained.
+
+The memory estimate counts what one model keeps for its backward pass, measured by running one
+forward pass of a single model at the run's size on the CPU with a saved-tensors hook (exact for
+this code in fp32; bf16 autocast stores some of it at half size), plus weights, gradients and
+Adam's two moments, times a safety factor for temporaries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+import torch
+
+from lstpe.experiments import bundles, run_config
+from lstpe.model import BatchedLSTTransformer, ModelConfig
+from lstpe.train import TrainConfig
+
+TARGET_RATE = 250.0
+"""Model-epochs per second the engine targets on one H100 (paper size, bf16): the rate at
+which the Table-2 sweep (63,000 model-epochs) takes 4 minutes."""
+
+SAFETY = 1.5
+"""Peak memory / (saved activations + weights + gradients + optimizer state)."""
+
+
+def flops_per_model_epoch(cfg: ModelConfig, n_train: int) -> float:
+    """Matmul FLOPs of one model-epoch, forward + backward (3x forward), the last block
+    computing only the read-out token as the engine does. Paper size, 8000 puzzles: 7.9e11
+    (about 9.6e11 if the last block were computed for all 16 tokens)."""
+    d, f, n, L = cfg.d_model, cfg.d_model * cfg.mlp_ratio, cfg.n_tokens, cfg.n_layers
+    full = n * (2 * d * 3 * d + 2 * 2 * n * d + 2 * d * d + 2 * 2 * d * f)
+    last = n * (2 * d * 3 * d + 2 * 2 * n * d) + (2 * d * d + 2 * 2 * d * f)
+    per_puzzle = (L - 1) * full + last + n * 2 * cfg.n_inputs * d + 2 * d * cfg.n_classes
+    return 3.0 * per_puzzle * n_train
+
+
+def saved_bytes_per_model(cfg: ModelConfig, batch_size: int, pe: str = "2d-fixed") -> int:
+    """Bytes one model saves for backward in one training step (fp32), measured."""
+    model = BatchedLSTTransformer([pe], [0], cfg)
+    x = torch.zeros(batch_size, cfg.n_tokens, cfg.n_inputs)
+    seen: dict[tuple, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        key = (t.untyped_storage().data_ptr(), t.dtype)
+        seen[key] = max(seen.get(key, 0), t.untyped_storage().nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(x).sum()
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    return sum(v for (ptr, _), v in seen.items() if ptr not in params)
+
+
+def bytes_per_model(cfg: TrainConfig) -> float:
+    """Estimated peak bytes of one model in a training chunk (see the module docstring)."""
+    n_params = sum(p[0].numel() for p in BatchedLSTTransformer(["learn-0.2"], [0], cfg.model)
+                   .parameters())
+    act = saved_bytes_per_model(cfg.model, cfg.batch_size)
+    return SAFETY * (act + 4 * 4 * n_params)
+
+
+def plan_table(names: Sequence[str], scale: str = "paper", rate: float = TARGET_RATE,
+               memory_gib: float = 70.0, full_train: int = 8100, **overrides: Any
+               ) -> pd.DataFrame:
+    """One row per batch of runs: what training it costs.
+
+    Args:
+        names: run names of :data:`lstpe.experiments.REGISTRY`.
+        rate: assumed throughput in model-epochs per second.
+        memory_gib: GPU memory budget for one chunk.
+        full_train: training puzzles per epoch without ``n_train`` (8100: the code's split).
+    """
+    if not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"rate must be a positive number of model-epochs/s, got {rate}")
+    rows = []
+    for group in bundles(names, scale, **overrides):
+        cfgs = [run_config(n, scale, **overrides) for n in group]
+        base = cfgs[0]
+        n_train_eff = base.n_train or full_train
+        models = sum(len(c.pes) * len(c.seeds) for c in cfgs)
+        per_model = bytes_per_model(base)
+        fit = max(1, int(memory_gib * 2**30 // per_model))
+        chunk = min(models, base.max_models or fit, fit)
+        steps = base.epochs * math.ceil(n_train_eff / base.batch_size)
+        model_epochs = models * base.epochs
+        rows.append({
+            "runs": " + ".join(group), "models": models, "epochs": base.epochs,
+            "optimizer_steps": steps, "model_epochs": model_epochs,
+            "pflop": model_epochs * flops_per_model_epoch(base.model, n_train_eff) / 1e15,
+            "chunks": math.ceil(models / chunk), "models_per_chunk": chunk,
+            "peak_gib_per_chunk": round(chunk * per_model / 2**30, 1),
+            "minutes_at_rate": round(model_epochs / rate / 60, 1),
+        })
+    return pd.DataFrame(rows)

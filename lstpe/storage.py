@@ -1,0 +1,307 @@
+"""Files of a run on disk: atomic writes, readable-or-named loads, hashes; the errors.
+
+Every write goes to a temporary file in the same folder, is flushed to disk and renamed into
+place, so an interrupted (even SIGKILLed) run never leaves a half-written result behind;
+finished files get ordinary permissions (0666 minus the umask, usually 0644). A file that is
+missing, empty, truncated or does not match its manifest raises :class:`DamagedFileError`
+naming it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+__all__ = [
+    "RunDirError",
+    "NotWritableError",
+    "ConfigMismatchError",
+    "DamagedFileError",
+    "RunLockedError",
+    "StaleLockWarning",
+    "DivergedWarning",
+    "atomic_write",
+    "save_torch",
+    "save_json",
+    "save_table",
+    "clean_temp_files",
+    "load_torch",
+    "check_torch_file",
+    "sha256_file",
+    "file_record",
+    "read_manifest",
+    "verify_files",
+]
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class RunDirError(ValueError):
+    """A run folder cannot be used as asked (the message names the folder or file)."""
+
+
+class NotWritableError(RunDirError):
+    """The output folder is not a folder, or cannot be created or written."""
+
+
+class ConfigMismatchError(RunDirError):
+    """The folder holds a run (or checkpoints) of another configuration."""
+
+
+class DamagedFileError(RunDirError):
+    """A file of a run is missing, empty, truncated or otherwise unreadable."""
+
+
+class RunLockedError(RunDirError):
+    """Another live process holds the folder's lock."""
+
+
+class StaleLockWarning(UserWarning):
+    """A lock left behind by a process that is no longer running was taken over."""
+
+
+class DivergedWarning(UserWarning):
+    """Models with a non-finite loss or logits were left out of a summary."""
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def _file_mode() -> int:
+    """0666 minus the process umask: the permissions ``open()`` gives a new file."""
+    try:  # Linux: read the umask without changing it (no window for other threads)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp_path)``, flush it to disk, then rename ``tmp_path`` onto ``path``.
+
+    The temporary file lies in the same folder (``.<name>.<random>.tmp``), so the rename is
+    atomic: ``path`` holds either its old content or the complete new one, even if the process
+    is killed. The final file gets ordinary permissions (0666 minus the umask, e.g. 0644).
+    A process killed mid-write leaves its temporary file, which :class:`RunLock` removes.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, _file_mode())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def save_torch(obj: Any, path: str | Path) -> Path:
+    """``torch.save`` atomically."""
+    return atomic_write(path, lambda p: torch.save(obj, p))
+
+
+def save_json(obj: Any, path: str | Path) -> Path:
+    """Write JSON atomically (indented, keys sorted)."""
+    return atomic_write(
+        path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
+    )
+
+
+def save_table(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a CSV table atomically."""
+    return atomic_write(path, lambda p: df.to_csv(p, index=False))
+
+
+def clean_temp_files(run_dir: str | Path) -> list[Path]:
+    """Delete the temporary files interrupted :func:`atomic_write` calls left in ``run_dir``
+    (and its ``checkpoints/`` and ``tables/``). Call it only while holding the folder's
+    :class:`RunLock` (another writer's temporary file would be deleted too)."""
+    run_dir = Path(run_dir)
+    gone = []
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "tables"):
+        for p in folder.glob(".*.tmp") if folder.is_dir() else []:
+            try:
+                p.unlink()
+                gone.append(p)
+            except OSError:
+                pass
+    return gone
+
+
+# --------------------------------------------------------------------------- reading back
+
+
+def _damaged(path: Path, what: str, detail: str, hint: str = "") -> DamagedFileError:
+    return DamagedFileError(f"{what} {path} {detail}" + (f"; {hint}" if hint else ""))
+
+
+def load_torch(path: str | Path, what: str = "file", map_location: Any = "cpu",
+               hint: str | None = None) -> Any:
+    """``torch.load(path)`` that names the file when it is missing, empty or damaged.
+
+    Args:
+        path: the ``.pt`` file.
+        what: what the file is, for the message: ``"checkpoint"``, ``"artifacts"``, ...
+        map_location: passed to :func:`torch.load`.
+        hint: what the user can do; for ``what="checkpoint"`` the default says that deleting
+            the checkpoint restarts the run.
+    Raises:
+        DamagedFileError: the file is missing, empty, truncated or not a torch file.
+    """
+    path = Path(path)
+    if hint is None:
+        hint = (f"delete {path} to restart the run (it cannot be resumed from this checkpoint)"
+                if what == "checkpoint" else "")
+    if not path.is_file():
+        raise _damaged(path, what, "does not exist", hint)
+    if path.stat().st_size == 0:
+        raise _damaged(path, what, "is empty (0 bytes; a write was cut off)", hint)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means a damaged file
+        msg = " ".join(str(e).split())[:200]
+        raise _damaged(path, what, f"is damaged or truncated ({type(e).__name__}: {msg})",
+                       hint) from e
+
+
+def check_torch_file(path: str | Path, what: str = "file", hint: str | None = None) -> Path:
+    """Cheap check that ``path`` is a complete ``torch.save`` file without loading it: not
+    empty, and a zip archive whose directory (written last, at the end) is readable, which a
+    truncated file's is not.
+
+    Raises:
+        DamagedFileError: naming the file (for a checkpoint, saying that deleting it restarts
+            the run).
+    """
+    import zipfile
+
+    path = Path(path)
+    if hint is None:
+        hint = (f"delete {path} to restart the run (it cannot be resumed from this checkpoint)"
+                if what == "checkpoint" else "")
+    if not path.is_file():
+        raise _damaged(path, what, "does not exist", hint)
+    if path.stat().st_size == 0:
+        raise _damaged(path, what, "is empty (0 bytes; a write was cut off)", hint)
+    try:
+        with zipfile.ZipFile(path) as z:
+            z.infolist()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise _damaged(path, what, f"is damaged or truncated ({e})", hint) from None
+    return path
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """SHA-256 hex digest of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_record(path: str | Path, rows: int | None = None) -> dict[str, Any]:
+    """``{"sha256": ..., "bytes": ...[, "rows": rows]}`` of a written file (manifest entry)."""
+    path = Path(path)
+    rec: dict[str, Any] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    if rows is not None:
+        rec["rows"] = int(rows)
+    return rec
+
+
+def read_manifest(run_dir: str | Path) -> dict:
+    """``run_dir/manifest.json`` as a dict.
+
+    Raises:
+        FileNotFoundError: there is none (the run is unfinished or not a run).
+        DamagedFileError: it is empty, not JSON, or not a JSON object (naming it).
+    """
+    path = Path(run_dir) / "manifest.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"results folder {path.parent} has no manifest.json (incomplete or not a run "
+            "directory)")
+    text = path.read_text(errors="replace")
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _damaged(path, "manifest", f"is not valid JSON ({e.msg} at line {e.lineno})",
+                       f"delete {path.parent} to retrain the run") from None
+    if not isinstance(manifest, dict):
+        raise _damaged(path, "manifest", "does not hold a JSON object",
+                       f"delete {path.parent} to retrain the run")
+    return manifest
+
+
+def verify_files(run_dir: str | Path, manifest: dict, skip: Sequence[str] = ()) -> list[str]:
+    """Check every file the manifest lists (``files``) against its size and SHA-256.
+
+    Manifests written before files were recorded have no ``files``: nothing is checked.
+
+    Args:
+        run_dir: the run directory.
+        manifest: its manifest.
+        skip: file names (as in the manifest) not to check, e.g. ``["artifacts.pt"]``.
+    Returns:
+        The names checked.
+    Raises:
+        DamagedFileError: naming the first file that is missing or differs (with its rows if
+            the manifest records them).
+    """
+    run_dir = Path(run_dir)
+    checked = []
+    for name, rec in sorted((manifest.get("files") or {}).items()):
+        if name in skip:
+            continue
+        path = run_dir / name
+        hint = f"the run in {run_dir} is damaged; delete the folder to retrain it"
+        if not path.is_file():
+            raise _damaged(path, "run file", "is missing (listed in manifest.json)", hint)
+        size = path.stat().st_size
+        if ("bytes" in rec and size != rec["bytes"]) or sha256_file(path) != rec.get("sha256"):
+            detail = f"does not match manifest.json ({size} bytes, manifest: {rec.get('bytes')}"
+            if "rows" in rec and path.suffix == ".csv":
+                detail += f"; {_count_rows(path)} rows, manifest: {rec['rows']}"
+            raise _damaged(path, "run file", detail + "; truncated or edited?)", hint)
+        checked.append(name)
+    return checked
+
+
+def _count_rows(path: Path) -> int | str:
+    try:
+        return len(pd.read_csv(path))
+    except Exception:  # noqa: BLE001 - only for the message
+        return "unreadable"
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype={"condition": str})
+    except Exception as e:  # noqa: BLE001 - name the file
+        raise _damaged(path, "table", f"cannot be read ({type(e).__name__}: {e})",
+                       f"delete {path.parent} to retrain the run") from e
+
+
