@@ -136,7 +136,7 @@ def test_chapter2_figures_are_labelled(examples) -> None:
 def test_sinusoid_checks_vanish() -> None:
     from lstpe.tutorial import sinusoid as sn
 
-    assert sn.permutation_residual() < 1e-12
+    assert sn.permutation_residual() < 1e-5  # attention scores are computed in float32
     assert (sn.gram_checks() < 1e-5).all()
     assert (sn.shift_checks() < 1e-5).all()
     h = sn.hessian_table()
@@ -152,7 +152,7 @@ def test_shuffle_change_separates_nope_from_2d_fixed() -> None:
 
     x = lst.load_split("paper", seed=0)["val"].x[:20]
     ch = sn.shuffle_change(x)
-    assert ch["nope"] < 1e-12 < 1e-6 < ch["2d-fixed"]
+    assert ch["nope"] < 1e-5 < 1e-3 < ch["2d-fixed"]
 
 
 def test_decay_integral_closed_forms() -> None:
@@ -220,8 +220,10 @@ def test_variants_table_lists_every_pe_compactly() -> None:
 
     t = rt.variants_table()
     assert list(t.index) == list(enc.PE_NAMES)
-    assert t.shape[1] == 4
-    assert t.loc["c-nope", "causal mask"] == "yes"
+    assert t.shape[1] == 7
+    assert t.loc["c-nope", "causal"] == "yes"
+    assert t.loc["relative", "out proj."] == "none / bias"
+    assert t.loc["c-nope", "qkv bias"] == "no / yes"
     assert t.loc["rope", "acts in"] == "attention"
 
 

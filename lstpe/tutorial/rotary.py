@@ -212,25 +212,35 @@ def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125)) -> Figure:
 
 
 def variants_table(d_head: int = 160) -> pd.DataFrame:
-    """For every PE of the package: where it acts, and the causal mask, softmax temperature and
-    rotated dims of its ``paper`` / ``textbook`` variants (compact: one "paper / textbook"
-    entry per property, so the table fits the page)."""
-    def both(f) -> str:
-        vals = [f(enc.parse_pe(name, variant=v)) for v in enc.VARIANTS]
+    """For every PE of the package: where it acts, and how its block is built in the ``paper``
+    and ``textbook`` variants (:func:`lstpe.architecture.block_structure`), one compact
+    "paper / textbook" entry per property where they differ, so the table fits the page."""
+    from lstpe.architecture import block_structure
+
+    def both(name: str, f) -> str:
+        vals = [f(enc.parse_pe(name, variant=v), block_structure(enc.parse_pe(name, variant=v)))
+                for v in enc.VARIANTS]
         return vals[0] if len(set(vals)) == 1 else " / ".join(vals)
+
+    def out_proj(b) -> str:
+        return "none" if not b.out_proj else "bias" if b.out_bias else "no bias"
+
+    def rotated(s) -> str:
+        return str(enc.rope_dims(s, d_head)) if s.attention_kind in ("rope", "rope-2d") else "-"
 
     rows = []
     for base in enc.PE_NAMES:
         name = "learn-0.2" if base == "learn" else base
         spec = enc.parse_pe(name)
         rows.append({
-            "PE": base, "acts in": ("nowhere (no PE)" if base == "nope" else "residual stream"
+            "PE": base, "acts in": ("nowhere" if base == "nope" else "residual"
                                     if spec.additive else "attention"),
-            "causal mask": both(lambda s: "yes" if s.causal else "no"),
-            "temperature": both(lambda s: f"{s.temperature:g}"),
-            f"rotated dims (d_h={d_head})": both(
-                lambda s: str(enc.rope_dims(s, d_head))
-                if s.attention_kind in ("rope", "rope-2d") else "-"),
+            "causal": both(name, lambda s, b: "yes" if b.causal else "no"),
+            "temp.": both(name, lambda s, b: f"{b.temperature:g}"),
+            "qkv bias": both(name, lambda s, b: "yes" if b.qkv_bias else "no"),
+            "out proj.": both(name, lambda s, b: out_proj(b)),
+            "dropout": both(name, lambda s, b: f"{b.dropout:g}"),
+            f"rotated (d_h={d_head})": both(name, lambda s, b: rotated(s)),
         })
     return pd.DataFrame(rows).set_index("PE")
 
