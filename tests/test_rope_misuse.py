@@ -62,3 +62,8 @@ def test_cell15_ceiling_is_far_below_the_published_rope_row() -> None:
     human = rm.cell15_ceiling(lst.load_human())
     assert 0.25 <= train < 0.3  # the published rope row: training 1.000
     assert 0.25 <= human < 0.4  # validation 0.805
+
+
+def test_describe_change() -> None:
+    assert rm.describe_change(0.0) == "0 (exactly)"
+    assert rm.describe_change(0.0123) == "1.2e-02"

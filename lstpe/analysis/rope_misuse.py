@@ -156,6 +156,11 @@ def cell15_ceiling(frame: pd.DataFrame) -> float:
     return float(best / len(frame))
 
 
+def describe_change(v: float) -> str:
+    """A table entry for reading: ``"0 (exactly)"`` or the change in scientific notation."""
+    return "0 (exactly)" if v == 0 else f"{v:.1e}"
+
+
 def dependence_table(x: torch.Tensor, seed: int = 0, d_model: int = 32,
                      n_layers: int = 2) -> pd.DataFrame:
     """What puzzle 0's logits depend on, for the misused and the correct rotary model.
