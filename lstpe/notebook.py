@@ -41,7 +41,19 @@ class Setup:
 
     def __str__(self) -> str:
         return (f"scale={self.scale}  device={self.device}  torch={torch.__version__}  "
-                f"python={platform.python_version()}  results={self.results_dir}")
+                f"python={platform.python_version()}  results={self.results_label}")
+
+    @property
+    def results_label(self) -> str:
+        """The results folder as a reader should see it: relative to the repository (no
+        machine-specific absolute path on a rendered page)."""
+        root = repo_root()
+        try:
+            if root is not None:
+                return self.results_dir.resolve().relative_to(root).as_posix()
+        except ValueError:
+            pass
+        return self.results_dir.name or str(self.results_dir)
 
 
 def setup(scale: str = "preview", device: str = "auto", results_dir: str | None = None) -> Setup:
