@@ -36,7 +36,7 @@ from scipy import stats as sps
 
 __all__ = [
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "SPLIT_LABELS", "chance_test", "caveats",
-    "warn", "compare_splits", "compact", "complexity_table", "complexity_sentence",
+    "warn", "compare_splits", "compact", "summary", "complexity_table", "complexity_sentence",
     "pe_kernel", "pe_kernels", "outside_paper_interval", "explain_rows", "run_summary",
     "describe_setup",
 ]
@@ -53,11 +53,11 @@ PAPER_EPOCHS = 4000
 PAPER_SEEDS = 15
 
 SPLIT_LABELS: dict[str, str] = {
-    "val_dropout": "dropout on (authors' evaluation)",
+    "val_dropout": "dropout on",
     "val": "eval mode",
-    "train_running": "running, train mode (paper's measure)",
+    "train_running": "running",
     "train": "eval mode",
-    "test": "held-out training puzzles",
+    "test": "held out",
 }
 """How the chapters name each split of the history."""
 
@@ -155,8 +155,9 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
     if final is not None and not final.empty:
         ct = chance_test(final, by=by)
         low = ct[ct["at_chance"]]
+        what = "PE" if by == "pe" else by
         if len(low) == len(ct):
-            out.append(f"every {by} of {name} is within noise of chance ({CHANCE}; one-sided "
+            out.append(f"every {what} of {name} is within noise of chance ({CHANCE}; one-sided "
                        f"binomial test over seeds x puzzles, p >= 0.05): any ranking, "
                        f"difference or correlation computed from these accuracies is noise.")
         elif len(low):
@@ -217,8 +218,9 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
             digits: int = 3) -> pd.DataFrame:
     """A comparison table formatted to fit a page: a few short text columns.
 
-    Columns: ``n``; ``ours`` (mean ± SD over seeds); one column per ``mean_<split>`` of
-    :func:`compare_splits` (named by ``names`` or :data:`SPLIT_LABELS`); ``95% CI`` (``-``
+    Columns: ``n``; ``ours (<split>)`` (mean ± SD over seeds; the split the verdict is
+    about); one column ``ours (<split>)`` per ``mean_<split>`` of :func:`compare_splits`
+    (splits named by ``names`` or :data:`SPLIT_LABELS`); ``95% CI`` (``-``
     without one); ``paper`` (mean ± SD, 15 seeds); ``diff`` (ours - paper); ``verdict``
     (``no test (n<5)`` for too few seeds). ``index`` (``pe`` or ``sigma``) becomes the index.
     """
@@ -227,11 +229,11 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     out.index.name = index
     out["n"] = cmp["n"].astype(int).to_numpy()
     first = cmp["split"].iloc[0] if "split" in cmp else None
-    ours = "ours" if first is None else f"ours, {names.get(first, SPLIT_LABELS.get(first, first))}"
+    ours = "ours" if first is None else f"ours ({names.get(first, SPLIT_LABELS.get(first, first))})"
     out[ours] = [_pm(m, s, digits) for m, s in zip(cmp["mean"], cmp["sd"], strict=True)]
     for col in [c for c in cmp.columns if c.startswith("mean_")]:
         s = col.removeprefix("mean_")
-        out[f"ours, {names.get(s, SPLIT_LABELS.get(s, s))}"] = [
+        out[f"ours ({names.get(s, SPLIT_LABELS.get(s, s))})"] = [
             _pm(v, math.nan, digits) for v in cmp[col]]
     out["95% CI"] = ["-" if math.isnan(lo) else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
                      for lo, hi in zip(cmp["ci_low"], cmp["ci_high"], strict=True)]
@@ -239,6 +241,22 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
                                                       strict=True)]
     out["diff"] = [f"{d:+.{digits}f}" for d in cmp["diff"]]
     out["verdict"] = [SHORT_VERDICT.get(v, v) for v in cmp["verdict"]]
+    return out
+
+
+def summary(table: pd.DataFrame, value: str = "accuracy", by: str = "pe", digits: int = 3,
+            min_seeds: int = 5) -> pd.DataFrame:
+    """Per group: ``n``, ``mean ± SD`` and the 95% t interval as text (``-`` under
+    ``min_seeds`` seeds, where an interval from so few values says nothing)."""
+    from lstpe.analysis import stats
+
+    s = stats.summarize(table, value, by)
+    out = pd.DataFrame(index=s[by].to_numpy())
+    out.index.name = by
+    out["n"] = s["n"].to_numpy()
+    out["mean ± SD"] = [_pm(m, sd, digits) for m, sd in zip(s["mean"], s["sd"], strict=True)]
+    out["95% CI"] = ["-" if n < min_seeds else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+                     for n, lo, hi in zip(s["n"], s["ci_low"], s["ci_high"], strict=True)]
     return out
 
 
@@ -404,12 +422,17 @@ def explain_rows(report: pd.DataFrame, runs: Mapping[str, Any]) -> pd.Series:
 def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
                 what: str = "validation accuracy") -> str:
     """One paragraph for a chapter's takeaways: the range of our means, the rank correlation
-    with the paper's means, the verdict counts, and the run's :func:`caveats`."""
+    with the paper's means (left out, with the reason, when every PE of ``final`` is at
+    chance), the verdict counts, and the run's :func:`caveats`."""
     lo, hi = cmp["mean"].min(), cmp["mean"].max()
     parts = [f"This run ({getattr(exp, 'name', 'run')}): {what} {lo:.3f}-{hi:.3f} across "
              f"{len(cmp)} rows (paper: {cmp['paper_mean'].min():.3f}-"
              f"{cmp['paper_mean'].max():.3f})."]
-    if len(cmp) >= 3 and cmp["mean"].nunique() > 1:
+    noise = final is not None and not final.empty and bool(chance_test(final)["at_chance"].all())
+    if noise:
+        parts.append("No rank correlation with the paper: every PE is at chance, so our "
+                     "ranking is noise.")
+    elif len(cmp) >= 3 and cmp["mean"].nunique() > 1:
         rho = sps.spearmanr(cmp["mean"], cmp["paper_mean"]).statistic
         parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f}.")
     counts = cmp["verdict"].value_counts()

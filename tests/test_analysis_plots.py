@@ -148,3 +148,19 @@ def test_vs_paper_on_a_log_axis():
     np.testing.assert_allclose(ours, np.array([0.01, 0.1]) / 1.06)
     with pytest.raises(ValueError, match="logx"):
         plots.plot_vs_paper(cmp, logx=True)
+
+
+def test_vs_paper_labels_chance():
+    rows = [{"pe": "learn-0.2", "accuracy": 0.3, "seed": k} for k in range(2)]
+    ax = plots.plot_vs_paper(stats.compare_to_paper(pd.DataFrame(rows), 1), chance=0.25)
+    assert "chance" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend_outside(ax)
+
+
+def test_sigma_curve_band_only_with_enough_seeds():
+    s = pd.DataFrame({"sigma": [0.1, 1.0], "n": [2, 2], "mean": [0.9, 0.5],
+                      "ci_low": [-0.5, 0.1], "ci_high": [1.5, 0.9]})
+    ax = plots.plot_sigma_curve(s, ylabel="x", ls="--")
+    assert bands(ax) == [] and ax.get_lines()[0].get_linestyle() == "--"
+    ax = plots.plot_sigma_curve(s.assign(n=5), ylabel="x")
+    assert len(bands(ax)) == 1

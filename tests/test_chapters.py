@@ -82,7 +82,7 @@ def test_caveats_of_a_preview_run_near_chance():
     text = " ".join(cav)
     assert "PREVIEW" in text and "cannot test the paper" in text and "d_model=64" in text
     assert "2 seed(s): no confidence interval" in text
-    assert "every pe of table1 is within noise of chance" in text
+    assert "every PE of table1 is within noise of chance" in text
 
 
 def test_caveats_name_only_the_pes_at_chance():
@@ -147,16 +147,16 @@ def test_compare_splits_filters_a_pe_family(five_seed_run):
 
 def test_compact_formats_a_narrow_table(five_seed_run):
     t = ch.compact(ch.compare_splits(five_seed_run, 1))
-    assert list(t.columns) == ["n", "ours, dropout on (authors' evaluation)", "ours, eval mode",
+    assert list(t.columns) == ["n", "ours (dropout on)", "ours (eval mode)",
                                "95% CI", "paper", "diff", "verdict"]
-    assert t.loc["2d-fixed", "ours, dropout on (authors' evaluation)"] == "0.904 ± 0.003"
-    assert t.loc["2d-fixed", "ours, eval mode"] == "0.974"
+    assert t.loc["2d-fixed", "ours (dropout on)"] == "0.904 ± 0.003"
+    assert t.loc["2d-fixed", "ours (eval mode)"] == "0.974"
     assert t.loc["2d-fixed", "paper"] == "0.977 ± 0.073"
     assert t.loc["2d-fixed", "diff"] == "-0.073"
     assert t.loc["2d-fixed", "95% CI"].startswith("[0.90")
     few = experiment(history({"learn-0.2": {"val": 0.3}}))
     t2 = ch.compact(ch.compare_splits(few, 1, splits=("val",)), names={"val": "eval"})
-    assert list(t2.columns) == ["n", "ours, eval", "95% CI", "paper", "diff", "verdict"]
+    assert list(t2.columns) == ["n", "ours (eval)", "95% CI", "paper", "diff", "verdict"]
     assert t2.loc["learn-0.2", "95% CI"] == "-"
     assert t2.loc["learn-0.2", "verdict"] == "no test (n<5)"
 
@@ -266,3 +266,19 @@ def test_describe_setup_shows_no_absolute_path():
     assert "stored runs from: results" in line and str(repo_root()) not in line
     other = ch.describe_setup(Setup("paper", torch.device("cpu"), Path("/somewhere/else")))
     assert "/somewhere" not in other and "custom folder" in other
+
+
+def test_summary_hides_intervals_from_few_seeds():
+    t = pd.DataFrame({"pe": ["a", "a", "b", "b", "b", "b", "b"],
+                      "accuracy": [0.2, 0.3, 0.5, 0.5, 0.6, 0.6, 0.55]})
+    s = ch.summary(t)
+    assert s.loc["a", "mean ± SD"] == "0.250 ± 0.071" and s.loc["a", "95% CI"] == "-"
+    assert s.loc["b", "n"] == 5 and s.loc["b", "95% CI"].startswith("[0.4")
+
+
+def test_run_summary_reports_no_correlation_at_chance():
+    acc = {p: {"val": 0.25} for p in ("2d-fixed", "learn-0.2", "relative")}
+    exp = experiment(history(acc))
+    cmp = ch.compare_splits(exp, 1, splits=("val",))
+    s = ch.run_summary(cmp, exp, exp.final("val"))
+    assert "Spearman" not in s and "every PE is at chance" in s

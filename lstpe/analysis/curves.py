@@ -110,6 +110,7 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
     import math
 
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     h = history[history["condition"].astype(str) == "all"]
     pes = list(pes) if pes is not None else list(dict.fromkeys(h["pe"]))
@@ -137,8 +138,9 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
             _band(ax, c, st.get("color"), min_seeds)
         if chance is not None:
             ax.axhline(chance, color="0.5", ls=":", lw=1, label=f"chance ({chance:g})")
-        ax.set_title(pe, fontsize=9)
+        ax.set_title(pe, fontsize=10)
         ax.set_ylim(0, 1.02)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     for ax in axes[-1]:
         ax.set_xlabel("epoch")
     for ax in axes[:, 0]:
@@ -148,7 +150,7 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
         for hd, lb in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(lb, hd)
     fig.tight_layout(rect=(0, 0.1 if nrows == 1 else 0.06, 1, 1))
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=8,
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=9,
                frameon=False)
     return fig
 

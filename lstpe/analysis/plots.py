@@ -128,7 +128,8 @@ _TOO_FEW_STYLE: dict[str, Any] = {"color": "0.55", "marker": "o", "mfc": "none"}
 
 
 def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe",
-                  ylabel: str = "validation accuracy", logx: bool = False) -> Axes:
+                  ylabel: str = "validation accuracy", logx: bool = False,
+                  chance: float | None = None) -> Axes:
     """Our mean and CI, coloured and shaped by verdict, beside the paper's mean +- SD.
 
     One errorbar series per verdict present (in the order of :data:`VERDICT_STYLE`, then the
@@ -143,6 +144,7 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
         ylabel: label of the metric axis.
         logx: a log x axis (numeric ``x`` only; ours and the paper's points offset by a
             factor instead of a difference).
+        chance: draw this level as a dotted line, labelled ``chance`` in the legend.
     Returns:
         The Axes (``ax.containers``: one per verdict present, then the paper's).
     """
@@ -178,24 +180,31 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
                     label=f"ours (mean{', 95% CI' if has_ci else ''}): {v}")
     ax.errorbar(shift(pos, 1), c["paper_mean"], yerr=c["paper_sd"], fmt="s", mfc="none",
                 capsize=3, color="0.4", label="paper (mean ± SD, 15 seeds)")
+    if chance is not None:
+        ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
     ax.set_ylabel(ylabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
     return ax
 
 
 def plot_sigma_curve(summary: pd.DataFrame, ax: Axes | None = None, label: str | None = None,
-                     ylabel: str | None = None, color: str | None = None) -> Axes:
+                     ylabel: str | None = None, color: str | None = None,
+                     min_seeds: int = 5, **line_kw: Any) -> Axes:
     """A per-sigma summary (:func:`lstpe.analysis.stats.summarize` with ``by="sigma"``): the
-    mean as a line and the confidence interval as a band (where there is one).
+    mean as a line and the confidence interval as a band, drawn only where every sigma has at
+    least ``min_seeds`` seeds (an interval from fewer says nothing).
 
     ``ylabel`` labels the y axis; None leaves the axis label as it is (so a second curve drawn
-    on the same Axes keeps the first one's label). The legend, when ``label`` is given, sits
-    outside the axes, to the right."""
+    on the same Axes keeps the first one's label). ``line_kw`` go to ``ax.plot`` (``ls``...).
+    The legend, when ``label`` is given, sits outside the axes, to the right."""
     _need(summary, ["sigma", "mean", "ci_low", "ci_high"], "plot_sigma_curve")
     ax = _ax(ax)
     s = summary.dropna(subset=["sigma"]).sort_values("sigma")
-    (line,) = ax.plot(s["sigma"], s["mean"], marker="o", ms=3, label=label, color=color)
-    ax.fill_between(s["sigma"], s["ci_low"], s["ci_high"], alpha=0.25, color=line.get_color())
+    kw = {"marker": "o", "ms": 3, **line_kw}
+    (line,) = ax.plot(s["sigma"], s["mean"], label=label, color=color, **kw)
+    if "n" not in s or s["n"].min() >= min_seeds:
+        ax.fill_between(s["sigma"], s["ci_low"], s["ci_high"], alpha=0.25,
+                        color=line.get_color(), lw=0)
     ax.set_xlabel("σ (PE init std)")
     if ylabel is not None:
         ax.set_ylabel(ylabel)
