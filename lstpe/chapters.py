@@ -430,8 +430,9 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
              f"{cmp['paper_mean'].max():.3f})."]
     noise = final is not None and not final.empty and bool(chance_test(final)["at_chance"].all())
     if noise:
-        parts.append("No rank correlation with the paper: every PE is at chance, so our "
-                     "ranking is noise.")
+        parts.append("No rank correlation with the paper: every model's validation accuracy "
+                     "is at chance, so these models have not learned the task and their "
+                     "ranking cannot test the paper's.")
     elif len(cmp) >= 3 and cmp["mean"].nunique() > 1:
         rho = sps.spearmanr(cmp["mean"], cmp["paper_mean"]).statistic
         parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f}.")

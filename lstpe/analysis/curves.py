@@ -159,7 +159,8 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
                       reference: str | None = "2d-fixed", ax: Axes | None = None,
                       chance: float | None = 0.25) -> Axes:
     """Mean learning curve per sigma (``learn`` models), coloured by sigma with a colour bar
-    instead of a legend; the reference PE's curve dashed black; chance dotted.
+    instead of a legend; the reference PE's curve dashed black; chance dotted (their legend
+    above the axes, off the data).
 
     Raises:
         ValueError: no learn-sigma rows for the split.
@@ -188,9 +189,12 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
     ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax,
                        label="σ (PE init std)")
     ax.set_xlabel("epoch")
-    ax.set_ylabel(f"{split} accuracy (mean over seeds)")
+    names = {"val": "validation", "val_dropout": "validation (dropout on)",
+             "train": "training (eval mode)", "train_running": "training (running)"}
+    ax.set_ylabel(f"{names.get(split, split)} accuracy (mean over seeds)")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2,
+                  borderaxespad=0.0)
     return ax
 
 
