@@ -13,8 +13,15 @@ words its results the same way:
 * :func:`complexity_table`, :func:`complexity_sentence`: accuracy per relational complexity,
   and a sentence that says what this table shows (not what people do);
 * :func:`pe_kernels`: the position x position cosine of learned PEs;
+* :func:`noise_loss`: accuracy per noise level and the accuracy lost to the largest one;
+* :func:`human_table`, :func:`constant_cosine`, :func:`human_summary`: the models-and-humans
+  table in a few columns, the cosine any constant model reaches, the chapter's "this run" line;
 * :func:`outside_paper_interval`, :func:`explain_rows`: which rows of the reproduction report
   fall outside the paper's 95% interval, and the reason the evidence gives for each;
+* :func:`paper_report`, :func:`both_evaluations`, :func:`outside_rows`,
+  :func:`report_summary`: the reproduction report (chapter 11): every paper table against our
+  runs like for like, both evaluations of the PEs with dropout, the rows outside the paper's
+  interval grouped by reason, and its verdict in words;
 * :func:`run_summary`: the "this run" line of a chapter's takeaways;
 * :func:`describe_setup`: the chapter's setup line without local paths.
 
@@ -37,8 +44,9 @@ from scipy import stats as sps
 __all__ = [
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "SPLIT_LABELS", "chance_test", "caveats",
     "warn", "compare_splits", "compact", "summary", "complexity_table", "complexity_sentence",
-    "pe_kernel", "pe_kernels", "outside_paper_interval", "explain_rows", "run_summary",
-    "describe_setup",
+    "pe_kernel", "pe_kernels", "noise_loss", "human_table", "constant_cosine", "human_summary",
+    "outside_paper_interval", "explain_rows", "REPORT_ROWS", "paper_report", "both_evaluations",
+    "outside_rows", "report_summary", "run_summary", "describe_setup",
 ]
 
 CHANCE = 0.25
@@ -231,7 +239,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     first = cmp["split"].iloc[0] if "split" in cmp else None
     ours = "ours" if first is None else f"ours ({names.get(first, SPLIT_LABELS.get(first, first))})"
     out[ours] = [_pm(m, s, digits) for m, s in zip(cmp["mean"], cmp["sd"], strict=True)]
-    for col in [c for c in cmp.columns if c.startswith("mean_")]:
+    for col in [c for c in cmp.columns if c.startswith("mean_") and cmp[c].notna().any()]:
         s = col.removeprefix("mean_")
         out[f"ours ({names.get(s, SPLIT_LABELS.get(s, s))})"] = [
             _pm(v, math.nan, digits) for v in cmp[col]]
@@ -360,15 +368,98 @@ def pe_kernels(artifacts: Mapping[str, Any], seed: int | None = None, block: int
     return out
 
 
+def noise_loss(noise: pd.DataFrame, condition: str = "all",
+               pes: Sequence[str] | None = None) -> pd.DataFrame:
+    """Mean accuracy over seeds per PE (rows) and noise std (columns), and the accuracy lost
+    between the smallest and the largest noise level (``loss``; positive = noise hurts).
+
+    Args:
+        noise: :func:`lstpe.noise.noise_robustness` table (``noise, pe, condition, accuracy``).
+        pes: row order (default: first seen).
+    Raises:
+        ValueError: no rows for ``condition``, or fewer than two noise levels.
+    """
+    r = noise[noise["condition"].astype(str) == condition]
+    if r.empty:
+        raise ValueError(f"no rows for condition {condition!r}")
+    t = r.pivot_table(index="pe", columns="noise", values="accuracy", aggfunc="mean")
+    if t.shape[1] < 2:
+        raise ValueError("need at least two noise levels")
+    t = t.loc[[p for p in (pes or dict.fromkeys(r["pe"])) if p in t.index]]
+    lo, hi = min(t.columns), max(t.columns)
+    t["loss"] = t[lo] - t[hi]
+    t.columns = [f"noise {c:g}" if not isinstance(c, str) else c for c in t.columns]
+    t.index.name = "pe"
+    return t
+
+
+# --------------------------------------------------------------------------- humans
+
+
+def human_table(sim: pd.DataFrame, by: str = "pe", digits: int = 3) -> pd.DataFrame:
+    """:func:`lstpe.analysis.humans.human_similarity` in five short columns, sorted by
+    composite: ``accuracy`` (the model's mean over puzzles), ``cosine``, ``Spearman ρ``,
+    ``p (ρ)``, ``composite``; index ``by`` (``pe`` or ``sigma``)."""
+    t = sim.sort_values("composite", ascending=False, na_position="last")
+    out = pd.DataFrame({"accuracy": t["model_accuracy"], "cosine": t["cosine"],
+                        "Spearman ρ": t["spearman"], "p (ρ)": t["spearman_p"],
+                        "composite": t["composite"]}).round(digits)
+    out.index = t[by].to_numpy()
+    out.index.name = by
+    return out
+
+
+def constant_cosine(human: Sequence[float] | pd.Series) -> float:
+    """Cosine between the people's per-puzzle accuracy and *any* constant vector: the score a
+    model gets that finds every puzzle equally hard (0.985 for the 108 puzzles), the floor
+    against which a model's cosine means something."""
+    h = np.asarray(human, dtype=np.float64)
+    if h.ndim != 1 or h.size == 0 or not np.linalg.norm(h) > 0:
+        raise ValueError("need a non-empty, non-zero vector of accuracies")
+    return float(h.sum() / (math.sqrt(h.size) * np.linalg.norm(h)))
+
+
+def human_summary(sim: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
+                  human: Sequence[float] | None = None) -> str:
+    """The "this run" line of chapter 9: the PE with the highest composite, where
+    ``learn-0.2`` ranks, how many cosines beat the constant-model floor, and the caveats."""
+    t = sim.dropna(subset=["composite"]).sort_values("composite", ascending=False)
+    parts = []
+    if t.empty:
+        parts.append("No PE has a composite score (every rank correlation is undefined).")
+    else:
+        best = t.iloc[0]
+        parts.append(f"Highest composite on this run: {best['pe']} ({best['composite']:.3f}: "
+                     f"cosine {best['cosine']:.3f}, Spearman {best['spearman']:.3f}).")
+        if "learn-0.2" in set(t["pe"]):
+            rank = list(t["pe"]).index("learn-0.2") + 1
+            parts.append(f"learn-0.2 ranks {rank} of {len(t)}.")
+    if human is not None:
+        floor = constant_cosine(human)
+        above = int((sim["cosine"] > floor).sum())
+        parts.append(f"{above} of {len(sim)} cosines exceed {floor:.3f}, the cosine of a model "
+                     f"that finds every puzzle equally hard.")
+    cav = caveats(exp, final)
+    if cav:
+        parts.append("Caveats: " + " ".join(cav))
+    return " ".join(parts)
+
+
 # --------------------------------------------------------------------------- the report
+
+
+PAPER_ROUNDING = 0.0005
+"""Half a unit of the paper's third decimal: its tables are rounded, so an SD of 0.000 means
+less than this, and no interval is narrower than ± this."""
 
 
 def outside_paper_interval(cmp: pd.DataFrame, level: float = 0.95,
                            n_paper: int = PAPER_SEEDS) -> pd.Series:
     """True where our mean lies outside the t interval of the paper's mean (its mean ± t *
-    SD / sqrt(15)); False where inside; NaN (None) where we have too few seeds to say."""
+    SD / sqrt(15), at least ± :data:`PAPER_ROUNDING`); False where inside; None where we have
+    too few seeds to say."""
     t = sps.t.ppf((1 + level) / 2, n_paper - 1)
-    half = t * cmp["paper_sd"] / math.sqrt(n_paper)
+    half = (t * cmp["paper_sd"] / math.sqrt(n_paper)).clip(lower=PAPER_ROUNDING)
     out = (cmp["mean"] < cmp["paper_mean"] - half) | (cmp["mean"] > cmp["paper_mean"] + half)
     few = cmp["verdict"].astype(str).str.startswith("too few")
     return out.astype(object).mask(few, None)
@@ -417,6 +508,118 @@ def explain_rows(report: pd.DataFrame, runs: Mapping[str, Any]) -> pd.Series:
         else:
             reasons.append("none known: same setup as the authors' code as far as it is public")
     return pd.Series(reasons, index=report.index, name="why")
+
+
+REPORT_ROWS: tuple[tuple[str, str, str, tuple[str, ...], str | None, str | None], ...] = (
+    ("table1", "1", "val_acc", ("val_dropout", "val"), None, None),
+    ("table1", "1", "train_acc", ("train_running", "train"), None, None),
+    ("table2", "2", "val_acc", ("val",), "learn", None),
+    ("table2", "2", "train_acc", ("train_running", "train"), "learn", None),
+    ("table4/adam", "4", "val_acc", ("val",), None, "adam"),
+    ("table4/sgd", "4", "val_acc", ("val",), None, "sgd"),
+    ("tables56", "5", "val_acc", ("val",), "learn", None),
+    ("tables56", "5", "train_acc", ("train_running", "train"), "learn", None),
+    ("tables56", "6", "val_acc", ("val_dropout", "val"), None, None),
+    ("tables56", "6", "train_acc", ("train_running", "train"), None, None),
+)
+"""What the report compares: (run, paper table, metric, splits, PE family, setting). The first
+split is the like-for-like one (:func:`compare_splits`): validation with dropout on where models
+have dropout (the authors' evaluation; the learnable PEs have none, so eval mode is the same),
+training accuracy as the running mean in train mode; the others are shown beside it."""
+
+
+def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
+                 ) -> pd.DataFrame:
+    """Every table of the paper against our runs, like for like, with the reasons.
+
+    Args:
+        runs: experiments by registry name (``table1``, ``table2``, ``table4/adam``,
+            ``table4/sgd``, ``tables56``); missing names are skipped.
+        attention: layer-averaged attention similarity of the ``table2`` run
+            (:func:`lstpe.analysis.attention.similarity_to_reference`, then ``average_layers``)
+            for Table 3; None skips Table 3.
+    Returns:
+        One row per (table, metric, setting, PE), in :data:`REPORT_ROWS` order (Table 3 after
+        Table 2): ``run, table, setting, metric, split, pe, sigma, n, mean, sd, mean_<split>``
+        (the other evaluations), ``ci_low, ci_high, paper_mean, paper_sd, diff, p_equiv,
+        p_diff, verdict``, ``outside`` (:func:`outside_paper_interval`) and ``why``
+        (:func:`explain_rows`).
+    """
+    from lstpe.analysis import stats
+
+    parts = []
+    for run, table, metric, splits, pe_name, setting in REPORT_ROWS:
+        if run not in runs:
+            continue
+        cmp = compare_splits(runs[run], table, splits=splits, metric=metric, pe_name=pe_name,
+                             setting=setting)
+        parts.append(cmp.assign(run=run, metric=metric))
+        if table == "2" and metric == "train_acc" and attention is not None:
+            learn = attention[attention["pe_name"] == "learn"]
+            t3 = stats.compare_to_paper(learn, 3, metric="attention_cosine", value="cosine")
+            parts.append(t3.assign(run="table2", metric="attention_cosine", split="val"))
+    rep = pd.concat(parts, ignore_index=True)
+    rep["outside"] = outside_paper_interval(rep)
+    rep["why"] = explain_rows(rep, runs)
+    first = ["run", "table", "setting", "metric", "split", "pe", "sigma", "n", "mean", "sd"]
+    others = [c for c in rep.columns if c.startswith("mean_")]
+    rest = [c for c in rep.columns if c not in first + others]
+    return rep[first + others + rest]
+
+
+def both_evaluations(report: pd.DataFrame) -> pd.DataFrame:
+    """The validation rows of the PEs with dropout (2d-fixed, 1d-fixed): our accuracy with
+    dropout on (the authors' evaluation) and in eval mode, beside the paper's."""
+    r = report[(report["metric"] == "val_acc") & (report["split"] == "val_dropout")
+               & report["pe"].isin(["2d-fixed", "1d-fixed"])]
+    out = pd.DataFrame({"table": r["table"], "pe": r["pe"], "n": r["n"],
+                        "dropout on": r["mean"], "eval mode": r["mean_val"],
+                        "eval - dropout": r["mean_val"] - r["mean"],
+                        "paper": r["paper_mean"]})
+    return out.set_index(["table", "pe"]).round(3)
+
+
+def _label(r: Any) -> str:
+    return f"T{r.table}" + (f" {r.setting}" if str(r.table) == "4" else "") + f" {r.metric}"
+
+
+def outside_rows(report: pd.DataFrame) -> pd.DataFrame:
+    """The rows outside the paper's 95% interval, grouped by the reason the evidence gives:
+    ``why``, ``rows`` (how many), ``which`` (table, metric and PEs)."""
+    out = report[report["outside"].apply(lambda v: v is True or v is np.True_)]
+    rows = []
+    for why, g in out.groupby("why", sort=False):
+        which: dict[str, list[str]] = {}
+        for r in g.itertuples(index=False):
+            which.setdefault(_label(r), []).append(str(r.pe))
+        rows.append({"why": why, "rows": len(g),
+                     "which": "; ".join(f"{k}: {', '.join(v)}" for k, v in which.items())})
+    return pd.DataFrame(rows, columns=["why", "rows", "which"])
+
+
+def report_summary(report: pd.DataFrame, runs: Mapping[str, Any]) -> str:
+    """The report's verdict in a few sentences: what the runs are, the verdict counts, how many
+    rows fall outside the paper's interval and why, and -- for preview runs -- that preview
+    numbers cannot test the paper."""
+    names = list(dict.fromkeys(report["run"]))
+    cfgs = {n: _cfg(runs.get(n)) for n in names}
+    preview = [n for n in names if cfgs[n].get("preset") == "preview"]
+    counts = report["verdict"].value_counts()
+    known = report["outside"].apply(lambda v: v is not None and not (isinstance(v, float)
+                                                                     and math.isnan(v)))
+    outside = int(report["outside"].apply(lambda v: v is True or v is np.True_).sum())
+    parts = [f"{len(report)} rows from {len(names)} runs ("
+             + ", ".join(f"{n}: {cfgs[n].get('preset')}, {len(cfgs[n].get('seeds') or [])} "
+                         f"seeds, {cfgs[n].get('epochs')} epochs" for n in names) + ").",
+             "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".",
+             f"Outside the paper's 95% interval: {outside} of the {int(known.sum())} rows with "
+             f"enough seeds to say."]
+    if preview:
+        parts.append(f"{', '.join(preview)} ran at PREVIEW scale: small models, few seeds and "
+                     f"epochs, accuracies near chance. Preview numbers cannot test the paper; "
+                     f"these tables only show that every comparison can be computed. The "
+                     f"reproduction needs the paper-scale runs (scripts/reproduce.py).")
+    return " ".join(parts)
 
 
 def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,

@@ -233,6 +233,9 @@ def test_outside_paper_interval():
     out = ch.outside_paper_interval(r)
     # paper SD 0.05, 15 seeds: half-width 2.145 * 0.05 / sqrt(15) = 0.0277
     assert list(out) == [True, True, False, False, True]
+    # an SD of 0.000 is rounded: +-0.0005 is inside
+    z = r.assign(paper_sd=0.0, paper_mean=1.0, mean=[0.9996, 0.999, 1.0, 1.0004, 0.99])
+    assert list(ch.outside_paper_interval(z)) == [False, True, False, False, True]
     r.loc[0, "verdict"] = "too few seeds (n<5)"
     assert ch.outside_paper_interval(r)[0] is None
 
@@ -282,3 +285,95 @@ def test_run_summary_reports_no_correlation_at_chance():
     cmp = ch.compare_splits(exp, 1, splits=("val",))
     s = ch.run_summary(cmp, exp, exp.final("val"))
     assert "Spearman" not in s and "accuracy is at chance" in s
+
+
+def test_noise_loss():
+    rows = [{"noise": x, "pe": pe, "condition": c, "seed": k, "accuracy": a - x + 0.01 * k}
+            for pe, a in [("b", 0.5), ("a", 0.9)] for k in (0, 2) for x in (0.0, 0.1)
+            for c in ("all", "1")]
+    t = ch.noise_loss(pd.DataFrame(rows), pes=["a", "b"])
+    assert list(t.index) == ["a", "b"] and list(t.columns) == ["noise 0", "noise 0.1", "loss"]
+    assert t.loc["a", "noise 0"] == pytest.approx(0.91)
+    assert t.loc["b", "loss"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="condition"):
+        ch.noise_loss(pd.DataFrame(rows), condition="3")
+
+
+def test_human_helpers():
+    sim = pd.DataFrame({"pe": ["a", "b", "c"], "model_accuracy": [0.9, 0.5, 0.25],
+                        "cosine": [0.99, 0.9, 0.98], "spearman": [0.4, 0.1, math.nan],
+                        "spearman_p": [0.001, 0.3, math.nan], "composite": [0.695, 0.5, math.nan]})
+    t = ch.human_table(sim)
+    assert list(t.index) == ["a", "b", "c"]
+    assert list(t.columns) == ["accuracy", "cosine", "Spearman ρ", "p (ρ)", "composite"]
+    h = lst.human_accuracy()["accuracy"]
+    floor = ch.constant_cosine(h)
+    assert floor == pytest.approx(0.9847, abs=1e-4)
+    # any constant vector: the same cosine as computed directly
+    const = np.full(len(h), 0.3)
+    assert floor == pytest.approx(const @ h / (np.linalg.norm(const) * np.linalg.norm(h)))
+    with pytest.raises(ValueError):
+        ch.constant_cosine([0.0, 0.0])
+    s = ch.human_summary(sim.assign(pe=["learn-1", "learn-0.2", "nope"]),
+                         experiment(pd.DataFrame()), human=h)
+    assert s.startswith("Highest composite on this run: learn-1 (0.695")
+    assert "learn-0.2 ranks 2 of 2." in s and "1 of 3 cosines exceed 0.985" in s
+    assert "Caveats: table1 is a PREVIEW" in s
+
+
+@pytest.fixture
+def report_runs():
+    acc1 = {"2d-fixed": {"val": 0.97, "val_dropout": 0.90, "train_running": 0.99, "train": 1.0},
+            "learn-0.2": {"val": 0.955, "val_dropout": 0.955, "train_running": 1.0,
+                          "train": 1.0},
+            "rope": {"val": 0.99, "val_dropout": 0.99, "train_running": 1.0, "train": 1.0}}
+    acc2 = {p: {"val": v, "val_dropout": v, "train_running": 1.0, "train": 1.0}
+            for p, v in [("2d-fixed", 0.93), ("learn-0.1", 0.925), ("learn-0.2", 0.956)]}
+    kw = dict(preset="paper", seeds=range(5))
+    return {"table1": experiment(history(acc1, seeds=range(5), jitter=0.001), "table1",
+                                 epochs=1000, **kw),
+            "table2": experiment(history(acc2, seeds=range(5), jitter=0.001), "table2",
+                                 epochs=200, **kw)}
+
+
+def test_paper_report_lines_up_every_table(report_runs):
+    att = pd.DataFrame({"pe": ["learn-0.1"] * 5, "pe_name": "learn", "cosine": 0.836})
+    rep = ch.paper_report(report_runs, attention=att)
+    keys = list(dict.fromkeys(zip(rep["table"], rep["metric"], strict=True)))
+    assert keys == [("1", "val_acc"), ("1", "train_acc"), ("2", "val_acc"),
+                    ("2", "train_acc"), ("3", "attention_cosine")]
+    t1 = rep[(rep["table"] == "1") & (rep["metric"] == "val_acc")].set_index("pe")
+    assert t1.loc["2d-fixed", "split"] == "val_dropout"
+    assert t1.loc["2d-fixed", "mean"] == pytest.approx(0.902)
+    assert t1.loc["2d-fixed", "mean_val"] == pytest.approx(0.972)
+    assert t1.loc["rope", "outside"] and "deviation 6" in t1.loc["rope", "why"]
+    assert "deviations 2-3" in t1.loc["2d-fixed", "why"]
+    assert not t1.loc["learn-0.2", "outside"] and t1.loc["learn-0.2", "why"] == ""
+    t2 = rep[(rep["table"] == "2") & (rep["metric"] == "val_acc")]
+    assert set(t2["pe"]) == {"learn-0.1", "learn-0.2"}  # the 2d-fixed reference is not in Table 2
+    tr = rep[(rep["table"] == "1") & (rep["metric"] == "train_acc")].set_index("pe")
+    assert tr.loc["2d-fixed", "split"] == "train_running"
+    assert tr.loc["2d-fixed", "mean"] == pytest.approx(0.992)
+
+    both = ch.both_evaluations(rep)
+    assert both.loc[("1", "2d-fixed"), "eval - dropout"] == pytest.approx(0.07)
+    assert both.loc[("1", "2d-fixed"), "paper"] == 0.977
+
+    out = ch.outside_rows(rep).set_index("why")
+    rope = [w for w in out.index if "deviation 6" in w][0]
+    assert out.loc[rope, "which"].startswith("T1 val_acc: rope")
+
+    s = ch.report_summary(rep, report_runs)
+    assert "table1: paper, 5 seeds, 1000 epochs" in s and "PREVIEW" not in s
+    assert "Outside the paper's 95% interval:" in s
+
+
+def test_report_summary_says_preview_cannot_test(five_seed_run):
+    runs = {"table1": experiment(five_seed_run.history, "table1", seeds=range(5))}
+    rep = ch.paper_report(runs)
+    s = ch.report_summary(rep, runs)
+    assert "PREVIEW scale" in s and "cannot test the paper" in s
+    assert set(rep["why"]) == {"preview-scale run: cannot test the paper"}
+    # a compact table of one group drops the other group's all-NaN columns
+    t = ch.compact(rep[rep["metric"] == "train_acc"])
+    assert "ours (eval mode)" in t.columns and "ours (dropout on)" not in t.columns
