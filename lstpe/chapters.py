@@ -166,11 +166,13 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
         what = "PE" if by == "pe" else by
         if len(low) == len(ct):
             out.append(f"every {what} of {name} is within noise of chance ({CHANCE}; one-sided "
-                       f"binomial test over seeds x puzzles, p >= 0.05): any ranking, "
-                       f"difference or correlation computed from these accuracies is noise.")
+                       f"binomial test over seeds x puzzles, p >= 0.05): these models guess, "
+                       f"and any ranking, difference or correlation computed from their "
+                       f"answers reflects guessing (noise and answer biases), not the task.")
         elif len(low):
             out.append(f"{len(low)} of {len(ct)} ({_names(low[by])}) of {name} are within "
-                       f"noise of chance ({CHANCE}): their rankings and correlations are noise.")
+                       f"noise of chance ({CHANCE}): their rankings and correlations reflect "
+                       f"guessing, not the task.")
     return out
 
 
@@ -319,7 +321,9 @@ def complexity_sentence(table: pd.DataFrame) -> str:
                    + (f"; not for {_names(rest)}." if len(rest) else "."))
     if len(noise):
         out.append(f"{len(noise)} model(s) ({_names(noise.index)}) are within noise of chance "
-                   f"overall: their per-condition differences are noise, whatever their order.")
+                   f"overall: they guess, and their per-condition differences, whatever their "
+                   f"order, come from noise and from which answers a guessing model prefers, "
+                   f"not from the puzzles' complexity.")
     return " ".join(out)
 
 
@@ -370,8 +374,9 @@ def pe_kernels(artifacts: Mapping[str, Any], seed: int | None = None, block: int
 
 def noise_loss(noise: pd.DataFrame, condition: str = "all",
                pes: Sequence[str] | None = None) -> pd.DataFrame:
-    """Mean accuracy over seeds per PE (rows) and noise std (columns), and the accuracy lost
-    between the smallest and the largest noise level (``loss``; positive = noise hurts).
+    """Mean accuracy over seeds per PE at the smallest and the largest noise std, and the
+    accuracy lost between them (``loss``; positive = noise hurts). Three columns, so the table
+    fits a page; :func:`lstpe.analysis.plots.plot_noise_heatmap` shows every level.
 
     Args:
         noise: :func:`lstpe.noise.noise_robustness` table (``noise, pe, condition, accuracy``).
@@ -387,6 +392,7 @@ def noise_loss(noise: pd.DataFrame, condition: str = "all",
         raise ValueError("need at least two noise levels")
     t = t.loc[[p for p in (pes or dict.fromkeys(r["pe"])) if p in t.index]]
     lo, hi = min(t.columns), max(t.columns)
+    t = t[[lo, hi]].copy()
     t["loss"] = t[lo] - t[hi]
     t.columns = [f"noise {c:g}" if not isinstance(c, str) else c for c in t.columns]
     t.index.name = "pe"

@@ -164,3 +164,11 @@ def test_sigma_curve_band_only_with_enough_seeds():
     assert bands(ax) == [] and ax.get_lines()[0].get_linestyle() == "--"
     ax = plots.plot_sigma_curve(s.assign(n=5), ylabel="x")
     assert len(bands(ax)) == 1
+
+
+def test_vs_paper_log_axis_ticks_at_the_sigmas():
+    rows = [{"pe": f"learn-{s:g}", "accuracy": 0.9, "seed": k} for s in (0.01, 0.05)
+            for k in range(2)]
+    ax = plots.plot_vs_paper(stats.compare_to_paper(pd.DataFrame(rows), 4, setting="sgd"),
+                             x="sigma", logx=True)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.01", "0.05"]

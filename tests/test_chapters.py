@@ -289,7 +289,7 @@ def test_run_summary_reports_no_correlation_at_chance():
 
 def test_noise_loss():
     rows = [{"noise": x, "pe": pe, "condition": c, "seed": k, "accuracy": a - x + 0.01 * k}
-            for pe, a in [("b", 0.5), ("a", 0.9)] for k in (0, 2) for x in (0.0, 0.1)
+            for pe, a in [("b", 0.5), ("a", 0.9)] for k in (0, 2) for x in (0.0, 0.05, 0.1)
             for c in ("all", "1")]
     t = ch.noise_loss(pd.DataFrame(rows), pes=["a", "b"])
     assert list(t.index) == ["a", "b"] and list(t.columns) == ["noise 0", "noise 0.1", "loss"]

@@ -165,6 +165,8 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
         if x == "pe" or not (pos > 0).all():
             raise ValueError("logx needs a numeric, positive x")
         ax.set_xscale("log")
+        ax.set_xticks(pos, [f"{v:g}" for v in pos])
+        ax.minorticks_off()
     shift = (lambda p, k: p * 1.06 ** k) if logx else (lambda p, k: p + k * off)
     verdicts = [v for v in VERDICT_STYLE if (c["verdict"] == v).any()]
     verdicts += [v for v in dict.fromkeys(c["verdict"]) if v not in VERDICT_STYLE]
