@@ -172,3 +172,60 @@ def test_vs_paper_log_axis_ticks_at_the_sigmas():
     ax = plots.plot_vs_paper(stats.compare_to_paper(pd.DataFrame(rows), 4, setting="sgd"),
                              x="sigma", logx=True)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.01", "0.05"]
+
+
+def check_figure(fig) -> None:
+    """Every axes that shows data is labelled (or shares its row's / column's labels), every
+    heatmap has a colour bar, and no legend sits inside an axes."""
+    fig.canvas.draw()
+    cbars = {a for a in fig.axes if a.get_label() == "<colorbar>"}
+    labelled_x = any(a.get_xlabel() for a in fig.axes if a not in cbars)
+    labelled_y = any(a.get_ylabel() for a in fig.axes if a not in cbars)
+    scales = {(im.get_clim(), im.cmap.name) for a in fig.axes for im in a.images
+              if im.colorbar is not None}
+    for ax in fig.axes:
+        if ax in cbars or not ax.get_visible():
+            continue
+        if ax.lines or ax.collections or ax.images:
+            assert (ax.get_xlabel() or labelled_x) and (ax.get_ylabel() or labelled_y)
+        for im in ax.images:  # its own colour bar, or one shared with the same scale
+            assert (im.get_clim(), im.cmap.name) in scales, "a heatmap without a colour bar"
+        leg = ax.get_legend()
+        if leg is not None:
+            lb, ab = leg.get_window_extent(), ax.get_window_extent()
+            inside = lb.x0 >= ab.x0 and lb.x1 <= ab.x1 and lb.y0 >= ab.y0 and lb.y1 <= ab.y1
+            assert not inside, f"{ax.get_title()}: legend inside the axes"
+
+
+def test_every_figure_of_the_chapters_passes_the_checks():
+    from lstpe import lst
+    from lstpe.analysis import humans as hu
+    from lstpe.analysis._common import validation_split
+    from tests.test_analysis_humans import logits_for
+
+    h = history(SPLITS, seeds=range(6), jitter=0.01)
+    acc = {f"learn-{s}": {"val": 0.9 - 0.2 * s} for s in (0.1, 0.5, 1.0)}
+    s = pd.DataFrame({"sigma": [0.1, 1.0], "n": [5, 5], "mean": [0.9, 0.5],
+                      "ci_low": [0.8, 0.4], "ci_high": [1.0, 0.6]})
+    cmp = stats.compare_to_paper(pd.DataFrame(
+        [{"pe": "learn-0.2", "accuracy": 0.3, "seed": k} for k in range(5)]), 1)
+    y = validation_split().y
+    arts = {"labels": ["2d-fixed", "2d-fixed"], "seeds": [1, 2],
+            "val_logits": np.stack([logits_for(y).numpy(), logits_for(y * 0).numpy()])}
+    k = np.eye(4) * 0.5 + 0.5
+    figs = [
+        curves.plot_split_facets(h),
+        curves.plot_learning_curves(curves.learning_curves(h)).figure,
+        curves.plot_sigma_curves(history(acc)).figure,
+        plots.plot_noise_heatmap(noise_table()).figure,
+        plots.plot_noise_curves(noise_table()).figure,
+        plots.plot_pe_kernels({"a": k, "b": k * 0.9}),
+        plots.plot_attention_grid(np.random.default_rng(0).random((2, 2, 16, 16))),
+        plots.plot_sigma_curve(s, label="x", ylabel="y").figure,
+        plots.plot_vs_paper(cmp, chance=0.25).figure,
+        plots.plot_human_scatter(hu.puzzle_accuracy(arts), lst.human_accuracy(),
+                                 "2d-fixed").figure,
+        plots.plot_condition_curves(hu.condition_accuracy(arts)).figure,
+    ]
+    for fig in figs:
+        check_figure(fig)

@@ -339,7 +339,7 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 5, share: bool = False
 def plot_human_scatter(puzzles: pd.DataFrame, humans: pd.DataFrame, pe: str,
                        ax: Axes | None = None) -> Axes:
     """Per-puzzle accuracy of one PE (mean over seeds) against humans (mean over
-    participants), coloured by relational complexity (paper Fig. 6D).
+    participants), coloured by relational complexity (paper Fig. 6D); the legend above the axes.
 
     Args:
         puzzles: :func:`lstpe.analysis.humans.puzzle_accuracy` output.
@@ -360,7 +360,8 @@ def plot_human_scatter(puzzles: pd.DataFrame, humans: pd.DataFrame, pe: str,
     ax.set_xlabel("human accuracy (per puzzle)")
     ax.set_ylabel(f"{pe} accuracy (per puzzle)")
     ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03))
-    ax.legend(fontsize=7, loc="upper left", title="puzzles", title_fontsize=7)
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=3,
+              borderaxespad=0.0)
     return ax
 
 
