@@ -655,15 +655,19 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
 
 def describe_setup(S: Any) -> str:
     """The chapter's setup line: scale, device, torch, python; the results folder relative to
-    the repository (a folder outside it is named ``custom``), never a local absolute path."""
+    the repository (a relative path as given; an absolute one outside the repository, or with
+    no repository at all as on Colab, is called a custom folder), never a local absolute path."""
     import torch
 
     from lstpe.runtime import repo_root
 
     rd = Path(S.results_dir)
-    try:
-        where = rd.resolve().relative_to(repo_root().resolve()).as_posix()
-    except ValueError:
+    root = repo_root()
+    if not rd.is_absolute():
+        where = rd.as_posix()
+    elif root is not None and rd.resolve().is_relative_to(root.resolve()):
+        where = rd.resolve().relative_to(root.resolve()).as_posix()
+    else:
         where = "custom folder (results_dir)"
     return (f"scale={S.scale}  device={S.device}  torch={torch.__version__}  "
             f"python={platform.python_version()}  stored runs from: {where}")

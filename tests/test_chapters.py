@@ -377,3 +377,11 @@ def test_report_summary_says_preview_cannot_test(five_seed_run):
     # a compact table of one group drops the other group's all-NaN columns
     t = ch.compact(rep[rep["metric"] == "train_acc"])
     assert "ours (eval mode)" in t.columns and "ours (dropout on)" not in t.columns
+
+
+def test_describe_setup_outside_a_repository(monkeypatch):
+    monkeypatch.setattr("lstpe.runtime.repo_root", lambda start=None: None)
+    line = ch.describe_setup(Setup("preview", torch.device("cpu"), Path("results")))
+    assert line.endswith("stored runs from: results")
+    line = ch.describe_setup(Setup("preview", torch.device("cpu"), Path("/x/results")))
+    assert "custom folder" in line and "/x" not in line
