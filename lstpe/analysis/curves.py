@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstpe.analysis.stats import rank_correlation, summarize
+from lstpe.analysis.stats import MIN_SEEDS_FOR_CI, rank_correlation, summarize
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-__all__ = ["learning_curves", "plot_learning_curves", "first_epoch_above", "sigma_effect"]
+__all__ = ["learning_curves", "plot_learning_curves", "first_epoch_above", "sigma_effect",
+           "plot_split_facets", "plot_sigma_curves", "SPLIT_STYLE"]
 
 
 def learning_curves(history: pd.DataFrame, split: str = "val", condition: str = "all",
@@ -49,10 +50,21 @@ def first_epoch_above(curves: pd.DataFrame, threshold: float, by: str = "pe") ->
         f"first_epoch_mean_ge_{threshold:g}")
 
 
+def _band(ax: Axes, c: pd.DataFrame, color, min_seeds: int) -> bool:
+    """Draw the CI band (clipped to [0, 1]) only when every point has ``min_seeds`` seeds."""
+    if c.empty or c["n"].min() < min_seeds:
+        return False
+    ax.fill_between(c["epoch"], c["ci_low"].clip(0, 1), c["ci_high"].clip(0, 1), alpha=0.2,
+                    color=color, lw=0)
+    return True
+
+
 def plot_learning_curves(curves: pd.DataFrame, ax: Axes | None = None, by: str = "pe",
                          groups: Sequence | None = None, ylabel: str = "accuracy",
-                         chance: float | None = 0.25) -> Axes:
-    """One line per group (mean over seeds) with its CI band, against epoch."""
+                         chance: float | None = 0.25,
+                         min_seeds: int = MIN_SEEDS_FOR_CI) -> Axes:
+    """One line per group (mean over seeds) against epoch, with its CI band (clipped to
+    [0, 1]) when the group has at least ``min_seeds`` seeds; the legend outside, right."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -60,13 +72,129 @@ def plot_learning_curves(curves: pd.DataFrame, ax: Axes | None = None, by: str =
     for g in groups if groups is not None else list(dict.fromkeys(curves[by])):
         c = curves[curves[by] == g]
         (line,) = ax.plot(c["epoch"], c["mean"], label=str(g), lw=1.5)
-        ax.fill_between(c["epoch"], c["ci_low"], c["ci_high"], alpha=0.2,
-                        color=line.get_color())
+        _band(ax, c, line.get_color(), min_seeds)
     if chance is not None:
         ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
     ax.set_xlabel("epoch")
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return ax
+
+
+SPLIT_STYLE: dict[str, dict] = {
+    "train_running": {"color": "tab:blue", "ls": "-",
+                      "label": "training, running mean in train mode (paper's measure)"},
+    "train": {"color": "tab:blue", "ls": "--", "label": "training, eval mode"},
+    "val": {"color": "tab:orange", "ls": "-", "label": "validation, eval mode"},
+    "val_dropout": {"color": "tab:red", "ls": ":",
+                    "label": "validation, dropout on (authors' evaluation)"},
+}
+"""Colour, line style and legend label of each split in :func:`plot_split_facets`."""
+
+
+def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
+                      splits: Sequence[str] = ("train_running", "train", "val", "val_dropout"),
+                      ncols: int = 5, chance: float | None = 0.25,
+                      min_seeds: int = MIN_SEEDS_FOR_CI):
+    """Learning curves, one small panel per PE, one line per split (mean over seeds).
+
+    ``val_dropout`` is drawn only for PEs where it differs from ``val`` (the models with
+    dropout: 2d-fixed and 1d-fixed of the paper variant). CI bands (clipped to [0, 1]) only
+    with at least ``min_seeds`` seeds. One legend for the figure, below the panels.
+
+    Returns:
+        The Figure; ``fig.axes[:len(pes)]`` are the panels in ``pes`` order.
+    Raises:
+        ValueError: a PE or split without rows.
+    """
+    import math
+
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    h = history[history["condition"].astype(str) == "all"]
+    pes = list(pes) if pes is not None else list(dict.fromkeys(h["pe"]))
+    for s in splits:
+        if s not in set(h["split"]):
+            raise ValueError(f"no history rows for split {s!r}; splits: {sorted(set(h['split']))}")
+    curves = {s: learning_curves(h, s) for s in splits}
+    nrows = math.ceil(len(pes) / ncols)
+    ncols = min(ncols, len(pes))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.3 * ncols + 0.4, 2.1 * nrows + 0.9),
+                             sharex=True, sharey=True, squeeze=False)
+    for ax in axes.flat[len(pes):]:
+        ax.set_visible(False)
+    for ax, pe in zip(axes.flat[:len(pes)], pes, strict=True):
+        if not any((c["pe"] == pe).any() for c in curves.values()):
+            raise ValueError(f"no history rows for PE {pe!r}")
+        for s in splits:
+            c = curves[s][curves[s]["pe"] == pe]
+            if s == "val_dropout" and "val" in curves:
+                v = curves["val"][curves["val"]["pe"] == pe]
+                if len(v) == len(c) and (c["mean"].to_numpy() == v["mean"].to_numpy()).all():
+                    continue
+            st = SPLIT_STYLE.get(s, {"label": s})
+            ax.plot(c["epoch"], c["mean"], lw=1.4, **st)
+            _band(ax, c, st.get("color"), min_seeds)
+        if chance is not None:
+            ax.axhline(chance, color="0.5", ls=":", lw=1, label=f"chance ({chance:g})")
+        ax.set_title(pe, fontsize=10)
+        ax.set_ylim(0, 1.02)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+    for ax in axes[-1]:
+        ax.set_xlabel("epoch")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy")
+    handles: dict = {}
+    for ax in axes.flat[:len(pes)]:
+        for hd, lb in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lb, hd)
+    fig.tight_layout(rect=(0, 0.1 if nrows == 1 else 0.06, 1, 1))
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=9,
+               frameon=False)
+    return fig
+
+
+def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
+                      reference: str | None = "2d-fixed", ax: Axes | None = None,
+                      chance: float | None = 0.25) -> Axes:
+    """Mean learning curve per sigma (``learn`` models), coloured by sigma with a colour bar
+    instead of a legend; the reference PE's curve dashed black; chance dotted (their legend
+    above the axes, off the data).
+
+    Raises:
+        ValueError: no learn-sigma rows for the split.
+    """
+    import matplotlib as mpl
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots()
+    c = learning_curves(history, split)
+    sig = history.drop_duplicates("pe").set_index("pe")["sigma"]
+    learn = history.loc[history["pe_name"] == "learn", "pe"].unique()
+    if len(learn) == 0:
+        raise ValueError(f"no learn-sigma rows for split {split!r}")
+    s = sig.loc[learn].astype(float)
+    norm = mpl.colors.Normalize(vmin=s.min(), vmax=s.max() if s.max() > s.min() else s.min() + 1)
+    cmap = mpl.colormaps["viridis"]
+    for pe in s.sort_values().index:
+        g = c[c["pe"] == pe]
+        ax.plot(g["epoch"], g["mean"], color=cmap(norm(s[pe])), lw=1.3)
+    if reference is not None and (c["pe"] == reference).any():
+        g = c[c["pe"] == reference]
+        ax.plot(g["epoch"], g["mean"], color="black", ls="--", lw=1.5, label=reference)
+    if chance is not None:
+        ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
+    ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax,
+                       label="σ (PE init std)")
+    ax.set_xlabel("epoch")
+    names = {"val": "validation", "val_dropout": "validation (dropout on)",
+             "train": "training (eval mode)", "train_running": "training (running)"}
+    ax.set_ylabel(f"{names.get(split, split)} accuracy (mean over seeds)")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2,
+                  borderaxespad=0.0)
     return ax
 
 

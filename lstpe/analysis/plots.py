@@ -7,6 +7,8 @@ They draw tables produced by the other analysis modules and compute nothing new:
 * :func:`plot_vs_paper`         our mean and CI, marked by verdict, beside the paper's mean +- SD
 * :func:`plot_sigma_curve`      a summary against sigma with its CI band (Fig. 2, 4, 10)
 * :func:`plot_noise_curves`     accuracy against noise level per PE (Fig. 5)
+* :func:`plot_noise_heatmap`    accuracy per PE x noise level, annotated (Fig. 5B-C)
+* :func:`plot_pe_kernels`       position x position cosine of PEs, one colour bar per panel
 * :func:`plot_human_scatter`    per-puzzle model vs human accuracy (Fig. 6D)
 * :func:`plot_condition_curves` accuracy per relational complexity, models and humans
 """
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "plot_attention_grid", "plot_similarity_matrix", "plot_vs_paper", "plot_sigma_curve",
-    "plot_noise_curves", "plot_human_scatter", "plot_condition_curves",
+    "plot_noise_curves", "plot_noise_heatmap", "plot_human_scatter", "plot_condition_curves",
+    "plot_pe_kernels",
 ]
 
 
@@ -67,21 +70,27 @@ def plot_attention_grid(maps: Any, titles: Sequence[str] | None = None,
     P, L = a.shape[:2]
     if titles is not None and len(titles) != P:
         raise ValueError(f"got {len(titles)} titles for {P} models")
-    fig, axes = plt.subplots(P, L, figsize=(2.0 * L + 1, 2.0 * P), squeeze=False)
+    n = a.shape[-1]
+    fig, axes = plt.subplots(P, L, figsize=(2.1 * L + 1.6, 2.1 * P + 0.4), squeeze=False)
     vmax = float(a.max()) if vmax is None else vmax
     im = None
+    ticks = [0, n - 1] if n > 1 else [0]
     for i in range(P):
         for j in range(L):
             ax = axes[i, j]
             im = ax.imshow(a[i, j], vmin=0, vmax=vmax, cmap="viridis")
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set_xticks(ticks)
+            ax.set_yticks(ticks)
+            ax.tick_params(labelsize=7)
             ax.grid(False)
             if i == 0:
-                ax.set_title(f"layer {j}")
+                ax.set_title(f"block {j + 1}")
+            if i == P - 1:
+                ax.set_xlabel("key position", fontsize=8)
             if j == 0:
-                ax.set_ylabel(titles[i] if titles is not None else f"model {i}")
-    fig.colorbar(im, ax=axes, shrink=0.8, label="attention")
+                name = titles[i] if titles is not None else f"model {i}"
+                ax.set_ylabel(f"{name}\nquery position", fontsize=8)
+    fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
     return fig
 
 
@@ -119,7 +128,8 @@ _TOO_FEW_STYLE: dict[str, Any] = {"color": "0.55", "marker": "o", "mfc": "none"}
 
 
 def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe",
-                  ylabel: str = "validation accuracy") -> Axes:
+                  ylabel: str = "validation accuracy", logx: bool = False,
+                  chance: float | None = None) -> Axes:
     """Our mean and CI, coloured and shaped by verdict, beside the paper's mean +- SD.
 
     One errorbar series per verdict present (in the order of :data:`VERDICT_STYLE`, then the
@@ -132,6 +142,9 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
             ``mean``, ``ci_low``, ``ci_high``, ``paper_mean``, ``paper_sd``, ``verdict``).
         x: ``pe`` (categorical) or ``sigma`` (numeric).
         ylabel: label of the metric axis.
+        logx: a log x axis (numeric ``x`` only; ours and the paper's points offset by a
+            factor instead of a difference).
+        chance: draw this level as a dotted line, labelled ``chance`` in the legend.
     Returns:
         The Axes (``ax.containers``: one per verdict present, then the paper's).
     """
@@ -148,6 +161,13 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
         pos = c[x].to_numpy(float)
         off = 0.15 * (np.min(np.diff(np.sort(pos))) if len(pos) > 1 else 1.0)
         ax.set_xlabel("σ (initial PE scale)" if x == "sigma" else x)
+    if logx:
+        if x == "pe" or not (pos > 0).all():
+            raise ValueError("logx needs a numeric, positive x")
+        ax.set_xscale("log")
+        ax.set_xticks(pos, [f"{v:g}" for v in pos])
+        ax.minorticks_off()
+    shift = (lambda p, k: p * 1.06 ** k) if logx else (lambda p, k: p + k * off)
     verdicts = [v for v in VERDICT_STYLE if (c["verdict"] == v).any()]
     verdicts += [v for v in dict.fromkeys(c["verdict"]) if v not in VERDICT_STYLE]
     for v in verdicts:
@@ -156,30 +176,42 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
         err = np.vstack([d["mean"] - d["ci_low"], d["ci_high"] - d["mean"]])
         has_ci = bool(np.isfinite(err).any())
         style = VERDICT_STYLE.get(v, _TOO_FEW_STYLE)
-        ax.errorbar(pos[sel] - off, d["mean"], yerr=np.nan_to_num(err) if has_ci else None,
+        ax.errorbar(shift(pos[sel], -1), d["mean"], yerr=np.nan_to_num(err) if has_ci else None,
                     fmt=style["marker"], color=style["color"],
                     mfc=style.get("mfc", style["color"]), capsize=3, ms=6,
                     label=f"ours (mean{', 95% CI' if has_ci else ''}): {v}")
-    ax.errorbar(pos + off, c["paper_mean"], yerr=c["paper_sd"], fmt="s", mfc="none",
+    ax.errorbar(shift(pos, 1), c["paper_mean"], yerr=c["paper_sd"], fmt="s", mfc="none",
                 capsize=3, color="0.4", label="paper (mean ± SD, 15 seeds)")
+    if chance is not None:
+        ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
     ax.set_ylabel(ylabel)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
     return ax
 
 
 def plot_sigma_curve(summary: pd.DataFrame, ax: Axes | None = None, label: str | None = None,
-                     ylabel: str = "value", color: str | None = None) -> Axes:
+                     ylabel: str | None = None, color: str | None = None,
+                     min_seeds: int = 5, **line_kw: Any) -> Axes:
     """A per-sigma summary (:func:`lstpe.analysis.stats.summarize` with ``by="sigma"``): the
-    mean as a line and the confidence interval as a band."""
+    mean as a line and the confidence interval as a band, drawn only where every sigma has at
+    least ``min_seeds`` seeds (an interval from fewer says nothing).
+
+    ``ylabel`` labels the y axis; None leaves the axis label as it is (so a second curve drawn
+    on the same Axes keeps the first one's label). ``line_kw`` go to ``ax.plot`` (``ls``...).
+    The legend, when ``label`` is given, sits outside the axes, to the right."""
     _need(summary, ["sigma", "mean", "ci_low", "ci_high"], "plot_sigma_curve")
     ax = _ax(ax)
     s = summary.dropna(subset=["sigma"]).sort_values("sigma")
-    (line,) = ax.plot(s["sigma"], s["mean"], marker="o", ms=3, label=label, color=color)
-    ax.fill_between(s["sigma"], s["ci_low"], s["ci_high"], alpha=0.25, color=line.get_color())
+    kw = {"marker": "o", "ms": 3, **line_kw}
+    (line,) = ax.plot(s["sigma"], s["mean"], label=label, color=color, **kw)
+    if "n" not in s or s["n"].min() >= min_seeds:
+        ax.fill_between(s["sigma"], s["ci_low"], s["ci_high"], alpha=0.25,
+                        color=line.get_color(), lw=0)
     ax.set_xlabel("σ (PE init std)")
-    ax.set_ylabel(ylabel)
+    if ylabel is not None:
+        ax.set_ylabel(ylabel)
     if label:
-        ax.legend()
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
 
 
@@ -203,14 +235,111 @@ def plot_noise_curves(robustness: pd.DataFrame, ax: Axes | None = None,
                     capsize=2, label=pe)
     ax.set_xlabel("embedding noise std")
     ax.set_ylabel("validation accuracy")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
+
+
+def plot_noise_heatmap(robustness: pd.DataFrame, ax: Axes | None = None,
+                       condition: str = "all", pes: Sequence[str] | None = None,
+                       label: str = "validation accuracy (mean over seeds)") -> Axes:
+    """Mean accuracy over seeds per PE (rows) and noise std (columns), annotated, with a
+    colour bar on the range of the values shown (so that small differences stay visible).
+
+    Returns:
+        The Axes (``ax.images[0].get_array()`` is the PE x noise table).
+    Raises:
+        ValueError: missing columns, no rows for the condition, or a PE without rows.
+    """
+    _need(robustness, ["noise", "pe", "condition", "accuracy"], "plot_noise_heatmap")
+    r = robustness[robustness["condition"].astype(str) == condition]
+    if r.empty:
+        raise ValueError(f"no rows for condition {condition!r}; present: "
+                         f"{sorted(set(robustness['condition'].astype(str)))}")
+    order = list(pes) if pes is not None else list(dict.fromkeys(r["pe"]))
+    t = r.pivot_table(index="pe", columns="noise", values="accuracy", aggfunc="mean")
+    missing = [p for p in order if p not in t.index]
+    if missing:
+        raise ValueError(f"no rows for PE(s) {missing}")
+    t = t.loc[order]
+    ax = _ax(ax)
+    v = t.to_numpy(float)
+    lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.01, hi + 0.01
+    im = ax.imshow(v, vmin=lo, vmax=hi, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(v.shape[1]), [f"{c:g}" for c in t.columns])
+    ax.set_yticks(range(v.shape[0]), [str(i) for i in t.index])
+    ax.set_xlabel("embedding noise std")
+    ax.set_ylabel("positional encoding")
+    ax.grid(False)
+    mid = (lo + hi) / 2
+    for i in range(v.shape[0]):
+        for j in range(v.shape[1]):
+            ax.text(j, i, f"{v[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="black" if v[i, j] > mid else "white")
+    ax.figure.colorbar(im, ax=ax, label=label)
+    return ax
+
+
+def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 5, share: bool = False,
+                    suptitle: str | None = None) -> Figure:
+    """Position x position matrices (e.g. :func:`lstpe.chapters.pe_kernels`), one panel each.
+
+    Every panel gets its own colour bar, on the range of its off-diagonal values (the diagonal
+    of a cosine kernel is 1 and would hide the rest), unless ``share``: then one range for all.
+
+    Returns:
+        The Figure (panels first in ``fig.axes``, then their colour bars).
+    Raises:
+        ValueError: no kernels, or a kernel that is not square.
+    """
+    import matplotlib.pyplot as plt
+
+    if not kernels:
+        raise ValueError("no kernels to plot")
+    mats = {k: np.asarray(v, dtype=np.float64) for k, v in kernels.items()}
+    for k, v in mats.items():
+        if v.ndim != 2 or v.shape[0] != v.shape[1]:
+            raise ValueError(f"kernel {k!r} is not square: shape {v.shape}")
+
+    def off_range(v: np.ndarray) -> tuple[float, float]:
+        off = v[~np.eye(v.shape[0], dtype=bool)] if v.shape[0] > 1 else v.ravel()
+        lo, hi = float(off.min()), float(off.max())
+        return (lo, hi) if hi - lo > 1e-9 else (lo - 0.01, hi + 0.01)
+
+    if share:
+        rngs = [off_range(v) for v in mats.values()]
+        shared = (min(r[0] for r in rngs), max(r[1] for r in rngs))
+    n = len(mats)
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols, 2.6 * nrows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, (name, v) in zip(axes.flat[:n], mats.items(), strict=True):
+        lo, hi = shared if share else off_range(v)
+        im = ax.imshow(v, vmin=lo, vmax=hi, cmap="viridis")
+        ax.set_title(name, fontsize=9)
+        m = v.shape[0]
+        ax.set_xticks([0, m - 1])
+        ax.set_yticks([0, m - 1])
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("position", fontsize=8)
+        ax.set_ylabel("position", fontsize=8)
+        ax.grid(False)
+        cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+        cb.set_label("cosine", fontsize=8)
+        cb.ax.tick_params(labelsize=7)
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def plot_human_scatter(puzzles: pd.DataFrame, humans: pd.DataFrame, pe: str,
                        ax: Axes | None = None) -> Axes:
     """Per-puzzle accuracy of one PE (mean over seeds) against humans (mean over
-    participants), coloured by relational complexity (paper Fig. 6D).
+    participants), coloured by relational complexity (paper Fig. 6D); the legend above the axes.
 
     Args:
         puzzles: :func:`lstpe.analysis.humans.puzzle_accuracy` output.
@@ -230,7 +359,9 @@ def plot_human_scatter(puzzles: pd.DataFrame, humans: pd.DataFrame, pe: str,
     ax.plot([0, 1], [0, 1], color="gray", lw=0.8, ls="--")
     ax.set_xlabel("human accuracy (per puzzle)")
     ax.set_ylabel(f"{pe} accuracy (per puzzle)")
-    ax.legend(fontsize=7)
+    ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03))
+    ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=3,
+              borderaxespad=0.0)
     return ax
 
 
@@ -253,5 +384,5 @@ def plot_condition_curves(table: pd.DataFrame, ax: Axes | None = None,
     ax.set_xticks([1, 2, 3])
     ax.set_xlabel("relational complexity (vectors)")
     ax.set_ylabel("accuracy")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax

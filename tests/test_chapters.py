@@ -1,0 +1,387 @@
+"""The chapter helpers (:mod:`lstpe.chapters`): caveats, like-for-like tables, wording."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lstpe import chapters as ch
+from lstpe import lst
+from lstpe.notebook import Experiment, Setup
+from lstpe.runtime import repo_root
+
+
+def history(acc: dict[str, dict[str, float]], seeds=(1, 2), epochs=(0, 8),
+            cond: dict[str, dict[str, float]] | None = None, jitter: float = 0.0
+            ) -> pd.DataFrame:
+    """A tidy history: ``acc[pe][split]`` is every seed's final accuracy (``jitter`` * k added
+    to seed k); at earlier epochs accuracy is 0.25. ``cond[pe]`` gives per-condition
+    accuracies of the ``val`` and ``val_dropout`` splits."""
+    rows, model = [], 0
+    for pe, splits in acc.items():
+        name = pe.split("-")[0] if pe.startswith("learn") else pe
+        sigma = float(pe.split("-")[1]) if pe.startswith("learn") else math.nan
+        for k, seed in enumerate(seeds):
+            for e in epochs:
+                last = e == epochs[-1]
+                for split, a in splits.items():
+                    conds = {"all": a}
+                    if split in ("val", "val_dropout") and cond and pe in cond:
+                        conds.update(cond[pe])
+                    for c, v in conds.items():
+                        rows.append({"model": model, "pe": pe, "pe_name": name, "sigma": sigma,
+                                     "seed": seed, "optimizer": "adam", "epoch": e,
+                                     "split": split, "condition": c,
+                                     "accuracy": (v + jitter * k) if last else 0.25,
+                                     "loss": 1.0, "diverged": False})
+            model += 1
+    return pd.DataFrame(rows)
+
+
+def experiment(hist: pd.DataFrame, name: str = "table1", preset: str = "preview",
+               epochs: int = 8, seeds=(1, 2), d_model: int = 64) -> Experiment:
+    cfg = {"preset": preset, "epochs": epochs, "seeds": list(seeds), "n_train": 1000,
+           "model": {"d_model": d_model, "n_layers": 2}}
+    return Experiment(name, hist, {}, {"config": cfg}, "live")
+
+
+# --------------------------------------------------------------------------- chance
+
+
+def test_chance_test_pools_seeds_and_flags_guessing():
+    f = pd.DataFrame({"pe": ["a", "a", "b", "b"], "accuracy": [27 / 108, 0.25, 0.9, 0.95]})
+    t = ch.chance_test(f).set_index("pe")
+    assert t.loc["a", "k"] == 27 + 27 and t.loc["a", "trials"] == 216
+    assert bool(t.loc["a", "at_chance"]) and not bool(t.loc["b", "at_chance"])
+    assert t.loc["b", "p_above_chance"] < 1e-10
+    # 40/108 = 0.37 with one seed is above chance at alpha 0.05; 30/108 is not
+    one = ch.chance_test(pd.DataFrame({"pe": ["x", "y"], "accuracy": [40 / 108, 30 / 108]}))
+    assert list(one["at_chance"]) == [False, True]
+
+
+def test_chance_test_rejects_bad_input():
+    with pytest.raises(ValueError, match="empty"):
+        ch.chance_test(pd.DataFrame({"pe": [], "accuracy": []}))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        ch.chance_test(pd.DataFrame({"pe": ["a"], "accuracy": [1.5]}))
+    with pytest.raises(ValueError, match="lacks columns"):
+        ch.chance_test(pd.DataFrame({"accuracy": [0.5]}))
+
+
+# --------------------------------------------------------------------------- caveats
+
+
+def test_caveats_of_a_preview_run_near_chance():
+    exp = experiment(history({"2d-fixed": {"val": 0.24}, "learn-0.2": {"val": 0.26}}))
+    cav = ch.caveats(exp, exp.final("val"))
+    text = " ".join(cav)
+    assert "PREVIEW" in text and "cannot test the paper" in text and "d_model=64" in text
+    assert "2 seed(s): no confidence interval" in text
+    assert "every PE of table1 is within noise of chance" in text
+
+
+def test_caveats_name_only_the_pes_at_chance():
+    exp = experiment(history({"2d-fixed": {"val": 0.95}, "nope": {"val": 0.26}}),
+                     preset="paper", epochs=4000, seeds=range(15))
+    cav = ch.caveats(exp, exp.final("val"))
+    assert len(cav) == 1 and "1 of 2 (nope)" in cav[0]
+
+
+def test_caveats_state_the_registry_reason_for_short_runs():
+    exp = experiment(history({"learn-0.2": {"val": 0.95}}), name="table2", preset="paper",
+                     epochs=200, seeds=range(15))
+    (line,) = ch.caveats(exp, exp.final("val"))
+    from lstpe.experiments import REGISTRY
+
+    assert "200 epochs, not the paper's 4000" in line and REGISTRY["table2"].why in line
+
+
+def test_no_caveat_for_a_full_run_above_chance(capsys):
+    exp = experiment(history({"learn-0.2": {"val": 0.95}}), preset="paper", epochs=4000,
+                     seeds=range(15))
+    assert ch.caveats(exp, exp.final("val")) == []
+    ch.warn(exp, exp.final("val"))
+    assert capsys.readouterr().out == ""
+    ch.warn(experiment(history({"learn-0.2": {"val": 0.95}})))
+    assert capsys.readouterr().out.startswith("WARNING: table1 is a PREVIEW")
+
+
+# --------------------------------------------------------------------------- paper tables
+
+
+@pytest.fixture
+def five_seed_run():
+    acc = {"2d-fixed": {"val": 0.97, "val_dropout": 0.90, "train_running": 0.99,
+                        "train": 1.0},
+           "learn-0.2": {"val": 0.95, "val_dropout": 0.95, "train_running": 1.0,
+                         "train": 1.0}}
+    return experiment(history(acc, seeds=range(5), jitter=0.002), preset="paper",
+                      epochs=1000, seeds=range(5))
+
+
+def test_compare_splits_uses_the_first_split_for_the_verdict(five_seed_run):
+    cmp = ch.compare_splits(five_seed_run, 1)
+    row = cmp.set_index("pe").loc["2d-fixed"]
+    assert row["split"] == "val_dropout"
+    assert row["mean"] == pytest.approx(0.904)  # 0.90 + 0.002 * mean(0..4)
+    assert row["mean_val"] == pytest.approx(0.974)
+    assert row["paper_mean"] == pytest.approx(0.977)
+    assert row["diff"] == pytest.approx(0.904 - 0.977)
+    tr = ch.compare_splits(five_seed_run, 1, splits=("train_running", "train"),
+                           metric="train_acc").set_index("pe")
+    assert tr.loc["2d-fixed", "mean"] == pytest.approx(0.994)
+    assert tr.loc["2d-fixed", "mean_train"] == pytest.approx(1.004)
+    assert tr.loc["2d-fixed", "paper_mean"] == 1.0
+
+
+def test_compare_splits_filters_a_pe_family(five_seed_run):
+    cmp = ch.compare_splits(five_seed_run, 2, pe_name="learn", splits=("val",))
+    assert list(cmp["pe"]) == ["learn-0.2"]
+    assert not [c for c in cmp.columns if c.startswith("mean_")]
+
+
+def test_compact_formats_a_narrow_table(five_seed_run):
+    t = ch.compact(ch.compare_splits(five_seed_run, 1))
+    assert list(t.columns) == ["n", "ours (dropout on)", "ours (eval mode)",
+                               "95% CI", "paper", "diff", "verdict"]
+    assert t.loc["2d-fixed", "ours (dropout on)"] == "0.904 ± 0.003"
+    assert t.loc["2d-fixed", "ours (eval mode)"] == "0.974"
+    assert t.loc["2d-fixed", "paper"] == "0.977 ± 0.073"
+    assert t.loc["2d-fixed", "diff"] == "-0.073"
+    assert t.loc["2d-fixed", "95% CI"].startswith("[0.90")
+    few = experiment(history({"learn-0.2": {"val": 0.3}}))
+    t2 = ch.compact(ch.compare_splits(few, 1, splits=("val",)), names={"val": "eval"})
+    assert list(t2.columns) == ["n", "ours (eval)", "95% CI", "paper", "diff", "verdict"]
+    assert t2.loc["learn-0.2", "95% CI"] == "-"
+    assert t2.loc["learn-0.2", "verdict"] == "no test (n<5)"
+
+
+# --------------------------------------------------------------------------- complexity
+
+
+def test_complexity_table_and_sentence():
+    cond = {"learn-0.2": {"1": 0.99, "2": 0.95, "3": 0.80},
+            "rope": {"1": 0.80, "2": 0.90, "3": 0.70},
+            "nope": {"1": 0.20, "2": 0.30, "3": 0.25}}
+    acc = {"learn-0.2": {"val": 0.91}, "rope": {"val": 0.8}, "nope": {"val": 0.25}}
+    exp = experiment(history(acc, cond=cond))
+    t = ch.complexity_table(exp)
+    assert list(t.index) == ["learn-0.2", "rope", "nope", "people"]
+    assert list(t.columns) == ["1", "2", "3", "falls", "at_chance"]
+    assert t.loc["learn-0.2", "falls"] and not t.loc["rope", "falls"]
+    assert t.loc["nope", "at_chance"] and not t.loc["rope", "at_chance"]
+    people = lst.human_accuracy().groupby("vectors")["accuracy"].mean()
+    assert t.loc["people", "3"] == pytest.approx(people[3]) and t.loc["people", "falls"]
+    s = ch.complexity_sentence(t)
+    assert "People: 0.97 -> 0.87 -> 0.66" in s
+    assert "falls from 1 to 2 to 3 vectors for 1 of 2 models above chance (learn-0.2)" in s
+    assert "not for rope" in s
+    assert "1 model(s) (nope) are within noise of chance" in s
+
+
+# --------------------------------------------------------------------------- PE kernels
+
+
+def test_pe_kernel_is_the_cosine_of_rows():
+    pe = np.array([[2.0, 0.0], [0.0, 3.0], [1.0, 1.0], [0.0, 0.0]])
+    k = ch.pe_kernel(pe)
+    assert k[0, 0] == pytest.approx(1) and k[0, 1] == 0
+    assert k[0, 2] == pytest.approx(1 / math.sqrt(2))
+    assert (k[3] == 0).all()
+    with pytest.raises(ValueError, match="positions, dims"):
+        ch.pe_kernel(np.zeros(4))
+
+
+def test_pe_kernels_pick_one_seed_and_block():
+    pe = torch.randn(4, 2, 16, 8)
+    arts = {"labels": ["a", "b", "a", "b"], "seeds": [1, 1, 2, 2], "pe_final": pe,
+            "pe_init": pe * 0 + 1}
+    ks = ch.pe_kernels(arts, seed=2, block=1)
+    assert list(ks) == ["a", "b"]
+    np.testing.assert_allclose(ks["b"], ch.pe_kernel(pe[3, 1].numpy()), rtol=1e-6)
+    assert list(ch.pe_kernels(arts, pes=["b"])) == ["b"]
+    np.testing.assert_allclose(ch.pe_kernels(arts, stage="init")["a"], np.ones((16, 16)))
+    with pytest.raises(ValueError, match="seed 3"):
+        ch.pe_kernels(arts, seed=3)
+    with pytest.raises(ValueError, match="no model"):
+        ch.pe_kernels(arts, pes=["c"])
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report_rows() -> pd.DataFrame:
+    base = {"table": "1", "setting": "adam", "n": 15, "sd": 0.01, "paper_sd": 0.05,
+            "verdict": "different", "run": "table1"}
+    rows = [
+        {"pe": "rope", "metric": "val_acc", "mean": 0.95, "paper_mean": 0.805},
+        {"pe": "2d-fixed", "metric": "val_acc", "mean": 0.90, "paper_mean": 0.977},
+        {"pe": "learn-0.2", "metric": "val_acc", "mean": 0.957, "paper_mean": 0.956},
+        {"pe": "learn-0.2", "metric": "train_acc", "mean": 0.98, "paper_mean": 1.0},
+        {"pe": "relative", "metric": "val_acc", "mean": 0.80, "paper_mean": 0.92},
+    ]
+    return pd.DataFrame([{**base, **r} for r in rows])
+
+
+def test_outside_paper_interval():
+    r = report_rows()
+    out = ch.outside_paper_interval(r)
+    # paper SD 0.05, 15 seeds: half-width 2.145 * 0.05 / sqrt(15) = 0.0277
+    assert list(out) == [True, True, False, False, True]
+    # an SD of 0.000 is rounded: +-0.0005 is inside
+    z = r.assign(paper_sd=0.0, paper_mean=1.0, mean=[0.9996, 0.999, 1.0, 1.0004, 0.99])
+    assert list(ch.outside_paper_interval(z)) == [False, True, False, False, True]
+    r.loc[0, "verdict"] = "too few seeds (n<5)"
+    assert ch.outside_paper_interval(r)[0] is None
+
+
+def test_explain_rows_gives_the_evidence():
+    r = report_rows()
+    paper = {"table1": experiment(pd.DataFrame(), preset="paper", epochs=1000,
+                                  seeds=range(15))}
+    why = ch.explain_rows(r, paper)
+    assert "deviation 6" in why[0]
+    assert "deviations 2-3" in why[1] and "0.938 at 200" in why[1]
+    assert why[2] == ""
+    assert why[3] == ""  # 0.98 vs 1.0 +- 0.013: inside
+    assert "1000 epochs, not 4000" in why[4]
+    preview = {"table1": experiment(pd.DataFrame())}
+    assert set(ch.explain_rows(r, preview)) == {"preview-scale run: cannot test the paper"}
+    full = {"table1": experiment(pd.DataFrame(), preset="paper", epochs=4000, seeds=range(15))}
+    assert ch.explain_rows(r, full)[4].startswith("none known")
+
+
+def test_run_summary(five_seed_run):
+    cmp = ch.compare_splits(five_seed_run, 1)
+    s = ch.run_summary(cmp, five_seed_run, five_seed_run.final("val"))
+    assert s.startswith("This run (table1): validation accuracy 0.904-0.954 across 2 rows")
+    assert "Verdicts:" in s and "Caveats: table1 trained 1000 epochs" in s
+
+
+def test_describe_setup_shows_no_absolute_path():
+    S = Setup("preview", torch.device("cpu"), repo_root() / "results")
+    line = ch.describe_setup(S)
+    assert "stored runs from: results" in line and str(repo_root()) not in line
+    other = ch.describe_setup(Setup("paper", torch.device("cpu"), Path("/somewhere/else")))
+    assert "/somewhere" not in other and "custom folder" in other
+
+
+def test_summary_hides_intervals_from_few_seeds():
+    t = pd.DataFrame({"pe": ["a", "a", "b", "b", "b", "b", "b"],
+                      "accuracy": [0.2, 0.3, 0.5, 0.5, 0.6, 0.6, 0.55]})
+    s = ch.summary(t)
+    assert s.loc["a", "mean ± SD"] == "0.250 ± 0.071" and s.loc["a", "95% CI"] == "-"
+    assert s.loc["b", "n"] == 5 and s.loc["b", "95% CI"].startswith("[0.4")
+
+
+def test_run_summary_reports_no_correlation_at_chance():
+    acc = {p: {"val": 0.25} for p in ("2d-fixed", "learn-0.2", "relative")}
+    exp = experiment(history(acc))
+    cmp = ch.compare_splits(exp, 1, splits=("val",))
+    s = ch.run_summary(cmp, exp, exp.final("val"))
+    assert "Spearman" not in s and "accuracy is at chance" in s
+
+
+def test_noise_loss():
+    rows = [{"noise": x, "pe": pe, "condition": c, "seed": k, "accuracy": a - x + 0.01 * k}
+            for pe, a in [("b", 0.5), ("a", 0.9)] for k in (0, 2) for x in (0.0, 0.05, 0.1)
+            for c in ("all", "1")]
+    t = ch.noise_loss(pd.DataFrame(rows), pes=["a", "b"])
+    assert list(t.index) == ["a", "b"] and list(t.columns) == ["noise 0", "noise 0.1", "loss"]
+    assert t.loc["a", "noise 0"] == pytest.approx(0.91)
+    assert t.loc["b", "loss"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="condition"):
+        ch.noise_loss(pd.DataFrame(rows), condition="3")
+
+
+def test_human_helpers():
+    sim = pd.DataFrame({"pe": ["a", "b", "c"], "model_accuracy": [0.9, 0.5, 0.25],
+                        "cosine": [0.99, 0.9, 0.98], "spearman": [0.4, 0.1, math.nan],
+                        "spearman_p": [0.001, 0.3, math.nan], "composite": [0.695, 0.5, math.nan]})
+    t = ch.human_table(sim)
+    assert list(t.index) == ["a", "b", "c"]
+    assert list(t.columns) == ["accuracy", "cosine", "Spearman ρ", "p (ρ)", "composite"]
+    h = lst.human_accuracy()["accuracy"]
+    floor = ch.constant_cosine(h)
+    assert floor == pytest.approx(0.9847, abs=1e-4)
+    # any constant vector: the same cosine as computed directly
+    const = np.full(len(h), 0.3)
+    assert floor == pytest.approx(const @ h / (np.linalg.norm(const) * np.linalg.norm(h)))
+    with pytest.raises(ValueError):
+        ch.constant_cosine([0.0, 0.0])
+    s = ch.human_summary(sim.assign(pe=["learn-1", "learn-0.2", "nope"]),
+                         experiment(pd.DataFrame()), human=h)
+    assert s.startswith("Highest composite on this run: learn-1 (0.695")
+    assert "learn-0.2 ranks 2 of 2." in s and "1 of 3 cosines exceed 0.985" in s
+    assert "Caveats: table1 is a PREVIEW" in s
+
+
+@pytest.fixture
+def report_runs():
+    acc1 = {"2d-fixed": {"val": 0.97, "val_dropout": 0.90, "train_running": 0.99, "train": 1.0},
+            "learn-0.2": {"val": 0.955, "val_dropout": 0.955, "train_running": 1.0,
+                          "train": 1.0},
+            "rope": {"val": 0.99, "val_dropout": 0.99, "train_running": 1.0, "train": 1.0}}
+    acc2 = {p: {"val": v, "val_dropout": v, "train_running": 1.0, "train": 1.0}
+            for p, v in [("2d-fixed", 0.93), ("learn-0.1", 0.925), ("learn-0.2", 0.956)]}
+    kw = dict(preset="paper", seeds=range(5))
+    return {"table1": experiment(history(acc1, seeds=range(5), jitter=0.001), "table1",
+                                 epochs=1000, **kw),
+            "table2": experiment(history(acc2, seeds=range(5), jitter=0.001), "table2",
+                                 epochs=200, **kw)}
+
+
+def test_paper_report_lines_up_every_table(report_runs):
+    att = pd.DataFrame({"pe": ["learn-0.1"] * 5, "pe_name": "learn", "cosine": 0.836})
+    rep = ch.paper_report(report_runs, attention=att)
+    keys = list(dict.fromkeys(zip(rep["table"], rep["metric"], strict=True)))
+    assert keys == [("1", "val_acc"), ("1", "train_acc"), ("2", "val_acc"),
+                    ("2", "train_acc"), ("3", "attention_cosine")]
+    t1 = rep[(rep["table"] == "1") & (rep["metric"] == "val_acc")].set_index("pe")
+    assert t1.loc["2d-fixed", "split"] == "val_dropout"
+    assert t1.loc["2d-fixed", "mean"] == pytest.approx(0.902)
+    assert t1.loc["2d-fixed", "mean_val"] == pytest.approx(0.972)
+    assert t1.loc["rope", "outside"] and "deviation 6" in t1.loc["rope", "why"]
+    assert "deviations 2-3" in t1.loc["2d-fixed", "why"]
+    assert not t1.loc["learn-0.2", "outside"] and t1.loc["learn-0.2", "why"] == ""
+    t2 = rep[(rep["table"] == "2") & (rep["metric"] == "val_acc")]
+    assert set(t2["pe"]) == {"learn-0.1", "learn-0.2"}  # the 2d-fixed reference is not in Table 2
+    tr = rep[(rep["table"] == "1") & (rep["metric"] == "train_acc")].set_index("pe")
+    assert tr.loc["2d-fixed", "split"] == "train_running"
+    assert tr.loc["2d-fixed", "mean"] == pytest.approx(0.992)
+
+    both = ch.both_evaluations(rep)
+    assert both.loc[("1", "2d-fixed"), "eval - dropout"] == pytest.approx(0.07)
+    assert both.loc[("1", "2d-fixed"), "paper"] == 0.977
+
+    out = ch.outside_rows(rep).set_index("why")
+    rope = [w for w in out.index if "deviation 6" in w][0]
+    assert out.loc[rope, "which"].startswith("T1 val_acc: rope")
+
+    s = ch.report_summary(rep, report_runs)
+    assert "table1: paper, 5 seeds, 1000 epochs" in s and "PREVIEW" not in s
+    assert "Outside the paper's 95% interval:" in s
+
+
+def test_report_summary_says_preview_cannot_test(five_seed_run):
+    runs = {"table1": experiment(five_seed_run.history, "table1", seeds=range(5))}
+    rep = ch.paper_report(runs)
+    s = ch.report_summary(rep, runs)
+    assert "PREVIEW scale" in s and "cannot test the paper" in s
+    assert set(rep["why"]) == {"preview-scale run: cannot test the paper"}
+    # a compact table of one group drops the other group's all-NaN columns
+    t = ch.compact(rep[rep["metric"] == "train_acc"])
+    assert "ours (eval mode)" in t.columns and "ours (dropout on)" not in t.columns
+
+
+def test_describe_setup_outside_a_repository(monkeypatch):
+    monkeypatch.setattr("lstpe.runtime.repo_root", lambda start=None: None)
+    line = ch.describe_setup(Setup("preview", torch.device("cpu"), Path("results")))
+    assert line.endswith("stored runs from: results")
+    line = ch.describe_setup(Setup("preview", torch.device("cpu"), Path("/x/results")))
+    assert "custom folder" in line and "/x" not in line
