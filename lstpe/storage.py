@@ -158,6 +158,18 @@ def _damaged(path: Path, what: str, detail: str, hint: str = "") -> DamagedFileE
     return DamagedFileError(f"{what} {path} {detail}" + (f"; {hint}" if hint else ""))
 
 
+def _require_nonempty(path: Path, what: str, hint: str | None) -> str:
+    """Raise unless ``path`` is a non-empty file; return the hint for later errors."""
+    if hint is None:
+        hint = (f"delete {path} to restart the run (it cannot be resumed from this checkpoint)"
+                if what == "checkpoint" else "")
+    if not path.is_file():
+        raise _damaged(path, what, "does not exist", hint)
+    if path.stat().st_size == 0:
+        raise _damaged(path, what, "is empty (0 bytes; a write was cut off)", hint)
+    return hint
+
+
 def load_torch(path: str | Path, what: str = "file", map_location: Any = "cpu",
                hint: str | None = None) -> Any:
     """``torch.load(path)`` that names the file when it is missing, empty or damaged.
@@ -172,13 +184,7 @@ def load_torch(path: str | Path, what: str = "file", map_location: Any = "cpu",
         DamagedFileError: the file is missing, empty, truncated or not a torch file.
     """
     path = Path(path)
-    if hint is None:
-        hint = (f"delete {path} to restart the run (it cannot be resumed from this checkpoint)"
-                if what == "checkpoint" else "")
-    if not path.is_file():
-        raise _damaged(path, what, "does not exist", hint)
-    if path.stat().st_size == 0:
-        raise _damaged(path, what, "is empty (0 bytes; a write was cut off)", hint)
+    hint = _require_nonempty(path, what, hint)
     try:
         return torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:  # noqa: BLE001 - any unpickling failure means a damaged file
@@ -199,13 +205,7 @@ def check_torch_file(path: str | Path, what: str = "file", hint: str | None = No
     import zipfile
 
     path = Path(path)
-    if hint is None:
-        hint = (f"delete {path} to restart the run (it cannot be resumed from this checkpoint)"
-                if what == "checkpoint" else "")
-    if not path.is_file():
-        raise _damaged(path, what, "does not exist", hint)
-    if path.stat().st_size == 0:
-        raise _damaged(path, what, "is empty (0 bytes; a write was cut off)", hint)
+    hint = _require_nonempty(path, what, hint)
     try:
         with zipfile.ZipFile(path) as z:
             z.infolist()
