@@ -33,9 +33,14 @@ STEP_MODES: tuple[str, ...] = ("auto", "eager", "compile", "graph")
 
 
 def autocast(device: torch.device, amp: bool):
-    """bf16 autocast on CUDA and CPU devices when ``amp`` (a no-op context otherwise)."""
+    """bf16 autocast on CUDA and CPU devices when ``amp`` (a no-op context otherwise).
+
+    The cast-weight cache is off: CUDA-graph capture requires it (PyTorch's CUDA graphs notes),
+    and each weight is used once per forward pass here, so the cache would save nothing.
+    """
     return torch.autocast(device.type, torch.bfloat16,
-                          enabled=bool(amp) and device.type in ("cuda", "cpu"))
+                          enabled=bool(amp) and device.type in ("cuda", "cpu"),
+                          cache_enabled=False)
 
 
 class Task(Protocol):
@@ -148,7 +153,9 @@ class GraphStep:
         torch.cuda.current_stream().wait_stream(side)
         self.opt.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
+        # capture on the warm-up stream: library handles (cuBLAS/cuBLASLt) created while warming
+        # up are then the capture stream's own, and none is created mid-capture
+        with torch.cuda.graph(self.graph, stream=side):
             with autocast(self.device, self.amp):
                 loss, acc = self.task.losses(self.task.model, self.static_batch,
                                              self.static_keys)
