@@ -654,12 +654,12 @@ def _generated_training(seed: int) -> pd.DataFrame:
 def authors_test_rows() -> np.ndarray:
     """The 900 rows (of :func:`load_training`) that the authors' code held out as test set.
 
-    Their code split the 9000 puzzles with scikit-learn's ``train_test_split(test_size=0.1,
-    random_state=42, stratify=condition)`` (300 per condition); the rows are vendored in
-    ``data/lst/authors_test_split.csv`` (computed once with scikit-learn 1.9.1, see
-    PROVENANCE.md), so no scikit-learn is needed here. Stratifying by the condition *name*
-    (Binary / Quaternary / Ternary, sorted alphabetically by scikit-learn) is our reading: the
-    authors' split helper (``lstnn.curricula``) is not public.
+    Their code split the 9000 puzzles with scikit-learn's ``train_test_split(range(9000),
+    condition, stratify=condition, test_size=0.1, random_state=42)`` (``get_curriculum("All")``
+    in ``lstnn/curricula.py`` of their repository, at commit eef1642; the file was removed from
+    the public tree later), 300 per condition, the three files concatenated binary, ternary,
+    quaternary. The rows are vendored in ``data/lst/authors_test_split.csv`` (computed once with
+    scikit-learn 1.9.1, see PROVENANCE.md), so no scikit-learn is needed here.
     """
     rows = _read_csv("authors_test_split.csv")["row"].to_numpy(np.int64)
     if len(rows) != 900 or len(np.unique(rows)) != 900:
