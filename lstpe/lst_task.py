@@ -124,8 +124,9 @@ class LSTTask:
 
     def batches(self, epoch: int) -> Iterator[tuple[int, torch.Tensor]]:
         N, bs = self.x.shape[0], self.cfg.batch_size
-        perm = torch.stack([epoch_permutation(s.seed, epoch, N) for s in self.slots])
-        perm = perm.to(self.device)
+        seeds = sorted({s.seed for s in self.slots})  # models of one seed share the order
+        orders = torch.stack([epoch_permutation(sd, epoch, N) for sd in seeds])
+        perm = orders[[seeds.index(s.seed) for s in self.slots]].to(self.device)
         for step, b in enumerate(range(0, N, bs)):
             yield step, perm[:, b:b + bs]
 
