@@ -43,7 +43,8 @@ from scipy import stats as sps
 
 __all__ = [
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "SPLIT_LABELS", "chance_test", "caveats",
-    "warn", "compare_splits", "compact", "summary", "complexity_table", "complexity_sentence",
+    "warn", "say", "compare_splits", "compact", "summary", "complexity_table",
+    "complexity_sentence",
     "pe_kernel", "pe_kernels", "noise_loss", "human_table", "constant_cosine", "human_summary",
     "outside_paper_interval", "explain_rows", "REPORT_ROWS", "paper_report", "both_evaluations",
     "outside_rows", "report_summary", "run_summary", "describe_setup",
@@ -176,10 +177,25 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
     return out
 
 
+PRINT_WIDTH = 76
+"""Characters per printed line: a chapter's output box shows about this many without
+scrolling."""
+
+
+def say(text: str, width: int = PRINT_WIDTH, prefix: str = "") -> None:
+    """Print ``text`` wrapped to ``width`` characters (continuation lines indented), so that
+    the book's output boxes show all of it without scrolling; existing line breaks are kept."""
+    import textwrap
+
+    for para in str(text).split("\n"):
+        print(textwrap.fill(prefix + para, width=width, subsequent_indent="  ",
+                            break_on_hyphens=False))
+
+
 def warn(exp: Any, final: pd.DataFrame | None = None, by: str = "pe") -> None:
-    """Print :func:`caveats` (nothing when there are none)."""
+    """Print :func:`caveats`, wrapped (nothing when there are none)."""
     for line in caveats(exp, final, by=by):
-        print("WARNING:", line)
+        say(line, prefix="WARNING: ")
 
 
 # --------------------------------------------------------------------------- paper tables
