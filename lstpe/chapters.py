@@ -46,7 +46,8 @@ __all__ = [
     "warn", "say", "compare_splits", "compact", "summary", "complexity_table",
     "complexity_sentence",
     "pe_kernel", "pe_kernels", "noise_loss", "human_table", "constant_cosine", "human_summary",
-    "outside_paper_interval", "explain_rows", "REPORT_ROWS", "paper_report", "both_evaluations",
+    "outside_paper_interval", "explain_rows", "REPORT_ROWS", "paper_report", "verdict_table",
+    "both_evaluations",
     "outside_rows", "report_summary", "run_summary", "describe_setup",
 ]
 
@@ -587,6 +588,24 @@ def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
     others = [c for c in rep.columns if c.startswith("mean_")]
     rest = [c for c in rep.columns if c not in first + others]
     return rep[first + others + rest]
+
+
+def verdict_table(report: pd.DataFrame) -> pd.DataFrame:
+    """Per paper table and metric (index like ``T4 val (sgd)``): the number of rows, the mean
+    absolute difference from the paper, and how many rows get each verdict -- seven narrow
+    columns."""
+    from lstpe.analysis import stats
+
+    short = {"val_acc": "val", "train_acc": "train", "attention_cosine": "attention"}
+    rows = []
+    for (t, st, m), g in report.groupby(["table", "setting", "metric"], sort=False):
+        label = f"T{t} {short.get(m, m)}" + (f" ({st})" if str(t) == "4" else "")
+        counts = g["verdict"].value_counts()
+        rows.append({"table": label, "rows": len(g),
+                     "mean |diff|": round(float(g["diff"].abs().mean()), 3),
+                     **{SHORT_VERDICT.get(v, v): int(counts.get(v, 0))
+                        for v in stats.VERDICTS}})
+    return pd.DataFrame(rows).set_index("table")
 
 
 def both_evaluations(report: pd.DataFrame) -> pd.DataFrame:

@@ -392,3 +392,13 @@ def test_say_wraps_long_lines(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("WARNING: word") and all(len(line) <= 30 for line in out)
     assert out[1].startswith("  word") and out[-1] == "WARNING: second"
+
+
+def test_verdict_table(report_runs):
+    rep = ch.paper_report(report_runs)
+    v = ch.verdict_table(rep)
+    assert list(v.index) == ["T1 val", "T1 train", "T2 val", "T2 train"]
+    assert list(v.columns) == ["rows", "mean |diff|", "equivalent", "different",
+                               "inconclusive", "no test (n<5)"]
+    assert v.loc["T1 val", "rows"] == 3
+    assert v.loc["T1 val"].iloc[2:].sum() == 3  # every row has one verdict
