@@ -43,9 +43,11 @@ from scipy import stats as sps
 
 __all__ = [
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "SPLIT_LABELS", "chance_test", "caveats",
-    "warn", "compare_splits", "compact", "summary", "complexity_table", "complexity_sentence",
+    "warn", "say", "compare_splits", "compact", "summary", "complexity_table",
+    "complexity_sentence",
     "pe_kernel", "pe_kernels", "noise_loss", "human_table", "constant_cosine", "human_summary",
-    "outside_paper_interval", "explain_rows", "REPORT_ROWS", "paper_report", "both_evaluations",
+    "outside_paper_interval", "explain_rows", "REPORT_ROWS", "paper_report", "verdict_table",
+    "both_evaluations",
     "outside_rows", "report_summary", "run_summary", "describe_setup",
 ]
 
@@ -176,10 +178,25 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
     return out
 
 
+PRINT_WIDTH = 76
+"""Characters per printed line: a chapter's output box shows about this many without
+scrolling."""
+
+
+def say(text: str, width: int = PRINT_WIDTH, prefix: str = "") -> None:
+    """Print ``text`` wrapped to ``width`` characters (continuation lines indented), so that
+    the book's output boxes show all of it without scrolling; existing line breaks are kept."""
+    import textwrap
+
+    for para in str(text).split("\n"):
+        print(textwrap.fill(prefix + para, width=width, subsequent_indent="  ",
+                            break_on_hyphens=False))
+
+
 def warn(exp: Any, final: pd.DataFrame | None = None, by: str = "pe") -> None:
-    """Print :func:`caveats` (nothing when there are none)."""
+    """Print :func:`caveats`, wrapped (nothing when there are none)."""
     for line in caveats(exp, final, by=by):
-        print("WARNING:", line)
+        say(line, prefix="WARNING: ")
 
 
 # --------------------------------------------------------------------------- paper tables
@@ -571,6 +588,24 @@ def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
     others = [c for c in rep.columns if c.startswith("mean_")]
     rest = [c for c in rep.columns if c not in first + others]
     return rep[first + others + rest]
+
+
+def verdict_table(report: pd.DataFrame) -> pd.DataFrame:
+    """Per paper table and metric (index like ``T4 val (sgd)``): the number of rows, the mean
+    absolute difference from the paper, and how many rows get each verdict -- seven narrow
+    columns."""
+    from lstpe.analysis import stats
+
+    short = {"val_acc": "val", "train_acc": "train", "attention_cosine": "attention"}
+    rows = []
+    for (t, st, m), g in report.groupby(["table", "setting", "metric"], sort=False):
+        label = f"T{t} {short.get(m, m)}" + (f" ({st})" if str(t) == "4" else "")
+        counts = g["verdict"].value_counts()
+        rows.append({"table": label, "rows": len(g),
+                     "mean |diff|": round(float(g["diff"].abs().mean()), 3),
+                     **{SHORT_VERDICT.get(v, v): int(counts.get(v, 0))
+                        for v in stats.VERDICTS}})
+    return pd.DataFrame(rows).set_index("table")
 
 
 def both_evaluations(report: pd.DataFrame) -> pd.DataFrame:

@@ -229,3 +229,10 @@ def test_every_figure_of_the_chapters_passes_the_checks():
     ]
     for fig in figs:
         check_figure(fig)
+
+
+def test_legend_outside():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], label="a")
+    plots.legend_outside(ax)
+    assert legend_outside(ax)

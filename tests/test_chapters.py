@@ -108,7 +108,7 @@ def test_no_caveat_for_a_full_run_above_chance(capsys):
     ch.warn(exp, exp.final("val"))
     assert capsys.readouterr().out == ""
     ch.warn(experiment(history({"learn-0.2": {"val": 0.95}})))
-    assert capsys.readouterr().out.startswith("WARNING: table1 is a PREVIEW")
+    assert capsys.readouterr().out.startswith("WARNING: table1 is a PREVIEW")  # wrapped
 
 
 # --------------------------------------------------------------------------- paper tables
@@ -385,3 +385,20 @@ def test_describe_setup_outside_a_repository(monkeypatch):
     assert line.endswith("stored runs from: results")
     line = ch.describe_setup(Setup("preview", torch.device("cpu"), Path("/x/results")))
     assert "custom folder" in line and "/x" not in line
+
+
+def test_say_wraps_long_lines(capsys):
+    ch.say("word " * 40 + "\nsecond", width=30, prefix="WARNING: ")
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("WARNING: word") and all(len(line) <= 30 for line in out)
+    assert out[1].startswith("  word") and out[-1] == "WARNING: second"
+
+
+def test_verdict_table(report_runs):
+    rep = ch.paper_report(report_runs)
+    v = ch.verdict_table(rep)
+    assert list(v.index) == ["T1 val", "T1 train", "T2 val", "T2 train"]
+    assert list(v.columns) == ["rows", "mean |diff|", "equivalent", "different",
+                               "inconclusive", "no test (n<5)"]
+    assert v.loc["T1 val", "rows"] == 3
+    assert v.loc["T1 val"].iloc[2:].sum() == 3  # every row has one verdict

@@ -94,7 +94,7 @@ SPLIT_STYLE: dict[str, dict] = {
 
 def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
                       splits: Sequence[str] = ("train_running", "train", "val", "val_dropout"),
-                      ncols: int = 5, chance: float | None = 0.25,
+                      ncols: int = 4, chance: float | None = 0.25,
                       min_seeds: int = MIN_SEEDS_FOR_CI):
     """Learning curves, one small panel per PE, one line per split (mean over seeds).
 
@@ -120,7 +120,7 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
     curves = {s: learning_curves(h, s) for s in splits}
     nrows = math.ceil(len(pes) / ncols)
     ncols = min(ncols, len(pes))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.3 * ncols + 0.4, 2.1 * nrows + 0.9),
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.0 * ncols + 0.4, 1.9 * nrows + 1.0),
                              sharex=True, sharey=True, squeeze=False)
     for ax in axes.flat[len(pes):]:
         ax.set_visible(False)
@@ -138,7 +138,7 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
             _band(ax, c, st.get("color"), min_seeds)
         if chance is not None:
             ax.axhline(chance, color="0.5", ls=":", lw=1, label=f"chance ({chance:g})")
-        ax.set_title(pe, fontsize=10)
+        ax.set_title(pe, fontsize=11)
         ax.set_ylim(0, 1.02)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     for ax in axes[-1]:
@@ -149,8 +149,8 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
     for ax in axes.flat[:len(pes)]:
         for hd, lb in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(lb, hd)
-    fig.tight_layout(rect=(0, 0.1 if nrows == 1 else 0.06, 1, 1))
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=9,
+    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight(), 1, 1))
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=2, fontsize=9,
                frameon=False)
     return fig
 

@@ -28,8 +28,16 @@ if TYPE_CHECKING:
 __all__ = [
     "plot_attention_grid", "plot_similarity_matrix", "plot_vs_paper", "plot_sigma_curve",
     "plot_noise_curves", "plot_noise_heatmap", "plot_human_scatter", "plot_condition_curves",
-    "plot_pe_kernels",
+    "plot_pe_kernels", "legend_outside",
 ]
+
+
+def legend_outside(ax: Axes, **kw: Any) -> Any:
+    """The Axes' legend to the right of it, off the data (keyword arguments go to
+    ``ax.legend``)."""
+    opts = {"fontsize": 9, "loc": "upper left", "bbox_to_anchor": (1.02, 1.0),
+            "borderaxespad": 0.0, **kw}
+    return ax.legend(**opts)
 
 
 def _ax(ax: Axes | None) -> Axes:
@@ -244,6 +252,7 @@ def plot_noise_heatmap(robustness: pd.DataFrame, ax: Axes | None = None,
                        label: str = "validation accuracy (mean over seeds)") -> Axes:
     """Mean accuracy over seeds per PE (rows) and noise std (columns), annotated, with a
     colour bar on the range of the values shown (so that small differences stay visible).
+    Without ``ax``, the figure is page-wide (7 in) and as tall as its rows need.
 
     Returns:
         The Axes (``ax.images[0].get_array()`` is the PE x noise table).
@@ -261,7 +270,10 @@ def plot_noise_heatmap(robustness: pd.DataFrame, ax: Axes | None = None,
     if missing:
         raise ValueError(f"no rows for PE(s) {missing}")
     t = t.loc[order]
-    ax = _ax(ax)
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.subplots(figsize=(7.0, 1.3 + 0.36 * len(t)))[1]
     v = t.to_numpy(float)
     lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
     if hi - lo < 1e-9:
@@ -281,7 +293,7 @@ def plot_noise_heatmap(robustness: pd.DataFrame, ax: Axes | None = None,
     return ax
 
 
-def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 5, share: bool = False,
+def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False,
                     suptitle: str | None = None) -> Figure:
     """Position x position matrices (e.g. :func:`lstpe.chapters.pe_kernels`), one panel each.
 
@@ -313,7 +325,8 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 5, share: bool = False
     n = len(mats)
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.9 * ncols, 2.6 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.7 * ncols, 2.5 * nrows + 0.3),
+                             squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     for ax, (name, v) in zip(axes.flat[:n], mats.items(), strict=True):
