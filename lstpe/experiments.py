@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lstpe.encodings import PAPER_PES, parse_pe
-from lstpe.train import BUNDLE_KEYS_FREE, TrainConfig, preset, sigmas_for
+from lstpe.train import TrainConfig, preset, sigmas_for
 
 TABLE1_PES: list[str] = ["learn-0.2" if p == "learn" else p for p in PAPER_PES]
 """Table 1's eight PEs (the learnable one at sigma 0.2)."""
@@ -159,7 +159,7 @@ def bundles(names: Sequence[str], scale: str = "paper", **overrides: Any
     everything else but PEs and optimizer), in first-seen order."""
     groups: dict[str, list[str]] = {}
     for n in names:
-        d = run_config(n, scale, **overrides).to_dict()
-        key = repr(sorted((k, repr(v)) for k, v in d.items() if k not in BUNDLE_KEYS_FREE))
+        shared = run_config(n, scale, **overrides).shared_settings()
+        key = repr(sorted((k, repr(v)) for k, v in shared.items()))
         groups.setdefault(key, []).append(n)
     return list(groups.values())

@@ -249,6 +249,11 @@ class TrainConfig:
         d["model"] = self.model.to_dict()
         return d
 
+    def shared_settings(self) -> dict[str, Any]:
+        """The settings that configurations trained together must share: everything but
+        :data:`BUNDLE_KEYS_FREE`."""
+        return {k: v for k, v in self.to_dict().items() if k not in BUNDLE_KEYS_FREE}
+
 
 PREVIEW_LR_FACTOR = 10.0
 """The preview preset trains ``PREVIEW_LR_FACTOR`` times the optimizer's paper learning rate
@@ -314,9 +319,9 @@ def check_bundle(cfgs: Sequence[TrainConfig]) -> None:
     """Raise unless the configs may train in one batch (equal but for PEs and optimizer)."""
     if not cfgs:
         raise ValueError("no configurations to train")
-    first = {k: v for k, v in cfgs[0].to_dict().items() if k not in BUNDLE_KEYS_FREE}
+    first = cfgs[0].shared_settings()
     for i, c in enumerate(cfgs[1:], 1):
-        other = {k: v for k, v in c.to_dict().items() if k not in BUNDLE_KEYS_FREE}
+        other = c.shared_settings()
         diff = sorted(k for k in first if first[k] != other.get(k))
         if diff:
             raise ValueError(f"configuration {i} cannot train with configuration 0: they differ "
