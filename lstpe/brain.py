@@ -66,9 +66,13 @@ from lstpe.brain_model import (
 )
 from lstpe.brain_plots import (
     plot_by_network,
+    plot_curves,
     plot_mse_bars,
+    plot_mse_by_mask,
     plot_network_measures,
     plot_pe_similarities,
+    plot_surrogate_fit,
+    plot_token_order,
 )
 from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, evaluate, predict
 from lstpe.brain_train import (
@@ -76,8 +80,10 @@ from lstpe.brain_train import (
     PAPER_SEEDS,
     BrainConfig,
     BrainResult,
+    describe,
     eval_sets,
     make_data,
+    masks_for,
     preset,
     train_brain,
 )
@@ -91,6 +97,7 @@ __all__ = [
     "linear_baseline_mse", "load_fc", "load_networks", "load_timeseries", "make_data",
     "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary",
     "n_masked", "nearest_pd", "network_table", "plot_by_network", "plot_mse_bars",
-    "plot_network_measures", "plot_pe_similarities", "predict", "preset", "sample_gaussian",
+    "plot_network_measures", "plot_pe_similarities", "predict", "preset", "masks_for", "describe",
+    "plot_curves", "plot_mse_by_mask", "plot_surrogate_fit", "plot_token_order", "sample_gaussian",
     "sample_masks", "token_order", "train_brain", "zscore",
 ]

@@ -134,3 +134,100 @@ def plot_network_measures(table: pd.DataFrame, order: Sequence[str]):
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def plot_token_order(fc: np.ndarray, file_codes: np.ndarray, token_codes: np.ndarray,
+                     names: Sequence[str]):
+    """The FC in file order and grouped by network, and each token's network in file order and
+    in the model's token order (one figure, three panels).
+
+    Args:
+        fc: (R, R) functional connectivity in file order.
+        file_codes: (R,) network code of each region in file order.
+        token_codes: (R,) network code of each token in the model's order.
+        names: the network names of the codes.
+    Returns:
+        The figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(11, 4.6))
+    ax1, ax2, ax3 = (fig.add_subplot(1, 3, k) for k in (1, 2, 3))
+    plot_by_network(fc, file_codes, names, ax=ax1, sort=False, vmin=-0.2, vmax=1,
+                    title="HCP FC (main group), file order")
+    im = plot_by_network(fc, file_codes, names, ax=ax2, vmin=-0.2, vmax=1,
+                         title="the same, grouped by network")
+    fig.colorbar(im, ax=ax2, fraction=0.046, label="correlation")
+    ax3.imshow(np.stack([file_codes, token_codes]), aspect="auto", cmap="tab10", vmin=0,
+               vmax=9, interpolation="nearest")
+    ax3.set(yticks=[0, 1], yticklabels=["file", "shuffled"], xlabel="token index",
+            title="network of each token")
+    ax3.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_surrogate_fit(data, fcs: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Scatter the surrogate splits' correlations against the HCP group FCs, and return the
+    mean absolute difference of each split from each group.
+
+    Args:
+        data: a :class:`lstpe.brain_data.BrainData` (train and test splits, token order).
+        fcs: group name (``main``, ``holdout``) -> (R, R) FC in file order.
+    Returns:
+        (2, 2) table: rows train/test, columns the groups.
+    """
+    import matplotlib.pyplot as plt
+
+    iu = np.triu_indices(data.n_regions, 1)
+    o = np.asarray(data.order)
+    fcs = {g: np.asarray(f)[np.ix_(o, o)] for g, f in fcs.items()}
+    emp = {s: np.corrcoef(getattr(data, s).numpy(), rowvar=False) for s in ("train", "test")}
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8), sharey=True)
+    for ax, (split, group) in zip(axes, [("train", "main"), ("test", "holdout")], strict=True):
+        ax.plot(fcs[group][iu], emp[split][iu], ".", ms=1, alpha=0.3)
+        ax.plot([-0.3, 1], [-0.3, 1], "k--", lw=0.8)
+        ax.set(xlabel=f"HCP FC, {group} group", ylabel=f"surrogate correlation ({split})",
+               title=f"{split} split ({len(getattr(data, split))} time points)")
+    fig.tight_layout()
+    return pd.DataFrame({g: {s: float(np.abs(emp[s] - fcs[g])[iu].mean()) for s in emp}
+                         for g in fcs}).rename_axis("split")
+
+
+def plot_curves(history: pd.DataFrame, baseline: dict, train_mask: float):
+    """Mean MSE over seeds per step and PE: training split at ``train_mask``, test split at the
+    test mask, each with the linear predictor's MSE (``baseline``: ``"split@ratio"`` -> MSE)."""
+    import matplotlib.pyplot as plt
+
+    from lstpe.brain_analysis import curves
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, (split, ratio) in zip(axes, [("train", train_mask), ("test", TEST_MASK)],
+                                  strict=True):
+        curves(history, split, ratio, train_mask).plot(ax=ax, marker=".", lw=1)
+        ax.axhline(baseline[f"{split}@{ratio:g}"], color="k", ls="--", lw=1,
+                   label="linear baseline")
+        ax.set(xlabel="training step", ylabel="MSE on masked regions",
+               title=f"{split} split, {ratio:.0%} masked (trained at {train_mask:.0%})")
+        ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def plot_mse_by_mask(history: pd.DataFrame, masks: Sequence[float]):
+    """Test MSE per PE (at the test mask) for each training mask ratio, one panel each."""
+    import matplotlib.pyplot as plt
+
+    from lstpe.brain_analysis import mse_summary
+
+    fig, axes = plt.subplots(1, len(masks), figsize=(3.2 * len(masks), 3.6), sharey=True,
+                             squeeze=False)
+    for ax, m in zip(axes[0], masks, strict=True):
+        s = mse_summary(history, m)
+        ax.bar(s["pe"], s["test_mean"], yerr=s["test_std"].fillna(0))
+        ax.set_ylim(0.9 * s["test_mean"].min(), None)
+        ax.set_title(f"trained at {m:.0%}, tested at {TEST_MASK:.0%}")
+        ax.tick_params(axis="x", rotation=90)
+    axes[0][0].set_ylabel("test MSE")
+    fig.tight_layout()
+    return fig

@@ -24,7 +24,7 @@ they are not the paper's.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ from lstpe.brain_data import (
     sample_masks,
     token_order,
 )
-from lstpe.brain_model import BatchedBrainTransformer, brain_spec, linear_baseline_mse, model_config
+from lstpe.brain_model import brain_spec, linear_baseline_mse, model_config
 from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, EvalSets, n_rounds
 from lstpe.encodings import PESpec
 from lstpe.optim import StackedOptimizer
@@ -83,6 +83,8 @@ class BrainConfig:
         checkpoint_every: steps between checkpoints (0 = never), rounded down to whole rounds
             of ``eval_every`` steps (at least one round).
         max_models: train the models in chunks of at most this many (memory).
+        preset: the preset this config came from (``paper``, ``cpu``, ``preview`` or
+            ``custom``).
     """
 
     pes: list[str] = field(default_factory=lambda: list(BRAIN_PES))
@@ -111,6 +113,7 @@ class BrainConfig:
     compile: bool = False
     checkpoint_every: int = 1000
     max_models: int | None = None
+    preset: str = "custom"
 
     def __post_init__(self) -> None:
         self.pes = [self.spec(p).label for p in self.pes]
@@ -157,18 +160,45 @@ class BrainConfig:
 
 
 def preset(name: str, **overrides: Any) -> BrainConfig:
-    """``paper`` or ``preview`` configuration, with keyword overrides (None values ignored)."""
+    """A named configuration, with keyword overrides (None values ignored).
+
+    ``paper``: the published setup (400 regions, 50k steps, 15 seeds, four mask ratios; a
+    GPU). ``preview``: 100 regions, a 2-block model, 200 steps, one seed (minutes on a CPU).
+    ``cpu``: the preview's data and model with 3 seeds and 5x the steps (15x its training).
+
+    Raises:
+        ValueError: an unknown preset (or an invalid override, from :class:`BrainConfig`).
+    """
+    preview = dict(seeds=[PAPER_SEEDS[0]], train_masks=[0.5], steps=200, batch_size=16,
+                   lr=3e-3, n_parcels=100, n_train=20_000, n_test=5_000, n_eval=96,
+                   eval_every=50, n_layers=2, checkpoint_every=0)
     if name == "paper":
-        base = BrainConfig(train_masks=list(PAPER_MASKS), max_models=15)
+        base: dict[str, Any] = dict(train_masks=list(PAPER_MASKS), max_models=15)
     elif name == "preview":
-        base = BrainConfig(
-            seeds=[PAPER_SEEDS[0]], train_masks=[0.5], steps=200, batch_size=16, lr=3e-3,
-            n_parcels=100, n_train=20_000, n_test=5_000, n_eval=96, eval_every=50,
-            n_layers=2, checkpoint_every=0,
-        )
+        base = preview
+    elif name == "cpu":
+        base = {**preview, "seeds": list(PAPER_SEEDS[:3]), "steps": 1000, "eval_every": 100,
+                "checkpoint_every": 500}
     else:
-        raise ValueError(f"unknown preset {name!r}; valid presets: paper, preview")
-    return replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        raise ValueError(f"unknown preset {name!r}; valid presets: preview, cpu, paper")
+    kw = {**base, **{k: v for k, v in overrides.items() if v is not None}, "preset": name}
+    return BrainConfig(**kw)
+
+
+def masks_for(scale: str, train_mask: float) -> list[float] | None:
+    """The training mask ratios a chapter needs: None (the scale's own) when they include
+    ``train_mask``, else the scale's plus ``train_mask``."""
+    own = preset(scale).train_masks
+    return None if any(abs(train_mask - m) < 1e-9 for m in own) \
+        else sorted({*own, float(train_mask)})
+
+
+def describe(cfg: BrainConfig) -> str:
+    """One line: regions, PEs, seeds, masks, steps, model size and number of models."""
+    return (f"{cfg.n_parcels} regions, PEs {cfg.pes}, {len(cfg.seeds)} seed(s), training masks "
+            f"{cfg.train_masks}, test mask {cfg.test_mask}, {cfg.steps} steps of "
+            f"{cfg.batch_size} time points, d={cfg.d_model}, {cfg.n_layers} layers -> "
+            f"{len(cfg.models)} models")
 
 
 def make_data(cfg: BrainConfig) -> BrainData:
@@ -194,18 +224,9 @@ def eval_sets(cfg: BrainConfig, data: BrainData) -> dict[tuple[str, float], tupl
     return out
 
 
-@dataclass
-class BrainResult:
-    """What :func:`train_brain` returns."""
-
-    config: BrainConfig
-    history: pd.DataFrame
-    models: list[BatchedBrainTransformer]
-    artifacts: dict[str, Any]
-    manifest: dict[str, Any]
-    data: BrainData
-    run_dir: Path | None = None
-
+BrainResult = res.Run
+"""What :func:`train_brain` returns: a :class:`lstpe.results.Run` with ``models``, ``cfg`` and
+``data`` set."""
 
 
 def train_brain(cfg: BrainConfig, run_dir: str | Path | None = None,
@@ -295,4 +316,5 @@ def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
         data_source=data.source, data_fingerprint=fingerprint, linear_baseline=baseline)
     if run_dir is not None:
         res.save_run(run_dir, hist, manifest, artifacts)
-    return BrainResult(cfg, hist, trained, artifacts, manifest, data, run_dir)
+    return res.Run(hist, manifest, artifacts, path=run_dir, name="brain", source="live",
+                   models=trained, cfg=cfg, data=data)

@@ -87,7 +87,7 @@ def chance_test(final: pd.DataFrame, chance: float = CHANCE, n_items: int = N_VA
     accuracy is within noise of guessing, and any ranking or correlation built on it is noise.
 
     Args:
-        final: one row per model (e.g. ``Experiment.final("val")``).
+        final: one row per model (e.g. ``Run.final("val")``).
         n_items: puzzles behind each accuracy (108 validation puzzles).
     Returns:
         ``by, seeds, mean, k, trials, p_above_chance, at_chance`` in first-seen order.
@@ -136,7 +136,7 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
       of chance (:func:`chance_test`), or that every group is.
 
     Args:
-        exp: an :class:`lstpe.notebook.Experiment` (anything with ``config`` and ``name``).
+        exp: an :class:`lstpe.results.Run` (anything with ``config`` and ``name``).
     Returns:
         The sentences; empty when the run is a full-scale run above chance.
     """
@@ -191,6 +191,42 @@ def say(text: str, width: int = PRINT_WIDTH, prefix: str = "") -> None:
     for para in str(text).split("\n"):
         print(textwrap.fill(prefix + para, width=width, subsequent_indent="  ",
                             break_on_hyphens=False))
+
+
+def source_note(run: Any) -> str:
+    """What a run's source can and cannot show, in plain sentences (the chapters print it
+    under every run: paper > cpu > preview, see :func:`lstpe.runs.get_run`)."""
+    cfg = _cfg(run)
+    scale, seeds = cfg.get("preset"), len(cfg.get("seeds") or [])
+    length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
+    stored = getattr(run, "source", "") == "stored"
+    where = "stored under results/" if stored else "trained in this kernel"
+    if scale == "paper":
+        return (f"Source: the paper-scale run ({where}; {seeds} seeds, {length}, the authors' "
+                "model and data). Its numbers can be set against the paper's tables; the "
+                "report (chapter 11) does so row by row.")
+    if scale == "cpu":
+        return (f"Source: the paper's model, data and learning rate trained on a CPU "
+                f"({where}; {seeds} seeds, {length}, bf16 autocast) - not the paper's 4000 "
+                "epochs on a GPU. It shows which encodings learn the task early and in which "
+                "order; it cannot show the converged accuracies of the paper's tables, and a "
+                "slow starter such as 2d-fixed is still rising when it stops.")
+    if scale == "preview":
+        return (f"Source: a preview {where} (a small model on part of the data, {seeds} "
+                f"seed(s), {length}). It shows that the pipeline runs end to end; where it sits "
+                "at chance its rankings are noise and prove nothing about the paper. A run "
+                "stored under results/paper (GPU) or results/cpu replaces it when there is one.")
+    return f"Source: a custom configuration ({where}; {seeds} seeds, {length})."
+
+
+def show_run(run: Any, final: pd.DataFrame | None = None, by: str = "pe") -> None:
+    """Print where a run's numbers come from (:meth:`lstpe.results.Run.describe`), what that
+    source can show (:func:`source_note`) and its caveats (:func:`warn`; ``final``: the
+    validation table, default ``run.final("val")``)."""
+    say(run.describe())
+    say(source_note(run))
+    if "epochs" in _cfg(run):  # an LST run (the brain's has steps and no accuracy)
+        warn(run, run.final("val") if final is None else final, by=by)
 
 
 def warn(exp: Any, final: pd.DataFrame | None = None, by: str = "pe") -> None:

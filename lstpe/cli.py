@@ -292,7 +292,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="preview",
-                   help="named configuration of lstpe.train.preset (paper, preview)")
+                   help="named configuration of lstpe.train.preset (preview, cpu, paper)")
     p.add_argument("--seeds", type=int, nargs="+", help="model seeds (default: the preset's)")
     p.add_argument("--n-seeds", type=int, help="use the first N of the paper's 15 seeds")
     p.add_argument("--epochs", type=int)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lstpe.encodings import PAPER_PES, parse_pe
-from lstpe.train import TrainConfig, preset, sigmas_for
+from lstpe.train import preset, sigmas_for
 
 TABLE1_PES: list[str] = ["learn-0.2" if p == "learn" else p for p in PAPER_PES]
 """Table 1's eight PEs (the learnable one at sigma 0.2)."""
@@ -94,8 +94,10 @@ class RunSpec:
     why: str
     attention: bool = False
 
-    def pe_list(self, scale: str) -> list[str]:
-        sig = sigmas_for(scale)
+    def pe_list(self, scale: str, sigmas: Sequence[float] | None = None) -> list[str]:
+        """The run's PEs at ``scale`` (``sigmas``: the sweep's sigmas instead of the
+        scale's)."""
+        sig = sigmas_for(scale, sigmas)
         return {"table1": table1_pes(), "table2": table2_pes(sig),
                 "table4": learn_pes(TABLE4_SIGMAS), "tables56": tables56_pes(sig),
                 "long": list(LONG_PES)}[self.pes]
@@ -129,27 +131,34 @@ BRAIN_RUN = "brain"
 :class:`~lstpe.brain_train.BrainConfig` (the scale's preset of :mod:`lstpe.brain_train`)."""
 
 
-def run_config(name: str, scale: str = "paper", **overrides: Any) -> TrainConfig:
+def run_config(name: str, scale: str = "paper", sigmas: Sequence[float] | None = None,
+               **overrides: Any) -> Any:
     """The :class:`~lstpe.train.TrainConfig` of a named run at ``scale`` (for
     :data:`BRAIN_RUN`, its :class:`~lstpe.brain_train.BrainConfig`).
 
-    ``overrides`` (None values ignored) replace the registry's choices (``pes``, ``seeds``,
-    ``epochs``, ``device``, ...).
+    ``sigmas`` replaces the scale's sigmas of a run that sweeps sigma (the brain's learnable
+    PEs too); ``overrides`` (None values ignored) replace the registry's other choices
+    (``pes``, ``seeds``, ``epochs``, ``device``, ...; ``pes`` wins over ``sigmas``).
 
     Raises:
-        ValueError: an unknown run name (listing the valid ones) or scale.
+        ValueError: an unknown run name (listing the valid ones) or scale, or a bad value.
     """
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     if name == BRAIN_RUN:
+        from lstpe.brain_train import BRAIN_PES
         from lstpe.brain_train import preset as brain_preset
 
+        if sigmas is not None and "pes" not in overrides:
+            fixed = [p for p in BRAIN_PES if not p.startswith("learn")]
+            overrides["pes"] = fixed + learn_pes(sigmas_for(scale, sigmas))
         return brain_preset(scale, **overrides)
     if name not in REGISTRY:
         raise ValueError(f"unknown run {name!r}; valid runs: {', '.join(REGISTRY)}, "
                          f"{BRAIN_RUN}")
     spec = REGISTRY[name]
-    kw: dict[str, Any] = {"pes": spec.pe_list(scale), "optimizer": spec.optimizer,
+    kw: dict[str, Any] = {"pes": spec.pe_list(scale, sigmas), "optimizer": spec.optimizer,
                           "epochs": spec.epochs(scale), "save_attention": spec.attention}
-    kw.update({k: v for k, v in overrides.items() if v is not None})
+    kw.update(overrides)
     return preset(scale, **kw)
 
 

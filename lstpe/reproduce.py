@@ -32,6 +32,7 @@ from typing import Any
 from lstpe import results as res
 from lstpe.experiments import REGISTRY, bundles, run_config
 from lstpe.runtime import default_results_dir, repo_root
+from lstpe.train import SCALES
 
 DEFAULT_PARTS: list[str] = ["table2", "table1", "table4/adam", "table4/sgd", "tables56",
                             "long4000", "bench"]
@@ -250,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         s = sub.add_parser(name)
         s.add_argument("--parts", nargs="+", metavar="PART",
                        help=f"default: {' '.join(DEFAULT_PARTS)}")
-        s.add_argument("--scale", default="paper", choices=["paper", "preview"])
+        s.add_argument("--scale", default="paper", choices=list(SCALES))
         s.add_argument("--out", help="results folder (default: results/<scale>)")
         s.add_argument("--epochs", type=int, help="override every run's epochs (dry runs)")
         s.add_argument("--seeds", type=int, nargs="+", help="override the seeds (dry runs)")

@@ -308,15 +308,63 @@ def final_table(history: pd.DataFrame, split: str = "val", condition: str = "all
 # --------------------------------------------------------------------------- runs
 
 
+RUN_SOURCES = ("stored", "cached", "live")
+"""Where a :class:`Run`'s numbers come from: a run stored under ``results/<scale>/``, a run of
+the same configuration and code reused from the cache, or one trained in this process."""
+
+
 @dataclass
 class Run:
-    """A finished run read back from disk."""
+    """A training run: the one result type of the package.
 
-    path: Path
+    :func:`lstpe.train.train`, :func:`lstpe.brain_train.train_brain`, :func:`load` and
+    :func:`lstpe.runs.get_run` all return it.
+
+    Attributes:
+        history: tidy table (:data:`HISTORY_COLUMNS`; the brain's has ``step`` and
+            ``mask_ratio``), one row per (model, evaluation, split, condition).
+        manifest: provenance (git commit, device, torch version, ``config`` as a dict, wall
+            time, file checksums once saved).
+        artifacts: tensors for the analyses (PEs at init and end, validation attention, ...).
+        tables: extra tidy tables (``noise``: accuracy under embedding noise).
+        path: the run folder (None for a run that was not saved).
+        name: the run's name (``table1``, ``brain``, ...; default: the folder's name).
+        source: one of :data:`RUN_SOURCES`.
+        models: the trained batched models (runs trained in this process only).
+        cfg: the configuration object it was trained with (runs trained in this process;
+            a stored run has only :attr:`config`, its dict).
+        data: the brain run's data (:class:`lstpe.brain_data.BrainData`), when trained here.
+    """
+
     history: pd.DataFrame
     manifest: dict
     artifacts: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    path: Path | None = None
+    name: str = ""
+    source: str = "live"
+    models: list = field(default_factory=list)
+    cfg: Any = None
+    data: Any = None
+
+    def __post_init__(self) -> None:
+        if self.source not in RUN_SOURCES:
+            raise ValueError(f"unknown run source {self.source!r}; valid: "
+                             f"{', '.join(RUN_SOURCES)}")
+        if self.path is not None:
+            self.path = Path(self.path)
+        if not self.name and self.path is not None:
+            self.name = self.path.name
+
+    @property
+    def config(self) -> dict:
+        """The configuration the run was trained with, as stored in its manifest."""
+        return self.manifest.get("config", {})
+
+    @property
+    def scale(self) -> str:
+        """The preset the run was made from (``paper``, ``cpu``, ``preview`` or ``custom``)."""
+        return str(self.config.get("preset", "custom"))
 
     def final(self, split: str = "val", condition: str = "all",
               include_diverged: bool = False) -> pd.DataFrame:
@@ -329,17 +377,25 @@ class Run:
         return diverged_models(self.history)
 
     def describe(self) -> str:
-        """One line for chapters: device, date, epochs (or steps), seeds, commit."""
-        cfg = self.manifest.get("config", {})
-        length = f"epochs {cfg['epochs']}" if "epochs" in cfg else f"steps {cfg.get('steps')}"
+        """One line saying where the numbers come from (shown under every table), with a
+        warning when models diverged."""
+        cfg = self.config
+        what = {"stored": "stored run", "live": "trained in this process",
+                "cached": "run reused from the cache"}[self.source]
+        length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
+        amp = ", bf16 autocast" if cfg.get("amp") else ""
         resumed = ", resumed" if self.manifest.get("resumed") else ""
-        return (
-            f"{self.path.name}: device {self.manifest.get('device')}, "
-            f"finished {self.manifest.get('finished_at')}, {length}, "
-            f"seeds {len(cfg.get('seeds', []))}, torch {self.manifest.get('torch_version')}, "
-            f"commit {str(self.manifest.get('git_commit'))[:10]}, "
-            f"wall time {self.manifest.get('wall_time_s')} s{resumed}"
-        )
+        line = (f"[{self.name}: {what}, {self.scale} scale; device "
+                f"{self.manifest.get('device')}{amp}, {length}, "
+                f"{len(cfg.get('seeds', []))} seeds, torch {self.manifest.get('torch_version')}, "
+                f"commit {str(self.manifest.get('git_commit'))[:12]}, "
+                f"finished {self.manifest.get('finished_at')}, "
+                f"wall time {self.manifest.get('wall_time_s')} s{resumed}]")
+        div = self.diverged()
+        if not div.empty:
+            line += (f"\nWARNING: {len(div)} model(s) diverged (non-finite loss or logits) and "
+                     f"are left out of the summaries: {describe_diverged(div)}")
+        return line
 
 
 def save_run(path: str | Path, history: pd.DataFrame, manifest: dict,
@@ -398,7 +454,7 @@ def load(path: str | Path, artifacts: bool = True, verify: bool = True) -> Run:
         arts = load_torch(path / "artifacts.pt", "artifacts",
                           hint=f"delete {path} to retrain the run")
     tables = {p.stem: _read_csv(p) for p in sorted((path / "tables").glob("*.csv"))}
-    return Run(path, history, manifest, arts, tables)
+    return Run(history, manifest, arts, tables, path=path, source="stored")
 
 
 def find(name: str, results_dir: str | Path | None = None) -> Run | None:

@@ -66,7 +66,7 @@ from lstpe.lst_task import (
     predict,
     score,
 )
-from lstpe.model import BatchedLSTTransformer, ModelConfig
+from lstpe.model import ModelConfig
 from lstpe.noise import noise_robustness
 from lstpe.optim import StackedOptimizer
 from lstpe.runtime import PAPER_SEEDS, pick_device
@@ -80,7 +80,12 @@ PAPER_SIGMAS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 21))
 """Table 2's sigmas 0.1, 0.2, ..., 2.0."""
 
 PREVIEW_SIGMAS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0)
-"""The sigmas a preview-scale sweep trains (Table 2's ends and middle)."""
+"""The sigmas a preview-scale (and CPU-scale) sweep trains (Table 2's ends and middle)."""
+
+SCALES: tuple[str, ...] = ("preview", "cpu", "paper")
+"""The presets, smallest first: ``preview`` (a small model, minutes on a CPU), ``cpu`` (the
+paper's model and data on a CPU for a few dozen epochs, bf16 autocast: hours, run in the
+background) and ``paper`` (the published setup: a GPU)."""
 
 
 def sigmas_for(scale: str, sigmas: Sequence[float] | None = None) -> list[float]:
@@ -90,8 +95,8 @@ def sigmas_for(scale: str, sigmas: Sequence[float] | None = None) -> list[float]
         ValueError: an unknown scale or a negative / non-finite sigma (naming it).
     """
     if sigmas is None:
-        if scale not in ("paper", "preview"):
-            raise ValueError(f"unknown scale {scale!r}; valid scales: paper, preview")
+        if scale not in SCALES:
+            raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
         return list(PAPER_SIGMAS if scale == "paper" else PREVIEW_SIGMAS)
     return [parse_pe("learn", sigma=float(s)).sigma for s in sigmas]
 
@@ -255,6 +260,13 @@ class TrainConfig:
         return {k: v for k, v in self.to_dict().items() if k not in BUNDLE_KEYS_FREE}
 
 
+CPU_EPOCHS = 16
+"""Epochs of the ``cpu`` preset: the paper's model, data and learning rate, trained on a CPU
+(bf16 autocast) for as long as a working session allows, checkpointed every epoch."""
+
+CPU_SEEDS = 3
+"""Seeds of the ``cpu`` preset (the first paper seeds)."""
+
 PREVIEW_LR_FACTOR = 10.0
 """The preview preset trains ``PREVIEW_LR_FACTOR`` times the optimizer's paper learning rate
 (few epochs on a small model need larger steps)."""
@@ -279,8 +291,12 @@ def preset(name: str, **overrides: Any) -> TrainConfig:
                     dense_until=0, sparse_every=2, eval_train_max=300, eval_test_max=300,
                     checkpoint_every=0, model=ModelConfig(d_model=64, n_layers=2))
         factor = PREVIEW_LR_FACTOR
+    elif name == "cpu":
+        base = dict(pes=["learn-0.2"], seeds=list(PAPER_SEEDS[:CPU_SEEDS]), epochs=CPU_EPOCHS,
+                    amp=True, dense_until=CPU_EPOCHS, eval_train_max=1000, checkpoint_every=1)
+        factor = 1.0
     else:
-        raise ValueError(f"unknown preset {name!r}; valid presets: paper, preview")
+        raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(SCALES)}")
     kw = {**base, **overrides, "preset": name}
     opt = kw.get("optimizer", "adam")
     if "lr" not in overrides and opt in DEFAULT_LR:
@@ -298,21 +314,9 @@ def load_data(cfg: TrainConfig):
 # --------------------------------------------------------------------------- training
 
 
-@dataclass
-class TrainResult:
-    """What :func:`train` returns: the tidy history, the trained models, the artefacts and
-    the extra tables (``noise``: accuracy under embedding noise)."""
-
-    config: TrainConfig
-    history: pd.DataFrame
-    models: list[BatchedLSTTransformer]
-    artifacts: dict[str, Any]
-    manifest: dict[str, Any]
-    run_dir: Path | None = None
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-
-    def final(self, split: str = "val", condition: str = "all") -> pd.DataFrame:
-        return res.final_table(self.history, split, condition)
+TrainResult = res.Run
+"""What :func:`train` returns: a :class:`lstpe.results.Run` (the package's one result type)
+with ``models`` and ``cfg`` set."""
 
 
 def check_bundle(cfgs: Sequence[TrainConfig]) -> None:
@@ -485,7 +489,8 @@ def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts:
         bundle_models=sum(len(c) for c in chunks))
     if run_dir is not None:
         res.save_run(run_dir, hist, manifest, artifacts, tables)
-    return TrainResult(cfg, hist, [m for m, _ in mine], artifacts, manifest, run_dir, tables)
+    return res.Run(hist, manifest, artifacts, tables, path=run_dir, source="live",
+                   models=[m for m, _ in mine], cfg=cfg)
 
 
 def _noise_for(noise: pd.DataFrame, slots: list[ModelSlot], chunks: list[list[int]],

@@ -27,27 +27,27 @@ import pandas as pd
 import torch
 
 from lstpe import results as res
+from lstpe.encodings import parse_pe
 from lstpe.model import ModelConfig
 from lstpe.train import PAPER_SEEDS, TrainConfig, train
 
-PES = ["learn-0.1", "learn-0.2", "learn-2.0", "2d-fixed", "1d-fixed", "random", "relative",
-       "rope", "nope", "c-nope"]
+PES = [parse_pe(p).label for p in ("learn-0.1", "learn-0.2", "learn-2.0", "2d-fixed",
+                                   "1d-fixed", "random", "relative", "rope", "nope", "c-nope")]
+SMALL, LARGE = parse_pe("learn-0.2").label, parse_pe("learn-2.0").label
 
 CONFIGS = [  # (d_model, n_layers, n_train, epochs, lr, amp)
-    (64, 2, 2000, 40, 1e-3, False),
-    (64, 2, 8100, 10, 1e-3, False),
-    (64, 4, 2000, 40, 1e-3, False),
-    (96, 2, 2000, 40, 1e-3, False),
-    (64, 2, 2000, 40, 3e-4, False),
-    (64, 2, 4000, 30, 1e-3, False),
-    (160, 4, 8100, 8, 3e-4, True),
+    (64, 2, 2000, 40, 1e-3, True),
+    (64, 2, 8100, 10, 1e-3, True),
+    (64, 2, 8100, 20, 3e-4, True),
+    (96, 3, 8100, 10, 1e-3, True),
+    (128, 4, 8100, 10, 3e-4, True),
 ]
 
 
 def criteria(acc: pd.Series) -> dict[str, float | bool]:
     """The three criteria from mean validation accuracy per PE."""
-    small = max(acc["learn-0.1"], acc["learn-0.2"])
-    a = small - acc["learn-2.0"]
+    small = max(acc[parse_pe("learn-0.1").label], acc[SMALL])
+    a = small - acc[LARGE]
     b = acc["2d-fixed"] - max(acc["nope"], acc["c-nope"])
     lo, hi = max(acc["nope"], acc["c-nope"]), acc["2d-fixed"]
     others = [p for p in acc.index if p not in ("2d-fixed", "nope", "c-nope")]

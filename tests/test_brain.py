@@ -464,7 +464,7 @@ def test_config_validation():
         _cfg(seeds=[1, 1])
     with pytest.raises(ValueError, match=r"in \(0, 1\)"):
         _cfg(train_masks=[1.0])
-    with pytest.raises(ValueError, match="valid presets: paper, preview"):
+    with pytest.raises(ValueError, match="valid presets: preview, cpu, paper"):
         brain.preset("huge")
     p = brain.preset("paper")
     assert p.n_parcels == 400 and p.steps == 50_000 and p.d_model == 64 and p.n_layers == 4

@@ -12,7 +12,8 @@ import torch
 
 from lstpe import chapters as ch
 from lstpe import lst
-from lstpe.notebook import Experiment, Setup
+from lstpe.notebook import Setup
+from lstpe.results import Run
 from lstpe.runtime import repo_root
 
 
@@ -44,10 +45,10 @@ def history(acc: dict[str, dict[str, float]], seeds=(1, 2), epochs=(0, 8),
 
 
 def experiment(hist: pd.DataFrame, name: str = "table1", preset: str = "preview",
-               epochs: int = 8, seeds=(1, 2), d_model: int = 64) -> Experiment:
+               epochs: int = 8, seeds=(1, 2), d_model: int = 64) -> Run:
     cfg = {"preset": preset, "epochs": epochs, "seeds": list(seeds), "n_train": 1000,
            "model": {"d_model": d_model, "n_layers": 2}}
-    return Experiment(name, hist, {}, {"config": cfg}, "live")
+    return Run(hist, {"config": cfg}, name=name)
 
 
 # --------------------------------------------------------------------------- chance

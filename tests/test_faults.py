@@ -27,6 +27,7 @@ import torch
 
 from lstpe import notebook as nb
 from lstpe import results as res
+from lstpe import runs
 from lstpe.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -303,44 +304,49 @@ def test_diverging_run_is_detected_warned_about_and_left_out(tmp_path, capsys):
     printed, err = capsys.readouterr()
     line = next(ln for ln in printed.splitlines() if ln.startswith("learn-0.2"))
     assert line.split()[1:4] == ["1", "1", "1"] and "kept in the table" in err
-    exp = nb.Experiment("demo", run.history, {}, run.manifest, "live")
+    exp = res.Run(run.history, run.manifest, name="demo")
     assert "WARNING: 1 model(s) diverged" in exp.describe()
 
 
 # --------------------------------------------------------------------------- stored runs
 
 
-def fake_stored_run(results_dir: Path, name: str, seeds: list[int], epochs: int = 1) -> Path:
-    """A finished run under ``results_dir/paper/name`` with recognisable accuracy 0.999."""
-    from lstpe import train as tr
+def fake_stored_run(results_dir: Path, name: str, seeds: list[int], epochs: int = 1,
+                    scale: str = "paper") -> Path:
+    """A finished run under ``results_dir/<scale>/name`` with recognisable accuracy 0.999:
+    the registry's ``name`` at ``scale`` with 2d-fixed only, the tiny model and data."""
+    from lstpe.experiments import run_config
 
-    cfg = tr.preset("paper", pes=["2d-fixed"], seeds=seeds, epochs=epochs, n_train=64,
-                    model=TINY_MODEL).to_dict()
+    cfg = run_config(name, scale, pes=["2d-fixed"], seeds=seeds, epochs=epochs, n_train=64,
+                     model=TINY_MODEL).to_dict()
     rows = [{"model": i, "pe": "2d-fixed", "pe_name": "2d-fixed", "sigma": float("nan"),
              "seed": s, "optimizer": "adam", "epoch": e, "split": "val", "condition": "all",
              "accuracy": 0.999, "loss": 0.1, "diverged": False}
             for i, s in enumerate(seeds) for e in (0, epochs)]
     hist = pd.DataFrame(rows, columns=res.HISTORY_COLUMNS)
-    return res.save_run(results_dir / "paper" / name, hist,
+    return res.save_run(results_dir / scale / name, hist,
                         res.make_manifest(cfg, "cpu", 1.0), {"labels": ["2d-fixed"]})
 
 
-def test_stored_conflicts():
-    cfg = {"pes": ["2d-fixed", "learn-0.1", "learn-0.5"], "seeds": [1, 2], "epochs": 200,
-           "optimizer": "adam", "n_train": None, "model": {"d_model": 160, "n_layers": 4}}
-    assert nb.stored_conflicts(cfg) == []
-    assert nb.stored_conflicts(cfg, pes=["learn-0.50", "2d-fixed"], seeds=[2, 1],
-                               epochs=200, optimizer="adam", device="cuda") == []
-    got = nb.stored_conflicts(cfg, pes=["learn-0.3"], seeds=[29], epochs=5,
-                              optimizer="sgd", model={"d_model": 16})
-    assert got == ["pes: learn-0.3 not in the stored run", "seeds: stored [1, 2], asked [29]",
-                   "optimizer: stored \"adam\", asked \"sgd\"",
-                   "model.d_model: stored 160, asked 16", "epochs: stored 200, asked 5"]
+def test_conflicts_split_what_was_asked_from_what_changed():
+    from lstpe.runs import conflicts
+
+    stored = {"pes": ["2d-fixed", "learn-0.1", "learn-0.5"], "seeds": [1, 2], "epochs": 200,
+              "optimizer": "adam", "n_train": None, "device": "cuda", "amp": True,
+              "model": {"d_model": 160, "n_layers": 4}}
+    same = {**stored, "pes": ["learn-0.5", "2d-fixed"], "device": "cpu", "amp": False}
+    assert conflicts(stored, same, asked=["pes"]) == ([], [])  # a subset; execution keys
+    wanted = {**stored, "pes": ["learn-0.3"], "seeds": [29], "epochs": 5,
+              "model": {"d_model": 16, "n_layers": 4}}
+    mine, other = conflicts(stored, wanted, asked=["seeds", "epochs"])
+    assert mine == ["epochs: stored 200, wanted 5", "seeds: stored [1, 2], wanted [29]"]
+    assert other == ["model.d_model: stored 160, wanted 16",
+                     'pes: stored ["2d-fixed", "learn-0.1", "learn-0.5"], wanted ["learn-0.3"]']
 
 
 def setup(tmp_path, monkeypatch, scale="preview") -> nb.Setup:
     monkeypatch.setenv("LSTPE_CACHE", str(tmp_path / "cache"))
-    nb._USED.clear()
+    runs._USED.clear()
     return nb.Setup(scale, torch.device("cpu"), tmp_path / "results")
 
 
@@ -348,44 +354,70 @@ def test_stored_run_is_used_only_when_it_fits(tmp_path, monkeypatch, capsys):
     S = setup(tmp_path, monkeypatch)
     stored = fake_stored_run(S.results_dir, "table2", [2235])
     kw = dict(pes=["2d-fixed"], epochs=1, n_train=64, model=TINY_MODEL, cache=False)
-    assert nb.experiment("table2", S, seeds=None, **kw).source == "stored"
-    assert nb.experiment("table2", S, seeds=[2235], **kw).source == "stored"
-    with pytest.raises(ValueError, match=r"seeds: stored \[2235\], asked \[29\]"):
-        nb.experiment("table2", S, seeds=[29], require_stored=True, **kw)
-    capsys.readouterr()
-    live = nb.experiment("table2", S, seeds=[29], **kw)
-    assert "does not fit this chapter's parameters (seeds: stored [2235], asked [29])" \
+    assert S.get_run("table2", seeds=[2235], **kw).source == "stored"
+    with pytest.raises(runs.StoredRunMismatch, match=r"seeds: stored \[2235\], wanted \[29, 195"):
+        S.get_run("table2", seeds=None, **kw)  # the registry's 15 seeds: not this run
+    with pytest.raises(FileNotFoundError, match="no stored run of 'table2' fits"):
+        S.get_run("table2", seeds=[29], require_stored=True, **kw)
+    assert "seeds: stored [2235], wanted [29]" in capsys.readouterr().out
+    live = S.get_run("table2", seeds=[29], **kw)
+    assert "does not fit what was asked (seeds: stored [2235], wanted [29])" \
         in capsys.readouterr().out
     assert live.source == "live" and set(live.history["seed"]) == {29}
     assert live.config["seeds"] == [29] and 0.999 not in set(live.history["accuracy"])
     assert res.load(stored).manifest["config"]["seeds"] == [2235]
 
 
+def test_stored_run_of_another_config_than_the_registry_is_refused(tmp_path, monkeypatch):
+    S = setup(tmp_path, monkeypatch)
+    fake_stored_run(S.results_dir, "table2", [2235], epochs=3)
+    # the chapter asks for the tiny model but not for 3 epochs: the registry's epochs differ
+    with pytest.raises(runs.StoredRunMismatch, match=r"table2.*epochs: stored 3, wanted 200"):
+        S.get_run("table2", pes=["2d-fixed"], n_train=64, model=TINY_MODEL, seeds=[2235])
+    assert S.get_run("table2", pes=["2d-fixed"], n_train=64, model=TINY_MODEL, seeds=[2235],
+                     epochs=3).source == "stored"
+
+
+def test_best_stored_scale_is_shown_first(tmp_path, monkeypatch):
+    S = setup(tmp_path, monkeypatch)
+    kw = dict(pes=["2d-fixed"], epochs=1, n_train=64, model=TINY_MODEL, seeds=[2235])
+    cpu = fake_stored_run(S.results_dir, "table2", [2235], scale="cpu")
+    assert S.get_run("table2", **kw).path == cpu
+    paper = fake_stored_run(S.results_dir, "table2", [2235])
+    assert S.get_run("table2", **kw).path == paper
+    assert nb.Setup("paper", torch.device("cpu"), S.results_dir).get_run(
+        "table2", **kw).path == paper
+    shutil.rmtree(paper)  # a paper-scale chapter never shows the CPU run as the paper's
+    with pytest.raises(FileNotFoundError):
+        runs.get_run("table2", "paper", results_dir=S.results_dir, require_stored=True, **kw)
+
+
 def test_paper_scale_live_run_never_trains_into_the_stored_folder(tmp_path, monkeypatch):
     S = setup(tmp_path, monkeypatch, scale="paper")
     stored = fake_stored_run(S.results_dir, "table2", [2235])
     before = (stored / "manifest.json").read_bytes()
-    live = nb.experiment("table2", S, pes=["2d-fixed"], seeds=[29], epochs=1, n_train=64,
-                         model=TINY_MODEL, checkpoint_every=0, noise_levels=[])
+    kw = dict(pes=["2d-fixed"], seeds=[29], epochs=1, n_train=64, model=TINY_MODEL,
+              checkpoint_every=0, noise_levels=[])
+    live = S.get_run("table2", **kw)
     assert live.source == "live" and live.path is not None
     assert live.path.is_relative_to(tmp_path / "cache")
     assert (stored / "manifest.json").read_bytes() == before
-    again = nb.experiment("table2", S, pes=["2d-fixed"], seeds=[29], epochs=1, n_train=64,
-                          model=TINY_MODEL, checkpoint_every=0, noise_levels=[])
+    again = S.get_run("table2", **kw)
     assert again.source == "cached" and again.config["seeds"] == [29]
 
 
 def test_save_tables_carries_source_and_actual_config(tmp_path, monkeypatch):
     S = setup(tmp_path, monkeypatch)
     fake_stored_run(S.results_dir, "table2", [2235, 6312])
-    exp = nb.experiment("table2", S, pes=["2d-fixed"])
+    exp = S.get_run("table2", pes=["2d-fixed"], n_train=64, model=TINY_MODEL, epochs=1,
+                    seeds=[6312, 2235])
     t = pd.DataFrame({"pe": ["2d-fixed"], "source": ["model"]})
     (path,) = nb.save_tables(tmp_path / "out", final=t)
     got = pd.read_csv(path)
     assert got["source"].tolist() == ["model"]  # the table's own column is kept
     assert got["run_source"].tolist() == ["stored"] and got["run"].tolist() == ["table2"]
     assert json.loads(got["run_seeds"][0]) == [2235, 6312] and got["run_epochs"][0] == 1
-    other = nb.Experiment("table1", exp.history, {}, {"config": {"seeds": [1]}}, "live")
+    other = res.Run(exp.history, {"config": {"seeds": [1]}}, name="table1")
     (path,) = nb.save_tables(tmp_path / "out", exp, other, final=t.drop(columns="source"))
     got = pd.read_csv(path)
     assert got["source"][0] == "table2=stored; table1=live"
@@ -394,15 +426,15 @@ def test_save_tables_carries_source_and_actual_config(tmp_path, monkeypatch):
 
 
 def _chapter_like_notebook(path: Path) -> Path:
-    """A chapter in miniature: parameters cell, nb.experiment, nb.save_tables."""
+    """A chapter in miniature: parameters cell, S.get_run, nb.save_tables."""
     book = nbformat.v4
     params = book.new_code_cell("seeds = None\nresults_dir = None\nresults_out = None")
     params.metadata["tags"] = ["parameters"]
     body = book.new_code_cell(textwrap.dedent(f"""
         from lstpe import notebook as nb
         S = nb.setup("preview", "cpu", results_dir)
-        exp = nb.experiment("table2", S, pes=["2d-fixed"], seeds=seeds, epochs=1, n_train=64,
-                            model={TINY_MODEL!r}, cache=False)
+        exp = S.get_run("table2", pes=["2d-fixed"], seeds=seeds, epochs=1, n_train=64,
+                        model={TINY_MODEL!r}, cache=False)
         print(exp.describe())
         nb.save_tables(results_out, final_val=exp.final()[["pe", "seed", "accuracy"]])
     """))

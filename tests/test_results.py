@@ -84,7 +84,8 @@ def test_save_run_and_load_roundtrip(tmp_path):
     assert torch.equal(run.artifacts["val_logits"], arts["val_logits"])
     assert run.artifacts["labels"] == arts["labels"]
     assert results.load(tmp_path / "run", artifacts=False).artifacts == {}
-    assert "run: device cpu" in run.describe() and "epochs 10" in run.describe()
+    assert run.describe().startswith("[run: stored run, custom scale; device cpu")
+    assert "10 epochs, 1 seeds" in run.describe()
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
         "artifacts.pt", "history.csv", "manifest.json"]
 

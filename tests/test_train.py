@@ -29,7 +29,7 @@ def model_weights(r: train.TrainResult) -> list[dict[str, torch.Tensor]]:
     for chunk in r.models:
         for m in range(chunk.n_models):
             found[(chunk.labels()[m], chunk.seeds[m])] = chunk.single_weights(m)
-    return [found[(p, s)] for p in r.config.pes for s in r.config.seeds]
+    return [found[(p, s)] for p in r.cfg.pes for s in r.cfg.seeds]
 
 
 def key_bias(name: str, d: int) -> slice | None:
@@ -344,7 +344,7 @@ def test_train_config_errors(kw, needle):
 
 
 def test_preset_unknown_name():
-    with pytest.raises(ValueError, match="'huge'; valid presets: paper, preview"):
+    with pytest.raises(ValueError, match="'huge'; valid presets: preview, cpu, paper"):
         train.preset("huge")
 
 
