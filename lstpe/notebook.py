@@ -173,7 +173,8 @@ def preview_cache_dir() -> Path:
     return Path(os.environ.get("LSTPE_CACHE") or Path.home() / ".cache" / "lstpe")
 
 
-TRAINING_SOURCES = ("lst.py", "encodings.py", "architecture.py", "attention.py", "dropout.py",
+TRAINING_SOURCES = ("lst.py", "puzzles.py", "lst_data.py", "lst_generate.py", "encodings.py",
+                    "architecture.py", "attention.py", "dropout.py",
                     "model.py", "optim.py", "engine.py", "lst_task.py", "train.py",
                     "results.py", "noise.py",
                     "data/lst/*.csv")
