@@ -19,7 +19,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lstpe import lst
+from lstpe import lst, lst_data, lst_generate
 
 LINES = [[4 * r + c for c in range(4)] for r in range(4)] + [
     [4 * r + c for r in range(4)] for c in range(4)
@@ -302,7 +302,7 @@ def test_impossible_generation_raises_instead_of_hanging(monkeypatch, human_fram
     the generator gives up after MAX_IDLE_DRAWS fruitless candidates."""
     exclude = lst.puzzles_from_frame(human_frame)
     assert {p.probe for p in exclude} == {divmod(i, 4) for i in range(16)}
-    monkeypatch.setattr(lst, "MAX_IDLE_DRAWS", 5000)
+    monkeypatch.setattr(lst_generate, "MAX_IDLE_DRAWS", 5000)  # where generate reads it
     with pytest.raises(ValueError, match="cannot generate 2 distinct puzzles of complexity 1.*"
                                          "min_dissimilarity=0.99 to 108 excluded"):
         lst.generate(2, 1, seed=0, exclude=exclude, min_dissimilarity=0.99)
@@ -493,12 +493,12 @@ def test_generated_split(monkeypatch, human_frame):
         calls.append((n_per_condition, seed, exclude))
         return real(400, seed)
 
-    monkeypatch.setattr(lst, "generate_frame", small)
-    lst._generated_training.cache_clear()
+    monkeypatch.setattr(lst_data, "generate_frame", small)  # where load_split looks it up
+    lst_data._generated_training.cache_clear()
     try:
         s = lst.load_split("generated", seed=2)
     finally:
-        lst._generated_training.cache_clear()
+        lst_data._generated_training.cache_clear()
     (n, seed, exclude), = calls
     assert (n, seed) == (3000, 2)
     assert [p.string for p in exclude] == list(human_frame["puzzle"])

@@ -1,0 +1,281 @@
+r"""Statistics over seeds: summaries with confidence intervals, t-tests and rank correlation.
+
+* :func:`mean_ci`, :func:`summarize`: mean, SD (ddof=1), SEM and the Student-t confidence
+  interval :math:`\bar x \pm t_{n-1,\,(1+\ell)/2}\, s/\sqrt n` over seeds.
+* :func:`bootstrap_ci`: percentile bootstrap interval of any statistic.
+* :func:`ttest`, :func:`compare_pes`, :func:`ttest_from_summary`: Welch, Student and paired
+  t-tests (scipy.stats). The paper reports "t-test, t(13) = 0.96, p = 0.35" for 2d-fixed vs
+  learn-0.2 over 15 seeds without naming the variant; from Table 1's means and SDs Welch's
+  test gives t = 0.98, p = 0.34 (:func:`ttest_from_summary`), close to the report.
+* :func:`rank_correlation`: Spearman correlation of an alignment measure with accuracy across
+  sigma (per-sigma means, as in the paper's Fig. 4B / 10C) or across models.
+
+The comparison with the paper's tables (TOST equivalence, verdicts) builds on this module in
+:mod:`lstpe.analysis.paper_compare`; :mod:`lstpe.analysis.stats` re-exports both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lstpe.encodings import parse_pe
+
+__all__ = [
+    "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
+    "compare_pes", "with_accuracy", "rank_correlation", "MIN_SEEDS_FOR_CI",
+]
+
+MIN_SEEDS_FOR_CI = 5
+"""Fewer seeds than this: :func:`~lstpe.analysis.paper_compare.compare_to_paper` gives no
+interval, no test and no verdict."""
+
+TTEST_KINDS: tuple[str, ...] = ("welch", "student", "paired")
+
+
+def _values(x: Sequence[float] | np.ndarray | pd.Series, name: str = "x") -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64).ravel()
+    if a.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return a
+
+
+def _check_level(level: float) -> None:
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+
+
+def mean_ci(x: Sequence[float], level: float = 0.95) -> tuple[float, float, float]:
+    """Mean and Student-t confidence interval ``(mean, low, high)``; NaN bounds for n = 1.
+
+    Raises:
+        ValueError: empty or non-finite data, level outside (0, 1).
+    """
+    _check_level(level)
+    a = _values(x)
+    m = float(a.mean())
+    if a.size < 2:
+        return m, math.nan, math.nan
+    half = stats.t.ppf((1 + level) / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size)
+    return m, m - half, m + half
+
+
+def summarize(table: pd.DataFrame, value: str = "accuracy", by: str | Sequence[str] = "pe",
+              level: float = 0.95) -> pd.DataFrame:
+    """Mean, SD, SEM and t confidence interval of ``value`` per group (e.g. over seeds).
+
+    Args:
+        table: per-seed rows (e.g. ``lstpe.results.final_table(history)``).
+        value: the column to summarise.
+        by: grouping column(s), kept in first-seen order.
+    Returns:
+        ``*by, n, mean, sd, sem, ci_low, ci_high`` (sd, sem and the CI NaN for n = 1).
+    Raises:
+        ValueError: empty table, unknown columns, NaN values.
+    """
+    by = [by] if isinstance(by, str) else list(by)
+    _check_level(level)
+    if table.empty:
+        raise ValueError("the table is empty")
+    missing = [c for c in [value, *by] if c not in table]
+    if missing:
+        raise ValueError(f"unknown columns {missing}; columns: {', '.join(table.columns)}")
+    rows = []
+    for key, g in table.groupby(by, sort=False, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        a = _values(g[value], f"{value} of {dict(zip(by, key, strict=True))}")
+        m, lo, hi = mean_ci(a, level)
+        sd = float(a.std(ddof=1)) if a.size > 1 else math.nan
+        rows.append({**dict(zip(by, key, strict=True)), "n": a.size, "mean": m, "sd": sd,
+                     "sem": sd / math.sqrt(a.size), "ci_low": lo, "ci_high": hi})
+    return pd.DataFrame(rows)
+
+
+def bootstrap_ci(x: Sequence[float], statistic: Callable[..., np.ndarray] = np.mean,
+                 level: float = 0.95, n_boot: int = 10_000,
+                 seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval ``(low, high)`` of ``statistic``.
+
+    Args:
+        statistic: vectorised statistic called as ``statistic(samples, axis=-1)`` on an
+            (n_boot, n) array (``np.mean``, ``np.median``, ...).
+        n_boot: bootstrap resamples; seed: for the resampling.
+    Raises:
+        ValueError: fewer than 2 values, ``n_boot < 1``, level outside (0, 1).
+    """
+    _check_level(level)
+    a = _values(x)
+    if a.size < 2:
+        raise ValueError(f"bootstrap needs at least 2 values, got {a.size}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    rng = np.random.default_rng(seed)
+    boots = statistic(a[rng.integers(0, a.size, size=(n_boot, a.size))], axis=-1)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(boots, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class TTest:
+    """Result of a two-sample or paired t-test (``diff`` = mean_a - mean_b)."""
+
+    kind: str
+    statistic: float
+    df: float
+    pvalue: float
+    mean_a: float
+    mean_b: float
+    diff: float
+    n_a: int
+    n_b: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"{self.kind} t({self.df:.3g}) = {self.statistic:.3f}, p = {self.pvalue:.3g}"
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in TTEST_KINDS:
+        raise ValueError(f"unknown t-test {kind!r}; valid: {', '.join(TTEST_KINDS)}")
+
+
+def ttest(a: Sequence[float], b: Sequence[float], kind: str = "welch") -> TTest:
+    """Two-sided t-test of ``a`` against ``b``.
+
+    Args:
+        kind: ``welch`` (unequal variances), ``student`` (pooled variance) or ``paired``
+            (``a[i]`` and ``b[i]`` belong together, e.g. the same seed).
+    Raises:
+        ValueError: unknown kind, fewer than 2 values, or unequal lengths for ``paired``.
+    """
+    _check_kind(kind)
+    a, b = _values(a, "a"), _values(b, "b")
+    if a.size < 2 or b.size < 2:
+        raise ValueError(f"a t-test needs >= 2 values per group, got {a.size} and {b.size}")
+    if kind == "paired":
+        if a.size != b.size:
+            raise ValueError(f"a paired t-test needs equal lengths, got {a.size} and {b.size}")
+        r = stats.ttest_rel(a, b)
+        df = a.size - 1
+    else:
+        r = stats.ttest_ind(a, b, equal_var=kind == "student")
+        df = float(r.df)
+    return TTest(kind, float(r.statistic), float(df), float(r.pvalue), float(a.mean()),
+                 float(b.mean()), float(a.mean() - b.mean()), a.size, b.size)
+
+
+def ttest_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b: float,
+                       n_b: int, kind: str = "welch") -> TTest:
+    """Two-sample t-test from means and SDs (e.g. the paper's tables; no paired version).
+
+    Raises:
+        ValueError: ``kind="paired"`` (needs the raw pairs), n < 2 or a negative SD.
+    """
+    _check_kind(kind)
+    if kind == "paired":
+        raise ValueError("a paired t-test needs the per-seed values, not summaries; "
+                         "use kind='welch' or 'student'")
+    if n_a < 2 or n_b < 2 or sd_a < 0 or sd_b < 0:
+        raise ValueError(f"need n >= 2 and sd >= 0, got n=({n_a}, {n_b}), sd=({sd_a}, {sd_b})")
+    equal = kind == "student"
+    r = stats.ttest_ind_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b, equal_var=equal)
+    if equal:
+        df = float(n_a + n_b - 2)
+    else:
+        va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+        df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    return TTest(kind, float(r.statistic), float(df), float(r.pvalue), float(mean_a),
+                 float(mean_b), float(mean_a - mean_b), int(n_a), int(n_b))
+
+
+def compare_pes(table: pd.DataFrame, a: str, b: str, value: str = "accuracy",
+                kind: str = "welch") -> TTest:
+    """t-test of ``value`` between the seeds of PEs ``a`` and ``b`` (e.g. 2d-fixed vs learn-0.2).
+
+    ``kind="paired"`` pairs rows by ``seed`` (both PEs must have the same seeds).
+
+    Raises:
+        ValueError: unknown PE or column; mismatched seeds for a paired test.
+    """
+    for col in ("pe", value) + (("seed",) if kind == "paired" else ()):
+        if col not in table:
+            raise ValueError(f"table has no {col!r} column; columns: {', '.join(table.columns)}")
+    groups = {}
+    for pe in (a, b):
+        label = parse_pe(pe).label
+        g = table[table["pe"] == label]
+        if g.empty:
+            raise ValueError(f"no rows for PE {pe!r}; PEs present: "
+                             f"{', '.join(dict.fromkeys(table['pe'].astype(str)))}")
+        groups[pe] = g
+    if kind == "paired":
+        ga, gb = (groups[p].set_index("seed")[value] for p in (a, b))
+        if ga.index.duplicated().any() or gb.index.duplicated().any():
+            raise ValueError("a paired test needs one row per (PE, seed)")
+        if set(ga.index) != set(gb.index):
+            raise ValueError(f"paired test: seeds differ ({sorted(ga.index)} vs "
+                             f"{sorted(gb.index)})")
+        return ttest(ga.sort_index(), gb.sort_index(), "paired")
+    return ttest(groups[a][value], groups[b][value], kind)
+
+
+def with_accuracy(table: pd.DataFrame, history: pd.DataFrame, split: str = "val",
+                  condition: str = "all") -> pd.DataFrame:
+    """Add each model's final ``accuracy`` (from the history table) to a per-model table.
+
+    Rows are matched on the ``model`` column (artefact index = history model id).
+
+    Raises:
+        ValueError: empty tables, no ``model`` column, or models missing from the history.
+    """
+    from lstpe.results import final_table
+
+    if table.empty:
+        raise ValueError("the table is empty")
+    if "model" not in table:
+        raise ValueError("the table has no 'model' column")
+    final = final_table(history, split, condition)[["model", "accuracy"]]
+    missing = sorted(set(table["model"]) - set(final["model"]))
+    if missing:
+        raise ValueError(f"models {missing[:10]} are not in the history ({split}, {condition})")
+    return table.drop(columns=["accuracy"], errors="ignore").merge(final, on="model",
+                                                                   how="left")
+
+
+def rank_correlation(table: pd.DataFrame, x: str, y: str = "accuracy",
+                     level: str = "sigma") -> dict[str, float]:
+    """Spearman rank correlation of columns ``x`` and ``y``.
+
+    Args:
+        level: ``"sigma"`` -- correlate the per-sigma means (rows with NaN sigma dropped; the
+            paper's Fig. 4B and 10C); ``"model"`` -- correlate the rows as given (one per model,
+            e.g. after :func:`lstpe.analysis.attention.average_layers`).
+    Returns:
+        ``{"rho", "pvalue", "n"}``.
+    Raises:
+        ValueError: unknown level or column, fewer than 3 points.
+    """
+    if level not in ("sigma", "model"):
+        raise ValueError(f"unknown level {level!r}; valid: sigma, model")
+    need = [x, y] + (["sigma"] if level == "sigma" else [])
+    missing = [c for c in need if c not in table]
+    if missing:
+        raise ValueError(f"unknown columns {missing}; columns: {', '.join(table.columns)}")
+    t = table.dropna(subset=need)
+    if level == "sigma":
+        cols = [c for c in dict.fromkeys((x, y)) if c != "sigma"]  # x may be sigma itself
+        t = t.groupby("sigma")[cols].mean().reset_index()
+    if len(t) < 3:
+        raise ValueError(f"a rank correlation needs at least 3 points, got {len(t)}")
+    r = stats.spearmanr(t[x], t[y])
+    return {"rho": float(r.statistic), "pvalue": float(r.pvalue), "n": len(t)}
