@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lstpe.encodings import PAPER_PES, parse_pe
-from lstpe.train import preset, sigmas_for
+from lstpe.train_config import preset, sigmas_for
 
 TABLE1_PES: list[str] = ["learn-0.2" if p == "learn" else p for p in PAPER_PES]
 """Table 1's eight PEs (the learnable one at sigma 0.2)."""

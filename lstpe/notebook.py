@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 from lstpe.results import Run
 from lstpe.runs import get_run, used_runs
 from lstpe.runtime import default_results_dir, pick_device, repo_root
-from lstpe.train import SCALES
+from lstpe.train_config import SCALES
 
 __all__ = ["SCALES", "Setup", "default_results_dir", "pick_device", "repo_root", "save_tables",
            "setup"]

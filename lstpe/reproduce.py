@@ -32,7 +32,7 @@ from typing import Any
 from lstpe import results as res
 from lstpe.experiments import REGISTRY, bundles, run_config
 from lstpe.runtime import default_results_dir, repo_root
-from lstpe.train import SCALES
+from lstpe.train_config import SCALES
 
 DEFAULT_PARTS: list[str] = ["table2", "table1", "table4/adam", "table4/sgd", "tables56",
                             "long4000", "bench"]

@@ -39,7 +39,7 @@ from typing import Any
 from lstpe import results as res
 from lstpe.experiments import BRAIN_RUN, REGISTRY, run_config
 from lstpe.runtime import default_results_dir
-from lstpe.train import SCALES
+from lstpe.train_config import SCALES
 
 STORED_SCALES: tuple[str, ...] = ("paper", "cpu")
 """Scales whose runs are stored under ``results/<scale>/``, best first."""
@@ -71,7 +71,8 @@ def cache_dir() -> Path:
 
 TRAINING_SOURCES = ("lst.py", "puzzles.py", "lst_data.py", "lst_generate.py", "encodings.py",
                     "architecture.py", "attention.py", "dropout.py", "model.py", "optim.py",
-                    "engine.py", "lst_task.py", "train.py", "results.py", "noise.py",
+                    "engine.py", "lst_task.py", "train.py", "train_config.py", "results.py",
+                    "history.py", "noise.py",
                     "brain_data.py", "brain_model.py", "brain_task.py", "brain_train.py",
                     "data/lst/*.csv")
 """The files that determine what a training run produces (the cache key hashes them)."""
