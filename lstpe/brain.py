@@ -79,7 +79,6 @@ from lstpe.brain_train import (
     BRAIN_PES,
     PAPER_SEEDS,
     BrainConfig,
-    BrainResult,
     describe,
     eval_sets,
     make_data,
@@ -92,7 +91,7 @@ from lstpe.model import ModelConfig
 __all__ = [
     "BRAIN_PES", "GROUPS", "HISTORY_COLUMNS", "MASK_STREAM", "ORDERS", "PAPER_MASKS",
     "PAPER_SEEDS", "PARCELLATIONS", "TEST_MASK", "YEO7", "BatchedBrainTransformer",
-    "BrainConfig", "BrainData", "BrainResult", "BrainTask", "ModelConfig", "brain_spec",
+    "BrainConfig", "BrainData", "BrainTask", "ModelConfig", "brain_spec",
     "curves", "draw_batch", "eval_sets", "evaluate", "final_mse", "init_weights", "initial_pe",
     "linear_baseline_mse", "load_fc", "load_networks", "load_timeseries", "make_data",
     "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary",

@@ -224,13 +224,8 @@ def eval_sets(cfg: BrainConfig, data: BrainData) -> dict[tuple[str, float], tupl
     return out
 
 
-BrainResult = res.Run
-"""What :func:`train_brain` returns: a :class:`lstpe.results.Run` with ``models``, ``cfg`` and
-``data`` set."""
-
-
 def train_brain(cfg: BrainConfig, run_dir: str | Path | None = None,
-                data: BrainData | None = None, progress: bool = True) -> BrainResult:
+                data: BrainData | None = None, progress: bool = True) -> res.Run:
     """Train every (PE, train mask, seed) model of ``cfg``, batched, with the training engine.
 
     Args:
@@ -243,7 +238,8 @@ def train_brain(cfg: BrainConfig, run_dir: str | Path | None = None,
             surrogate).
         progress: tqdm progress bars (one tick per round of ``eval_every`` steps).
     Returns:
-        :class:`BrainResult`; model ``i`` is ``cfg.models[i]``.
+        :class:`lstpe.results.Run` (with ``models``, ``cfg`` and ``data``); model ``i`` is
+        ``cfg.models[i]``.
     Raises:
         lstpe.results.RunDirError: ``run_dir`` already holds this finished run (read it with
             :func:`lstpe.results.load`), or holds another configuration's run or checkpoints,
@@ -261,7 +257,7 @@ def train_brain(cfg: BrainConfig, run_dir: str | Path | None = None,
 
 
 def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
-                 progress: bool) -> BrainResult:
+                 progress: bool) -> res.Run:
     t0 = time.perf_counter()
     device = pick_device(cfg.device)
     if device.type == "cuda":

@@ -66,7 +66,7 @@ def noise_robustness(
     """Accuracy of every model with noisy token embeddings, per noise level and condition.
 
     Args:
-        models: a batched model or a list of them (``TrainResult.models``).
+        models: a batched model or a list of them (``Run.models``).
         split: an :class:`lstpe.lst.Split` (default: the 108 validation puzzles).
         noise_levels: noise standard deviations (each >= 0).
         include_zero: also evaluate ``noise = 0`` (exactly the noiseless forward pass).

@@ -77,16 +77,11 @@ from lstpe.train_config import (
 
 __all__ = ["BUNDLE_KEYS_FREE", "CPU_EPOCHS", "CPU_SEEDS", "DEFAULT_LR", "DEFAULT_WD",
            "HISTORY_COLUMNS", "OPTIMIZERS", "PAPER_SEEDS", "PAPER_SIGMAS", "PREVIEW_LR_FACTOR",
-           "PREVIEW_SIGMAS", "SCALES", "SPLITS", "LSTTask", "TrainConfig", "TrainResult",
+           "PREVIEW_SIGMAS", "SCALES", "SPLITS", "LSTTask", "TrainConfig",
            "epoch_permutation", "load_data", "predict", "preset", "score", "sigmas_for",
            "train", "train_many"]
 
 # --------------------------------------------------------------------------- training
-
-
-TrainResult = res.Run
-"""What :func:`train` returns: a :class:`lstpe.results.Run` (the package's one result type)
-with ``models`` and ``cfg`` set."""
 
 
 def check_bundle(cfgs: Sequence[TrainConfig]) -> None:
@@ -103,7 +98,7 @@ def check_bundle(cfgs: Sequence[TrainConfig]) -> None:
 
 
 def train(cfg: TrainConfig, run_dir: str | Path | None = None, progress: bool = True,
-          splits: dict | None = None) -> TrainResult:
+          splits: dict | None = None) -> res.Run:
     """Train every (PE, seed) of ``cfg``, batched, and return (and optionally save) the results.
 
     Args:
@@ -113,8 +108,8 @@ def train(cfg: TrainConfig, run_dir: str | Path | None = None, progress: bool = 
         progress: show tqdm progress bars.
         splits: pre-loaded data (``lstpe.lst.load_split`` output) to skip loading.
     Returns:
-        :class:`TrainResult`. Model ``i`` of the history is PE ``cfg.pes[i // len(seeds)]``
-        with seed ``cfg.seeds[i % len(seeds)]``.
+        :class:`lstpe.results.Run` (with ``models`` and ``cfg``). Model ``i`` of the history
+        is PE ``cfg.pes[i // len(seeds)]`` with seed ``cfg.seeds[i % len(seeds)]``.
     """
     return train_many([cfg], [run_dir], progress=progress, splits=splits)[0]
 
@@ -122,7 +117,7 @@ def train(cfg: TrainConfig, run_dir: str | Path | None = None, progress: bool = 
 def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None],
                progress: bool = True, splits: dict | None = None,
                work_dir: str | Path | None = None, deadline: float | None = None
-               ) -> list[TrainResult]:
+               ) -> list[res.Run]:
     """Train several configurations as one batch of models; save each to its own folder.
 
     The configurations must agree on everything but PEs and optimizer settings
@@ -137,7 +132,7 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
             checkpoint and :class:`lstpe.engine.Paused` when another epoch would not fit
             (rerun to resume).
     Returns:
-        One :class:`TrainResult` per configuration, in order.
+        One :class:`lstpe.results.Run` per configuration, in order.
     """
     cfgs = list(cfgs)
     check_bundle(cfgs)
@@ -157,7 +152,7 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
 
 def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool,
                 splits: dict | None, work_dir: str | Path | None,
-                deadline: float | None) -> list[TrainResult]:
+                deadline: float | None) -> list[res.Run]:
     t0 = time.perf_counter()
     base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
     device = pick_device(base.device)
@@ -231,7 +226,7 @@ def _chunk_artifacts(task: LSTTask, state0: dict, splits: dict, cfg: TrainConfig
 def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts: list[dict],
             chunks: list[list[int]], slots: list[ModelSlot], splits: dict,
             device: torch.device, wall: float, earlier: float, mode: str,
-            noise: pd.DataFrame | None, run_dir: Path | None) -> TrainResult:
+            noise: pd.DataFrame | None, run_dir: Path | None) -> res.Run:
     """Cut one configuration's rows, artefacts and noise table out of a bundle and save it."""
     rows = [{k: v for k, v in r.items() if k != "_config"} for r in history
             if r["_config"] == c_i]

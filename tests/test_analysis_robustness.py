@@ -127,7 +127,7 @@ def test_list_of_models_numbered_in_order(val):
 
 
 def test_end_to_end_on_a_train_result(val):
-    """Every analysis runs on real TrainResult artefacts (1 epoch, tiny model and data)."""
+    """Every analysis runs on real training-run artefacts (1 epoch, tiny model and data)."""
     from lstpe.analysis import attention, humans, procrustes, stats
     from lstpe.train import TrainConfig, train
 

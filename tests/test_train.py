@@ -23,7 +23,7 @@ def tiny_train_cfg(tiny_cfg: ModelConfig, **kw) -> train.TrainConfig:
     return train.TrainConfig(**base)
 
 
-def model_weights(r: train.TrainResult) -> list[dict[str, torch.Tensor]]:
+def model_weights(r: results.Run) -> list[dict[str, torch.Tensor]]:
     """Final weights of model i = (pe i // S, seed i % S), whatever chunk it was trained in."""
     found = {}
     for chunk in r.models:

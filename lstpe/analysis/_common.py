@@ -1,6 +1,6 @@
 """Shared helpers of the analysis modules: reading training artefacts and the validation split.
 
-The artefacts are the dict of :class:`lstpe.train.TrainResult` (or ``lstpe.results.Run``):
+The artefacts are the dict of :class:`lstpe.results.Run`:
 ``labels`` (list[str], one PE label per model), ``seeds`` (list[int]), ``pe_init`` /
 ``pe_final`` (M, L, 16, d), ``val_logits`` (M, 108, 4), ``val_attention`` /
 ``val_attention_init`` (M, 108, L, 16, 16) float16. Model ``m`` of the artefacts is model ``m``
@@ -28,7 +28,7 @@ STAGES = ("final", "init")
 def require(artifacts: Mapping[str, Any], key: str) -> Any:
     """``artifacts[key]``, or a ValueError naming the key and the keys that exist."""
     if not isinstance(artifacts, Mapping):
-        raise ValueError(f"artifacts must be a dict (TrainResult.artifacts / Run.artifacts), "
+        raise ValueError(f"artifacts must be a dict (Run.artifacts), "
                          f"got {type(artifacts).__name__}")
     if key not in artifacts:
         raise ValueError(
