@@ -213,7 +213,7 @@ class TrainConfig:
         return {k: v for k, v in self.to_dict().items() if k not in BUNDLE_KEYS_FREE}
 
 
-CPU_EPOCHS = 16
+CPU_EPOCHS = 12
 """Epochs of the ``cpu`` preset: the paper's model, data and learning rate, trained on a CPU
 (bf16 autocast) for as long as a working session allows, checkpointed every epoch."""
 
@@ -246,7 +246,8 @@ def preset(name: str, **overrides: Any) -> TrainConfig:
         factor = PREVIEW_LR_FACTOR
     elif name == "cpu":
         base = dict(pes=["learn-0.2"], seeds=list(PAPER_SEEDS[:CPU_SEEDS]), epochs=CPU_EPOCHS,
-                    amp=True, dense_until=CPU_EPOCHS, eval_train_max=1000, checkpoint_every=1)
+                    amp=True, dense_until=CPU_EPOCHS, eval_train_max=1000, checkpoint_every=1,
+                    max_models=15)
         factor = 1.0
     else:
         raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(SCALES)}")
