@@ -16,13 +16,18 @@ and ``configs.csv`` (one row per configuration: wall time, gaps, criteria met). 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from lstpe.encodings import parse_pe
 from lstpe.runtime import PAPER_SEEDS, default_results_dir
+
+if TYPE_CHECKING:
+    from lstpe.results import Run
 
 GAP_A = 0.15
 """Criterion (a): small sigma over sigma 2.0, in mean validation accuracy."""
@@ -113,3 +118,34 @@ def per_pe_rows(results_dir: str | Path | None = None) -> pd.DataFrame | None:
     """``search.csv`` as stored (config, pe, mean, std), or None."""
     path = folder(results_dir) / "search.csv"
     return pd.read_csv(path) if path.exists() else None
+
+
+def run_row(runs: Sequence[Run], label: str) -> dict:
+    """The row of stored runs (e.g. the ``cpu`` runs of Table 1 and Table 2 together): their
+    configuration, wall time and the criteria on their mean validation accuracy per PE (a PE
+    in several runs counts once per seed)."""
+    fin = pd.concat([r.final("val") for r in runs]).drop_duplicates(["pe", "seed"])
+    cfg, man = runs[0].config, runs[0].manifest
+    model = cfg.get("model") or {}
+    return {"config": label, "d_model": model.get("d_model"), "n_layers": model.get("n_layers"),
+            "n_train": cfg.get("n_train") or man.get("n_train"), "epochs": cfg.get("epochs"),
+            "lr": cfg.get("lr"), "amp": cfg.get("amp"), "seeds": len(cfg.get("seeds", [])),
+            "wall_s": man.get("wall_time_s"),
+            **criteria(fin.groupby("pe")["accuracy"].mean())}
+
+
+def tried(results_dir: str | Path | None = None) -> pd.DataFrame | None:
+    """Every configuration tried: the search's, plus the stored ``cpu`` runs of Table 1 and
+    Table 2 as one row (the paper's model trained on a CPU) when they exist; None if neither."""
+    from lstpe.results import find
+
+    base = Path(results_dir) if results_dir else default_results_dir()
+    rows = [] if (t := table(base)) is None else t.to_dict("records")
+    cpu = [r for r in (find(f"cpu/{n}", base) for n in ("table1", "table2")) if r is not None]
+    if cpu:
+        rows.append(run_row(cpu, "cpu run (results/cpu): the paper's model"))
+    if not rows:
+        return None
+    cols = ["config", "d_model", "n_layers", "n_train", "epochs", "lr", "seeds", "wall_s",
+            "gap_a", "gap_b", "a", "b", "c", "all"]
+    return pd.DataFrame(rows)[cols]

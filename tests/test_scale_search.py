@@ -44,3 +44,24 @@ def test_config_keys_are_unique_and_labels_canonical():
     keys = [c.key for c in ss.CONFIGS]
     assert len(set(keys)) == len(keys)
     assert "learn-2" in ss.PES and "learn-2.0" not in ss.PES
+
+
+def fake_run(accs: dict[str, float], seeds=(1, 2, 3)):
+    from lstpe.results import HISTORY_COLUMNS, Run
+
+    rows = [{"model": i * len(seeds) + j, "pe": pe, "pe_name": pe.split("-")[0], "sigma": 0.0,
+             "seed": s, "optimizer": "adam", "epoch": 12, "split": "val", "condition": "all",
+             "accuracy": a, "loss": 1.0, "diverged": False}
+            for i, (pe, a) in enumerate(accs.items()) for j, s in enumerate(seeds)]
+    cfg = {"model": {"d_model": 160, "n_layers": 4}, "epochs": 12, "lr": 1e-4, "amp": True,
+           "seeds": list(seeds), "n_train": None}
+    return Run(pd.DataFrame(rows, columns=HISTORY_COLUMNS),
+               {"config": cfg, "n_train": 8100, "wall_time_s": 60.0})
+
+
+def test_run_row_joins_runs_and_counts_a_shared_pe_once():
+    t1 = fake_run({"learn-0.2": 0.74, "2d-fixed": 0.75, "nope": 0.30, "c-nope": 0.25})
+    t2 = fake_run({"2d-fixed": 0.10, "learn-0.1": 0.70, "learn-2": 0.40})  # dropped
+    row = ss.run_row([t1, t2], "cpu")
+    assert row["gap_a"] == pytest.approx(0.34) and row["gap_b"] == pytest.approx(0.45)
+    assert row["all"] and row["n_train"] == 8100 and row["seeds"] == 3 and row["d_model"] == 160
