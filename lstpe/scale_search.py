@@ -121,17 +121,28 @@ def per_pe_rows(results_dir: str | Path | None = None) -> pd.DataFrame | None:
 
 
 def run_row(runs: Sequence[Run], label: str) -> dict:
-    """The row of stored runs (e.g. the ``cpu`` runs of Table 1 and Table 2 together): their
-    configuration, wall time and the criteria on their mean validation accuracy per PE (a PE
-    in several runs counts once per seed)."""
+    """The row of stored runs (e.g. the ``cpu`` runs): their configuration, wall time and the
+    criteria on their mean validation accuracy per PE (a PE in several runs counts once per
+    seed). A criterion whose PEs the runs lack is left empty (None)."""
     fin = pd.concat([r.final("val") for r in runs]).drop_duplicates(["pe", "seed"])
+    acc = fin.groupby("pe")["accuracy"].mean()
     cfg, man = runs[0].config, runs[0].manifest
     model = cfg.get("model") or {}
-    return {"config": label, "d_model": model.get("d_model"), "n_layers": model.get("n_layers"),
-            "n_train": cfg.get("n_train") or man.get("n_train"), "epochs": cfg.get("epochs"),
-            "lr": cfg.get("lr"), "amp": cfg.get("amp"), "seeds": len(cfg.get("seeds", [])),
-            "wall_s": man.get("wall_time_s"),
-            **criteria(fin.groupby("pe")["accuracy"].mean())}
+    row = {"config": label, "d_model": model.get("d_model"), "n_layers": model.get("n_layers"),
+           "n_train": cfg.get("n_train") or man.get("n_train"), "epochs": cfg.get("epochs"),
+           "lr": cfg.get("lr"), "amp": cfg.get("amp"), "seeds": len(cfg.get("seeds", [])),
+           "wall_s": man.get("wall_time_s")}
+    try:
+        return {**row, **criteria(acc)}
+    except KeyError:
+        pass
+    part: dict = dict.fromkeys(("gap_a", "gap_b", "a", "b", "c", "all"))
+    have = set(acc.index)
+    if "learn-2" in have and have & {"learn-0.1", "learn-0.2"}:
+        small = max(acc.get("learn-0.1", -1.0), acc.get("learn-0.2", -1.0))
+        part["gap_a"] = round(float(small - acc["learn-2"]), 3)
+        part["a"] = part["gap_a"] >= GAP_A
+    return {**row, **part}
 
 
 def tried(results_dir: str | Path | None = None) -> pd.DataFrame | None:
@@ -143,7 +154,8 @@ def tried(results_dir: str | Path | None = None) -> pd.DataFrame | None:
     rows = [] if (t := table(base)) is None else t.to_dict("records")
     cpu = [r for r in (find(f"cpu/{n}", base) for n in ("table1", "table2")) if r is not None]
     if cpu:
-        rows.append(run_row(cpu, "cpu run (results/cpu): the paper's model"))
+        rows.append(run_row(cpu, "cpu run (results/cpu): the paper's model, " +
+                            " + ".join(r.name for r in cpu)))
     if not rows:
         return None
     cols = ["config", "d_model", "n_layers", "n_train", "epochs", "lr", "seeds", "wall_s",

@@ -65,3 +65,10 @@ def test_run_row_joins_runs_and_counts_a_shared_pe_once():
     row = ss.run_row([t1, t2], "cpu")
     assert row["gap_a"] == pytest.approx(0.34) and row["gap_b"] == pytest.approx(0.45)
     assert row["all"] and row["n_train"] == 8100 and row["seeds"] == 3 and row["d_model"] == 160
+
+
+def test_run_row_without_the_nope_pes_reports_only_criterion_a():
+    t2 = fake_run({"2d-fixed": 0.6, "learn-0.1": 0.70, "learn-0.5": 0.5, "learn-2": 0.40})
+    row = ss.run_row([t2], "cpu")
+    assert row["gap_a"] == pytest.approx(0.30) and row["a"] is True
+    assert row["gap_b"] is None and row["b"] is None and row["all"] is None
