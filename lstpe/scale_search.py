@@ -161,3 +161,19 @@ def tried(results_dir: str | Path | None = None) -> pd.DataFrame | None:
     cols = ["config", "d_model", "n_layers", "n_train", "epochs", "lr", "seeds", "wall_s",
             "gap_a", "gap_b", "a", "b", "c", "all"]
     return pd.DataFrame(rows)[cols]
+
+
+def stored_cpu_accuracy(results_dir: str | Path | None = None) -> pd.DataFrame | None:
+    """Final mean accuracy per PE of the stored ``cpu`` runs: validation (the 108 human
+    puzzles) and training puzzles (eval mode), or None when there is none."""
+    from lstpe.results import find
+
+    base = Path(results_dir) if results_dir else default_results_dir()
+    cpu = [r for r in (find(f"cpu/{n}", base) for n in ("table1", "table2")) if r is not None]
+    if not cpu:
+        return None
+    cols = {}
+    for split in ("val", "train"):
+        fin = pd.concat([r.final(split) for r in cpu]).drop_duplicates(["pe", "seed"])
+        cols[split] = fin.groupby("pe", sort=False)["accuracy"].mean()
+    return pd.DataFrame(cols).rename_axis("pe").sort_values("train", ascending=False)

@@ -72,3 +72,17 @@ def test_run_row_without_the_nope_pes_reports_only_criterion_a():
     row = ss.run_row([t2], "cpu")
     assert row["gap_a"] == pytest.approx(0.30) and row["a"] is True
     assert row["gap_b"] is None and row["b"] is None and row["all"] is None
+
+
+def test_stored_cpu_accuracy_reads_results_cpu(tmp_path):
+    from lstpe.results import make_manifest, save_run
+
+    assert ss.stored_cpu_accuracy(tmp_path) is None
+    run = fake_run({"learn-0.5": 0.6, "learn-2": 0.25})
+    h = run.history
+    save_run(tmp_path / "cpu" / "table2", pd.concat([h, h.assign(split="train",
+                                                                 accuracy=h["accuracy"] + 0.3)]),
+             make_manifest(run.config, "cpu", 1.0))
+    got = ss.stored_cpu_accuracy(tmp_path)
+    assert got.loc["learn-0.5", "val"] == pytest.approx(0.6)
+    assert got.loc["learn-0.5", "train"] == pytest.approx(0.9) and got.index[0] == "learn-0.5"
