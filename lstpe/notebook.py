@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,20 +45,10 @@ class Setup:
                        **asked)
 
     def __str__(self) -> str:
-        return (f"scale={self.scale}  device={self.device}  torch={torch.__version__}  "
-                f"python={platform.python_version()}  results={self.results_label}")
+        """The setup line chapters print (:func:`lstpe.chapter_text.describe_setup`)."""
+        from lstpe.chapter_text import describe_setup
 
-    @property
-    def results_label(self) -> str:
-        """The results folder as a reader should see it: relative to the repository (no
-        machine-specific absolute path on a rendered page)."""
-        root = repo_root()
-        try:
-            if root is not None:
-                return self.results_dir.resolve().relative_to(root).as_posix()
-        except ValueError:
-            pass
-        return self.results_dir.name or str(self.results_dir)
+        return describe_setup(self)
 
 
 def setup(scale: str = "preview", device: str = "auto", results_dir: str | None = None) -> Setup:

@@ -109,11 +109,6 @@ def _use(run: res.Run) -> res.Run:
     return run
 
 
-def _config(name: str, scale: str, asked: dict[str, Any]) -> Any:
-    """The registry's config of ``name`` at ``scale`` with the caller's values."""
-    return run_config(name, scale, **asked)
-
-
 def conflicts(stored: dict, wanted: dict, asked: Iterable[str]) -> tuple[list[str], list[str]]:
     """How a stored run's config differs from the one wanted.
 
@@ -165,7 +160,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
         run = res.find(f"{src}/{name}", base)
         if run is None:
             continue
-        mine, other = conflicts(run.config, _config(name, src, asked).to_dict(), asked)
+        mine, other = conflicts(run.config, run_config(name, src, **asked).to_dict(), asked)
         if other:
             raise StoredRunMismatch(
                 f"the stored run {run.path} was not trained with the registry's {name!r} at "
@@ -209,7 +204,7 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
     if name not in REGISTRY and name != BRAIN_RUN:
         raise ValueError(f"unknown run {name!r}; valid runs: {', '.join(REGISTRY)}, {BRAIN_RUN}")
     asked = {k: v for k, v in asked.items() if v is not None}
-    cfg = _config(name, scale, {**asked, "device": device})  # validates every value
+    cfg = run_config(name, scale, **asked, device=device)  # validates every value
     base = Path(results_dir) if results_dir else default_results_dir()
     if stored or require_stored:
         found = stored_run(name, scale, base, **asked)

@@ -106,10 +106,9 @@ def table(results_dir: str | Path | None = None) -> pd.DataFrame | None:
 
 def per_pe(results_dir: str | Path | None = None) -> pd.DataFrame | None:
     """Mean validation accuracy per configuration (rows) and PE (columns), or None."""
-    path = folder(results_dir) / "search.csv"
-    if not path.exists():
+    t = per_pe_rows(results_dir)
+    if t is None:
         return None
-    t = pd.read_csv(path)
     return t.pivot_table(index="config", columns="pe", values="mean", sort=False)[
         [p for p in PES if p in set(t["pe"])]]
 
@@ -145,14 +144,21 @@ def run_row(runs: Sequence[Run], label: str) -> dict:
     return {**row, **part}
 
 
+def stored_cpu_runs(results_dir: str | Path | None = None) -> list[Run]:
+    """The stored ``cpu`` runs of Table 1 and Table 2 that exist (read without artefacts:
+    only their histories and manifests are needed here)."""
+    from lstpe.results import load
+
+    base = Path(results_dir) if results_dir else default_results_dir()
+    return [load(base / "cpu" / n, artifacts=False) for n in ("table1", "table2")
+            if all((base / "cpu" / n / f).exists() for f in ("manifest.json", "history.csv"))]
+
+
 def tried(results_dir: str | Path | None = None) -> pd.DataFrame | None:
     """Every configuration tried: the search's, plus the stored ``cpu`` runs of Table 1 and
     Table 2 as one row (the paper's model trained on a CPU) when they exist; None if neither."""
-    from lstpe.results import find
-
-    base = Path(results_dir) if results_dir else default_results_dir()
-    rows = [] if (t := table(base)) is None else t.to_dict("records")
-    cpu = [r for r in (find(f"cpu/{n}", base) for n in ("table1", "table2")) if r is not None]
+    rows = [] if (t := table(results_dir)) is None else t.to_dict("records")
+    cpu = stored_cpu_runs(results_dir)
     if cpu:
         rows.append(run_row(cpu, "cpu run (results/cpu): the paper's model, " +
                             " + ".join(r.name for r in cpu)))
@@ -166,10 +172,7 @@ def tried(results_dir: str | Path | None = None) -> pd.DataFrame | None:
 def stored_cpu_accuracy(results_dir: str | Path | None = None) -> pd.DataFrame | None:
     """Final mean accuracy per PE of the stored ``cpu`` runs: validation (the 108 human
     puzzles) and training puzzles (eval mode), or None when there is none."""
-    from lstpe.results import find
-
-    base = Path(results_dir) if results_dir else default_results_dir()
-    cpu = [r for r in (find(f"cpu/{n}", base) for n in ("table1", "table2")) if r is not None]
+    cpu = stored_cpu_runs(results_dir)
     if not cpu:
         return None
     cols = {}
