@@ -5,6 +5,7 @@ Subcommands::
     lstpe train --preset preview --pe learn-0.2 --pe 2d-fixed --out runs/demo
     lstpe sweep --preset paper --sigmas 0.1 0.2 0.5 --out runs/sweep
     lstpe batch book/chapter.ipynb --grid seeds=[2235],[6312] -p scale='"preview"' --out runs/nb
+    lstpe campaign run --minutes 120      # the reproduction, unit by unit (lstpe.campaign)
 
 ``train`` and ``sweep`` build :func:`lstpe.train.preset` with the given overrides and run
 :func:`lstpe.train.train` on ``--out``. Before any training they check every value (device,
@@ -287,6 +288,33 @@ def cmd_batch(args: argparse.Namespace) -> int:
     return 0 if (summary["status"] == "ok").all() else 1
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    """``lstpe campaign plan | status | run | import`` (:mod:`lstpe.campaign`)."""
+    from lstpe import campaign as cp
+
+    if args.action == "plan":
+        units = cp.plan()
+        done = {u.key for u in cp.done_units(args.results)}
+        for u in units:
+            print(f"{u.item}  {u.key:<28} {'done' if u.key in done else ''}")
+        print(f"{len(units)} units, {len(done)} stored; each: the paper's recipe for "
+              f"{cp.CAMPAIGN_EPOCHS} epochs, fp32")
+    elif args.action == "status":
+        table = cp.status(args.results)
+        print(cp.status_text(table))
+        return 1 if (table["state"] == "damaged").any() else 0
+    elif args.action == "run":
+        from lstpe.campaign_run import run
+
+        run(args.minutes, args.results, device=args.device or "auto", units=args.unit,
+            max_units=args.max_units, allow_partial=args.allow_partial,
+            log=lambda msg: print(msg, flush=True))
+    elif args.action == "import":
+        units = cp.import_run(args.path, args.results, run=args.run, note=args.note or "")
+        print(f"imported {len(units)} fragment(s): {', '.join(u.key for u in units)}")
+    return 0
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -355,6 +383,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="folder for the executed notebooks")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     p.set_defaults(func=cmd_batch)
+
+    p = sub.add_parser("campaign", help="grow results/paper one (run, PE, seed) unit at a time",
+                       description="The reproduction on CPUs: the paper's recipe, 200 epochs "
+                       "per unit, each unit stored as a verified fragment under "
+                       "results/paper/<run>/<pe>/<seed>/ (lstpe.campaign).")
+    csub = p.add_subparsers(dest="action", required=True)
+    for name, text in (("plan", "list the units in order of value"),
+                       ("status", "units done and left, hours spent and left")):
+        q = csub.add_parser(name, help=text)
+        q.add_argument("--results", help="results folder (default: the repository's)")
+    q = csub.add_parser("run", help="train the next units that fit in --minutes")
+    q.add_argument("--minutes", type=float, required=True, help="time budget (wall clock)")
+    q.add_argument("--unit", action="append", metavar="RUN/PE/SEED",
+                   help="train only this unit (repeatable), e.g. table2/learn-0.2/2235")
+    q.add_argument("--max-units", type=int, default=8, help="at most this many per chunk")
+    q.add_argument("--allow-partial", action="store_true",
+                   help="start a unit even if it does not fit (resumed by a later run here)")
+    q.add_argument("--device", help="auto (cuda > mps > cpu), cpu, cuda, ...")
+    q.add_argument("--results", help="results folder (default: the repository's)")
+    q = csub.add_parser("import", help="split a finished run of the recipe into fragments")
+    q.add_argument("path", help="the run folder (lstpe train --preset paper --epochs 200)")
+    q.add_argument("--run", help="the registry run its units belong to, if ambiguous")
+    q.add_argument("--note", help="a line kept in each fragment's manifest")
+    q.add_argument("--results", help="results folder (default: the repository's)")
+    p.set_defaults(func=cmd_campaign)
     return parser
 
 

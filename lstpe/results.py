@@ -283,6 +283,16 @@ class Run:
         """One line saying where the numbers come from (shown under every table), with a
         warning when models diverged."""
         cfg = self.config
+        if self.manifest.get("kind") == "campaign-merge":
+            per = self.manifest.get("seeds_per_pe", {})
+            seeds = ", ".join(f"{pe} {len(s)}" for pe, s in per.items())
+            line = (f"[{self.name}: {len(self.manifest.get('fragments', []))} fragments of the "
+                    f"campaign (the paper's recipe, {cfg.get('epochs')} epochs, "
+                    f"{'bf16' if cfg.get('amp') else 'fp32'}); seeds per PE: {seeds}; device "
+                    f"{self.manifest.get('device')}, torch {self.manifest.get('torch_version')},"
+                    f" commit {self.manifest.get('git_commit')}, "
+                    f"{self.manifest.get('wall_time_s', 0) / 3600:.1f} machine-hours]")
+            return line + self._diverged_line()
         what = {"stored": "stored run", "live": "trained in this process",
                 "cached": "run reused from the cache"}[self.source]
         length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
@@ -294,11 +304,14 @@ class Run:
                 f"commit {str(self.manifest.get('git_commit'))[:12]}, "
                 f"finished {self.manifest.get('finished_at')}, "
                 f"wall time {self.manifest.get('wall_time_s')} s{resumed}]")
+        return line + self._diverged_line()
+
+    def _diverged_line(self) -> str:
         div = self.diverged()
-        if not div.empty:
-            line += (f"\nWARNING: {len(div)} model(s) diverged (non-finite loss or logits) and "
-                     f"are left out of the summaries: {describe_diverged(div)}")
-        return line
+        if div.empty:
+            return ""
+        return (f"\nWARNING: {len(div)} model(s) diverged (non-finite loss or logits) and are "
+                f"left out of the summaries: {describe_diverged(div)}")
 
 
 def save_run(path: str | Path, history: pd.DataFrame, manifest: dict,

@@ -8,15 +8,17 @@
 What a name means at each scale is :func:`lstpe.experiments.run_config` (the registry). Where
 the numbers come from, best first:
 
-1. a **stored** run ``<results_dir>/<scale>/<name>`` of a scale at least as large as the one
-   asked for (``paper`` > ``cpu`` > ``preview``): the paper-scale run from the GPU, then the
-   run of the paper's model trained on a CPU. It is used when it *fits*: its config is the
-   registry's config at its scale, with whatever the caller set (``seeds``, ``sigmas``,
-   ``epochs``, ...) equal to the caller's values (the PEs asked for may be a subset of the
-   stored ones). If it differs only in what the caller set, it is passed over with a message
-   (the caller asked for another run). If it differs in anything else, it is refused with a
-   :class:`StoredRunMismatch` naming the keys: the registry changed since it was trained, and
-   its numbers would be shown as something they are not.
+1. the campaign's **fragments** of the run under ``<results_dir>/paper/<name>/<pe>/<seed>/``
+   (:func:`campaign_run`: 200-epoch units of the paper's recipe, merged; each PE with the seeds
+   stored so far), then a **stored** run ``<results_dir>/<scale>/<name>`` of a scale at least
+   as large as the one asked for (``paper`` > ``cpu`` > ``preview``): the paper-scale run
+   from a GPU, then the run of the paper's model trained on a CPU. It is used when it
+   *fits*: its config is the registry's config at its scale, with whatever the caller set
+   (``seeds``, ``sigmas``, ``epochs``, ...) equal to the caller's values (the PEs asked for
+   may be a subset of the stored ones). If it differs only in what the caller set, it is
+   passed over with a message (the caller asked for another run). If it differs in anything
+   else, it is refused with a :class:`StoredRunMismatch` naming the keys: the registry changed
+   since it was trained, and its numbers would be shown as something they are not.
 2. a **cached** run of exactly this config and code (:func:`cache_dir`).
 3. otherwise the run is **trained** now (``live``) and saved: at ``paper`` or ``cpu`` scale,
    into ``<results_dir>/<scale>/<name>`` when the caller set nothing and no run is there
@@ -157,6 +159,10 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
     base = Path(results_dir) if results_dir else default_results_dir()
     asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
     for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
+        if src == "paper" and name in REGISTRY:
+            merged = campaign_run(name, base, verbose, **asked)
+            if merged is not None:
+                return merged
         run = res.find(f"{src}/{name}", base)
         if run is None:
             continue
@@ -174,6 +180,43 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
         run.name = name
         return run
     return None
+
+
+FRAGMENT_ASKED = ("pes", "seeds", "sigmas", "epochs")
+"""What a caller may ask of a campaign run: which PEs and seeds (a subset of the fragments),
+and the epochs (fragments of other epochs are passed over)."""
+
+
+def campaign_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
+                 **asked: Any) -> res.Run | None:
+    """The campaign's fragments of ``name`` (:mod:`lstpe.campaign`) merged into one run, or
+    None if none is stored that fits what was asked.
+
+    Each fragment is verified on load and must have its unit's recipe (else
+    :class:`lstpe.campaign.RecipeMismatch` names the fragment and the keys). The PEs and seeds
+    asked for select fragments; ``epochs`` keeps the fragments of that many epochs. Anything
+    else asked (an optimizer, a learning rate...) is not what the campaign trained: the
+    fragments are passed over with a message. The run's ``manifest["seeds_per_pe"]`` says
+    which seeds each PE has; PEs without a fragment are absent.
+    """
+    from lstpe import campaign as cp
+
+    other = sorted(k for k in asked if k not in FRAGMENT_ASKED)
+    base = Path(results_dir) if results_dir else default_results_dir()
+    if not (base / "paper").is_dir():
+        return None
+    if other:
+        if verbose:
+            print(f"the campaign's fragments of {name!r} were trained with the registry's "
+                  f"{', '.join(other)}; asked for others: not used", flush=True)
+        return None
+    pes = asked.get("pes") or run_config(name, "paper", sigmas=asked.get("sigmas")).pes
+    frags = cp.fragments_of(name, pes, base, seeds=asked.get("seeds"))
+    if asked.get("epochs") is not None:
+        frags = [f for f in frags if f.config.get("epochs") == asked["epochs"]]
+    if not frags:
+        return None
+    return cp.merge(frags, name)
 
 
 def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None = None,

@@ -62,9 +62,11 @@ HISTORY_COLUMNS = [*res.HISTORY_COLUMNS,
                    *[c for c in ("diverged",) if c not in res.HISTORY_COLUMNS]]
 """Columns of a training history (the results module's plus ``diverged``)."""
 
-BUNDLE_KEYS_FREE = ("pes", "optimizer", "lr", "weight_decay", "preset", "save_attention")
+BUNDLE_KEYS_FREE = ("pes", "seeds", "optimizer", "lr", "weight_decay", "preset",
+                    "save_attention")
 """Config keys that may differ between the configurations trained together by
-:func:`train_many` (everything else must agree)."""
+:func:`train_many` (everything else must agree): each model keeps its own PE, seed (init, data
+order, dropout masks) and optimizer setting."""
 
 
 @dataclass

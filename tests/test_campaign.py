@@ -1,0 +1,223 @@
+"""The campaign: its plan, fragments (import, train, publish, verify, merge), claims, resume.
+
+Training tests use the real code path with the recipe shrunk (``Unit.config`` patched to a
+16-wide, 1-block model on 64 puzzles for 2 epochs); the recipe itself is checked against the
+paper's numbers separately.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pandas as pd
+import pytest
+import torch
+
+from lstpe import campaign as cp
+from lstpe import campaign_run as cr
+from lstpe import results as res
+from lstpe.model import ModelConfig
+from lstpe.rundir import RunLock
+from lstpe.runs import get_run
+from lstpe.train import train
+
+TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, epochs=2, eval_train_max=64,
+            noise_levels=[0.05])
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    """Every unit's recipe shrunk to TINY (everything else of the recipe kept)."""
+    real = cp.Unit.config
+
+    def config(self, device="cpu", **overrides):
+        return real(self, device=device, **{**TINY, **overrides})
+
+    monkeypatch.setattr(cp.Unit, "config", config)
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def test_plan_items_1_and_2_are_the_issue_units_in_order():
+    seeds = [2235, 6312, 6068]
+    core = ["2d-fixed", "learn-0.1", "learn-0.2", "learn-0.5", "learn-1", "learn-1.5",
+            "learn-2"]
+    other = ["1d-fixed", "random", "relative", "rope", "nope", "c-nope"]
+    units = cp.plan()
+    keys = [u.key for u in units]
+    assert len(keys) == len(set(keys))
+    first = [u.key for u in units[:39]]
+    assert first == [f"table2/{p}/{s}" for s in seeds for p in core] + \
+        [f"table1/{p}/{s}" for s in seeds for p in other]
+    assert [u.item for u in units] == sorted(u.item for u in units)
+    assert {u.seed for u in units if u.item == 3} == {9742, 8880}
+
+
+def test_unit_recipe_is_the_authors():
+    cfg = cp.find_unit("table2/learn-0.2/2235").config()
+    m = cfg.model
+    assert (m.d_model, m.n_layers, m.n_heads, m.mlp_ratio) == (160, 4, 1, 4)
+    assert (cfg.batch_size, cfg.lr, cfg.optimizer, cfg.weight_decay) == (128, 1e-4, "adam", 0.0)
+    assert (cfg.split, cfg.data, cfg.variant, cfg.epochs, cfg.amp) == \
+        ("code", "paper", "paper", 200, False)
+    assert cfg.pes == ["learn-0.2"] and cfg.seeds == [2235]
+    sgd = cp.find_unit("table4/sgd/learn-0.01/2235").config()
+    assert (sgd.optimizer, sgd.lr) == ("sgd", 1e-3)
+
+
+def test_find_unit_names_a_bad_key():
+    with pytest.raises(ValueError, match="tabel2"):
+        cp.find_unit("tabel2/learn-0.2/2235")
+    with pytest.raises(ValueError, match="run/pe/seed"):
+        cp.find_unit("table2/learn-0.2")
+
+
+# --------------------------------------------------------------------------- import
+
+
+def _bundle(tmp_path, pes=("2d-fixed", "learn-0.2"), **over):
+    cfg = cp.find_unit("table2/2d-fixed/2235").config(pes=list(pes), seeds=[2235], **over)
+    return train(cfg, run_dir=tmp_path / "bundle", progress=False)
+
+
+def test_import_splits_a_run_into_fragments_exactly(tmp_path, tiny):
+    src = _bundle(tmp_path)
+    results = tmp_path / "results"
+    units = cp.import_run(src.path, results)
+    assert [u.key for u in units] == ["table2/2d-fixed/2235", "table2/learn-0.2/2235"]
+    for m, u in enumerate(units):
+        frag = cp.load_fragment(u, results)
+        mine = src.history[src.history["model"] == m].drop(columns="model")
+        pd.testing.assert_frame_equal(frag.history.drop(columns="model").reset_index(drop=True),
+                                      mine.reset_index(drop=True), check_dtype=False)
+        assert torch.equal(frag.artifacts["pe_final"][0], src.artifacts["pe_final"][m])
+        assert frag.artifacts["labels"] == [u.pe]
+        noise = src.tables["noise"]
+        assert len(frag.tables["noise"]) == int((noise["model"] == m).sum())
+        assert frag.manifest["campaign"]["imported_from"]["model"] == m
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        cp.import_run(src.path, results)
+
+
+def test_import_refuses_another_recipe_naming_the_key(tmp_path, tiny):
+    src = _bundle(tmp_path, lr=1e-3)
+    with pytest.raises(cp.RecipeMismatch, match="lr"):
+        cp.import_run(src.path, tmp_path / "results")
+    assert not (tmp_path / "results" / "paper" / "table2").exists()
+
+
+# --------------------------------------------------------------------------- run
+
+
+def test_run_trains_publishes_and_get_run_merges(tmp_path, tiny):
+    results = tmp_path / "results"
+    keys = ["table2/2d-fixed/2235", "table2/learn-0.2/6312", "table1/rope/2235"]
+    done = cr.run(5, results, device="cpu", units=keys, log=lambda m: None)
+    assert [u.key for u in done] == keys
+    for k in keys:
+        frag = cp.load_fragment(cp.find_unit(k), results)
+        assert frag.manifest["campaign"]["precision"] == "fp32"
+        assert frag.manifest["campaign"]["chunk"] == keys
+        assert sorted(frag.history["epoch"].unique()) == [0, 1, 2]
+    # the same unit trained alone gives the same numbers: batching is exact
+    alone = train(cp.find_unit(keys[1]).config(), progress=False)
+    frag = cp.load_fragment(cp.find_unit(keys[1]), results)
+    a = alone.final("val")["accuracy"].to_numpy()
+    assert a == pytest.approx(frag.final("val")["accuracy"].to_numpy(), abs=1e-6)
+    # table1 borrows table2's 2d-fixed (same recipe); table2's merge has two PEs
+    t2 = get_run("table2", "preview", results_dir=results)
+    assert t2.manifest["seeds_per_pe"] == {"2d-fixed": [2235], "learn-0.2": [6312]}
+    assert sorted(t2.history["model"].unique()) == [0, 1]
+    assert t2.artifacts["pe_final"].shape[0] == 2
+    t1 = get_run("table1", "preview", results_dir=results)
+    assert t1.manifest["seeds_per_pe"] == {"2d-fixed": [2235], "learn-0.2": [6312],
+                                           "rope": [2235]}
+    only = get_run("table2", "preview", results_dir=results, seeds=[6312])
+    assert only.manifest["seeds_per_pe"] == {"learn-0.2": [6312]}
+    table = cp.status(results)
+    assert set(table.loc[table["state"] == "done", "unit"]) == set(keys)
+    assert "item 1: 2/21 units done" in cp.status_text(table)
+    assert cr.run(5, results, device="cpu", units=keys, log=lambda m: None) == []
+
+
+def test_edited_fragment_is_refused_naming_file_or_key(tmp_path, tiny):
+    results = tmp_path / "results"
+    key = "table2/learn-0.5/2235"
+    cr.run(5, results, device="cpu", units=[key], log=lambda m: None)
+    unit = cp.find_unit(key)
+    path = unit.path(results)
+    man = json.loads((path / "manifest.json").read_text())
+    man["config"]["lr"] = 0.01
+    (path / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(cp.RecipeMismatch, match="lr"):
+        get_run("table2", "preview", results_dir=results)
+    man["config"]["lr"] = 1e-4
+    (path / "manifest.json").write_text(json.dumps(man))
+    hist = path / "history.csv"
+    hist.write_text(hist.read_text().replace("learn-0.5", "learn-0.6", 1))
+    with pytest.raises(res.DamagedFileError, match="history.csv"):
+        cp.load_fragment(unit, results)
+    assert cp.status(results).set_index("unit").loc[key, "state"] == "damaged"
+
+
+def test_claimed_unit_is_not_trained_twice(tmp_path, tiny):
+    results = tmp_path / "results"
+    key = "table2/learn-1/2235"
+    unit = cp.find_unit(key)
+    with RunLock(cp._work(results) / "claims" / unit.slug):
+        assert cp.status(results).set_index("unit").loc[key, "state"] == "claimed"
+        assert key not in [u.key for u in cr.free_units(results)]
+        assert cr.run(5, results, device="cpu", units=[key], log=lambda m: None) == []
+    assert not unit.path(results).exists()
+
+
+def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
+    key = "table2/learn-0.1/2235"
+    unit = cp.find_unit(key)
+    ref = tmp_path / "ref"
+    cr.run(5, ref, device="cpu", units=[key], log=lambda m: None)
+    results = tmp_path / "results"
+    spec = {"units": [key], "probe": {}, "estimate_s": 1.0, "machine": cr.machine(),
+            "precision": "fp32", "precision_reason": "test"}
+    # a deadline already passed: the chunk pauses after its first epoch, with a checkpoint
+    assert cr._train_chunk([unit], results, torch.device("cpu"), time.monotonic(), spec,
+                           lambda m: None, {}) == []
+    assert not unit.path(results).exists()
+    assert cp.status(results).set_index("unit").loc[key, "state"] == "paused"
+    done = cr.run(5, results, device="cpu", units=[key], log=lambda m: None)
+    assert [u.key for u in done] == [key]
+    a = cp.load_fragment(unit, results).history
+    b = cp.load_fragment(unit, ref).history
+    pd.testing.assert_frame_equal(a, b)
+    assert cp.load_fragment(unit, results).manifest["resumed"]
+
+
+def test_publish_never_overwrites(tmp_path, tiny):
+    results = tmp_path / "results"
+    key = "table2/learn-1.5/2235"
+    cr.run(5, results, device="cpu", units=[key], log=lambda m: None)
+    unit = cp.find_unit(key)
+    before = (unit.path(results) / "manifest.json").read_bytes()
+    stage = tmp_path / "stage"
+    cfg = unit.config()
+    train(cfg, run_dir=stage, progress=False)
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        cp.publish(stage, unit, results)
+    assert (unit.path(results) / "manifest.json").read_bytes() == before
+    assert (stage / "manifest.json").exists()
+
+
+def test_run_rejects_bad_budget(tmp_path):
+    with pytest.raises(ValueError, match="minutes"):
+        cr.run(0, tmp_path)
+    with pytest.raises(ValueError, match="max-units"):
+        cr.run(1, tmp_path, max_units=0)
+
+
+def test_precision_is_fp32_and_says_why():
+    prec, why = cr.choose_precision(torch.device("cpu"))
+    assert prec == "fp32"
+    flags = cr.cpu_flags()
+    assert ("no bf16 instructions" in why) == (not any(f in flags for f in cr.BF16_FLAGS))
