@@ -19,6 +19,8 @@ Modules (imported lazily: ``import lstpe.analysis`` loads none of them):
   default, per-pair Procrustes as an option), modularity and network clustering
 - :mod:`lstpe.analysis.probe`       Su's probe (separate module)
 - :mod:`lstpe.analysis.rope_misuse` the authors' sequence-first rope module fed batch-first input
+- :mod:`lstpe.analysis.authors_logs` the authors' own training logs (every 200 epochs) and our
+  runs against them at the same epoch, with the paper's 4000-epoch tables beside them
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from types import ModuleType
 
 SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "robustness", "humans", "stats", "plots", "curves", "networks",
-    "probe", "rope_misuse",
+    "probe", "rope_misuse", "authors_logs",
 )
 
 
