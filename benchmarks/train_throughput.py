@@ -1,4 +1,5 @@
-"""Training throughput: a plain single-model loop vs the batched engine of ``lstpe.train``.
+"""Training throughput: a plain single-model loop vs the batched engine of ``lstpe.train``,
+and both against this machine's matmul floor, all measured in one run.
 
 Measures **model-epochs per second** (how many (model, epoch) pairs of training are done per
 second of wall time) of
@@ -18,9 +19,25 @@ rates are extrapolated to epochs of the training-set size. The estimate
 of a full Table-2 sweep (20 sigmas x 15 seeds x 200 epochs = 60,000 model-epochs) is
 60,000 / rate, training only.
 
+**The floor.** For every model count M of the table, the same run times the matmuls of one
+training step of M models at the model's own shapes (:func:`step_gemms`, derived from the
+``ModelConfig`` and the batch size: embedding, q/k/v, attention scores and mixing, output
+projection, MLP, read-out; each forward GEMM and its backward's grad-input and grad-weight
+GEMMs), with ``torch.bmm`` in fp32 (TF32 on CUDA, as the engines run) on the same device and
+number of threads as the engines, best of ``--floor-repeats`` per shape. Their FLOPs over their
+summed time is the achieved GFLOP/s; divided by the FLOPs of one model-epoch
+(:func:`lstpe.plan.flops_per_model_epoch`: the last block computes its output projection and
+MLP for the read-out token only, as the engine does; the plain loop computes all 16 tokens and
+is not credited the extra work) it gives the **floor** in model-epochs/s, the rate at which
+training would run if it were nothing but these matmuls. Each row reports its rate, its ratio
+to the plain loop and its fraction of the floor at its own M; the last line sums up the engine
+at the chosen setting (the batched row with the highest rate). The CPU's precision-related
+flags (``/proc/cpuinfo``: avx512_bf16, amx_bf16, amx_tile, avx512f, avx2) are recorded too.
+
 Usage::
 
     python benchmarks/train_throughput.py --size preview --models 1 4 15 30
+    python benchmarks/train_throughput.py --size paper --models 1 2 4
     python benchmarks/train_throughput.py --size paper --device cuda --amp --json bench.json
 
 Timings depend on the machine and on what else runs on it; nothing here asserts them.
@@ -45,6 +62,15 @@ from lstpe import results as res
 from lstpe.encodings import parse_pe
 from lstpe.engine import EagerStep, GraphStep, Running, resolve_mode
 from lstpe.experiments import table1_pes
+from lstpe.floor import (  # noqa: F401  (the floor lives in the package; tests use these names)
+    FLOOR_REPEATS,
+    PRECISION_FLAGS,
+    Gemm,
+    cpu_precision_flags,
+    measure_floor,
+    step_gemms,
+    sync,
+)
 from lstpe.model import LSTTransformer, ModelConfig
 from lstpe.optim import StackedOptimizer
 from lstpe.plan import flops_per_model_epoch
@@ -57,12 +83,6 @@ DEFAULT_STEPS = 6
 SWEEP_MODEL_EPOCHS = len(PAPER_SIGMAS) * len(PAPER_SEEDS) * 200
 """A full Table-2 sweep: 20 sigmas x 15 seeds x 200 epochs."""
 
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _time_steps(step: Callable[[], None], warmup: int, steps: int, device: torch.device,
                 blocks: int = 3) -> float:
     """Seconds per step of ``step`` after ``warmup`` untimed calls.
@@ -73,14 +93,14 @@ def _time_steps(step: Callable[[], None], warmup: int, steps: int, device: torch
     """
     for _ in range(warmup):
         step()
-    _sync(device)
+    sync(device)
     sizes = [len(b) for b in torch.arange(steps).tensor_split(min(blocks, steps))]
     per_step = []
     for n in sizes:
         t0 = time.perf_counter()
         for _ in range(n):
             step()
-        _sync(device)
+        sync(device)
         per_step.append((time.perf_counter() - t0) / n)
     return statistics.median(per_step)
 
@@ -170,15 +190,18 @@ def batched_step_fn(m: int, cfg, splits: dict, device: torch.device, amp: bool =
 def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         epochs: float | None = None, steps: int | None = None, warmup: int | None = None,
         device: str = "auto", amp: bool = False, mode: str = "eager", plain: bool = True,
-        mix: str = "sweep") -> dict[str, Any]:
-    """Time both engines; return a JSON-ready dict with one row per engine and model count.
+        mix: str = "sweep", floor_repeats: int = FLOOR_REPEATS) -> dict[str, Any]:
+    """Time both engines and the floor; return a JSON-ready dict with one row per engine and
+    model count, one floor per model count (:func:`measure_floor`, timed right after the first
+    engine row of that count) and the summary of the chosen setting (the fastest batched row).
 
     Timed steps per engine: ``epochs`` epochs of the training split if given, else ``steps``,
     else :data:`DEFAULT_STEPS`. Warm-up: ``warmup`` steps, default 3 (one epoch + 2 with
     ``compile``, so that recompiling for the short last batch of an epoch is not timed).
 
     Raises:
-        ValueError: unknown size, a model count < 1, or a non-positive number of steps.
+        ValueError: unknown size, a model count < 1, a non-positive number of steps or of
+            floor repeats.
     """
     if mix not in MIXES:
         raise ValueError(f"unknown mix {mix!r}; valid: {', '.join(MIXES)}")
@@ -205,14 +228,18 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         warmup = steps_per_epoch + 2 if compile else 3
     if n_steps < 1 or warmup < 0:
         raise ValueError(f"need steps >= 1 and warmup >= 0, got {n_steps}, {warmup}")
+    if floor_repeats < 1:
+        raise ValueError(f"need floor repeats >= 1, got {floor_repeats}")
+    fpme = flops_per_model_epoch(cfg.model, N)
     rows: list[dict[str, Any]] = []
+    floors: dict[int, dict[str, Any]] = {}
 
     def record(engine: str, m: int, sec_per_step: float, peak: float | None) -> None:
         rate = m / (sec_per_step * steps_per_epoch)
         rows.append({"engine": engine, "models": m, "sec_per_step": sec_per_step,
                      "model_epochs_per_s": rate,
                      "sweep_hours": SWEEP_MODEL_EPOCHS / rate / 3600,
-                     "tflops": rate * flops_per_model_epoch(cfg.model, N) / 1e12,
+                     "tflops": rate * fpme / 1e12,
                      "peak_mem_gib": peak})
 
     def measure(engine: str, m: int, make: Callable[[], Callable[[], None]]) -> None:
@@ -225,6 +252,10 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         record(engine, m, sec, peak)
         del step
         print(f"  {engine:8s} M={m:<4d} {sec * 1e3:9.2f} ms/step", file=sys.stderr, flush=True)
+        if m not in floors:
+            fl = floors[m] = measure_floor(cfg.model, bs, m, N, dev, floor_repeats)
+            print(f"  floor    M={m:<4d} {fl['seconds_per_step'] * 1e3:9.2f} ms/step of GEMMs, "
+                  f"{fl['gflops']:.1f} GFLOP/s", file=sys.stderr, flush=True)
 
     if plain:
         measure("plain", 1, lambda: plain_step_fn(cfg.model, tr.x, tr.y, bs, cfg.lr, dev))
@@ -232,7 +263,17 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         measure("batched", m, lambda m=m: batched_step_fn(m, cfg, splits, dev, amp, mode, mix))
     base = rows[0]["model_epochs_per_s"] if plain else None
     for r in rows:
+        fl = floors[r["models"]]
         r["ratio_vs_plain"] = r["model_epochs_per_s"] / base if base else None
+        r["floor_model_epochs_per_s"] = fl["model_epochs_per_s"]
+        r["floor_gflops"] = fl["gflops"]
+        r["fraction_of_floor"] = r["model_epochs_per_s"] / fl["model_epochs_per_s"]
+    best = max((r for r in rows if r["engine"] == "batched"),
+               key=lambda r: r["model_epochs_per_s"])
+    chosen = {"engine": best["engine"], "models": best["models"], "mode": mode, "amp": amp,
+              "mix": mix, **{k: best[k] for k in (
+                  "model_epochs_per_s", "ratio_vs_plain", "fraction_of_floor",
+                  "floor_model_epochs_per_s", "floor_gflops")}}
     return {
         "device": res.device_name(dev), "torch_version": torch.__version__,
         **{k: v for k, v in res.make_manifest({}, dev, 0).items()
@@ -241,40 +282,81 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         "model": cfg.model.to_dict(), "n_train": N, "batch_size": bs,
         "steps_per_epoch": steps_per_epoch, "timed_steps": n_steps, "warmup_steps": warmup,
         "timed_epochs": n_steps / steps_per_epoch, "amp": amp, "compile": compile,
-        "mode": mode, "mix": mix,
-        "flops_per_model_epoch": flops_per_model_epoch(cfg.model, N),
+        "mode": mode, "mix": mix, "threads": torch.get_num_threads(),
+        "cpu_flags": cpu_precision_flags(), "cpu_flags_checked": list(PRECISION_FLAGS),
+        "cpu_capability": _cpu_capability(),
+        "flops_per_model_epoch": fpme,
+        "flops_count": "lstpe.plan.flops_per_model_epoch: matmuls, forward + backward (3x "
+                       "forward), last block's output projection and MLP for the read-out "
+                       "token only, as the engine computes",
+        "all_tokens_flops_per_model_epoch": sum(
+            g.flops for g in step_gemms(cfg.model, bs, 1, last_token_only=False)) * N / bs,
         "sweep_model_epochs": SWEEP_MODEL_EPOCHS, "rows": rows,
+        "floors": [floors[m] for m in sorted(floors)], "chosen": chosen,
     }
 
 
+def _cpu_capability() -> str | None:
+    """The SIMD level torch's CPU kernels dispatch to (``AVX2``, ``AVX512``, ...), if known."""
+    get = getattr(torch.backends.cpu, "get_cpu_capability", None)
+    return get() if get is not None else None
+
+
 def format_report(out: dict[str, Any]) -> str:
-    """The human-readable table of :func:`run`'s result."""
+    """The human-readable report of :func:`run`'s result: setup, floor, table, summary."""
     m = out["model"]
+    flags = " ".join(out["cpu_flags"]) or "none"
+    fpme, full = out["flops_per_model_epoch"], out["all_tokens_flops_per_model_epoch"]
+    fl0 = out["floors"][0]
+    prec = fl0["precision"]
     head = (
         f"device: {out['device']}   torch {out['torch_version']}\n"
+        f"CPU precision flags: {flags} (checked: {', '.join(out['cpu_flags_checked'])}; "
+        f"torch CPU capability {out['cpu_capability']})\n"
         f"size {out['size']}: d_model={m['d_model']}, {m['n_layers']} layers, "
         f"{m['n_heads']} head(s); {out['n_train']} training puzzles, batch {out['batch_size']} "
         f"= {out['steps_per_epoch']} steps/epoch\n"
         f"timed {out['timed_steps']} steps per engine after {out['warmup_steps']} warm-up steps "
         f"(= {out['timed_epochs']:.2f} epochs; median of 3 blocks, extrapolated to epochs); "
         f"amp={out['amp']}, step mode {out['mode']}, models: {out['mix']} (batched only)\n"
-        f"FLOP floor: {out['flops_per_model_epoch']:.3g} FLOP per model-epoch "
-        f"(forward + backward, matmuls only)\n"
-        f"sweep estimate: {out['sweep_model_epochs']:,} model-epochs (20 sigmas x 15 seeds x "
+        f"FLOP count used: {fpme:.4g} FLOP per model-epoch = lstpe.plan.flops_per_model_epoch "
+        f"(matmuls, forward + backward; the last block's output projection and MLP for the "
+        f"read-out token only, as the engine computes; all tokens, as the plain loop computes: "
+        f"{full:.4g}, not credited)\n"
+        f"floor: torch.bmm in {prec} at the model's GEMM shapes for one step of M models "
+        f"(forward, grad-input, grad-weight; {fl0['threads']} threads, best of "
+        f"{fl0['repeats']} per shape), GFLOP/s / (FLOP per model-epoch / 1e9):\n"
+        + "".join(f"  M={f['models']:<4d} {f['flops_per_step'] / 1e9:9.3f} GFLOP/step in "
+                  f"{f['seconds_per_step'] * 1e3:9.2f} ms = {f['gflops']:9.2f} GFLOP/s -> "
+                  f"floor {f['model_epochs_per_s']:.3f} model-epochs/s\n"
+                  for f in out["floors"])
+        + f"sweep estimate: {out['sweep_model_epochs']:,} model-epochs (20 sigmas x 15 seeds x "
         f"200 epochs) / rate, training only, batches of M models\n"
     )
+    peak = out["rows"][0]["peak_mem_gib"] is not None
     lines = [f"{'engine':8s} {'models':>6s} {'ms/step':>9s} {'model-epochs/s':>15s} "
-             f"{'ratio':>7s} {'sweep (h)':>10s} {'TFLOP/s':>8s}"
-             + ("  peak GiB" if out["rows"][0]["peak_mem_gib"] is not None else "")]
+             f"{'ratio':>7s} {'floor/s':>10s} {'of-floor':>8s} {'GFLOP/s':>9s} {'sweep(h)':>9s}"
+             + ("  peak GiB" if peak else "")]
     for r in out["rows"]:
         ratio = f"{r['ratio_vs_plain']:7.2f}" if r["ratio_vs_plain"] is not None else "      -"
         line = (f"{r['engine']:8s} {r['models']:6d} {r['sec_per_step'] * 1e3:9.2f} "
-                f"{r['model_epochs_per_s']:15.3f} {ratio} {r['sweep_hours']:10.2f} "
-                f"{r['tflops']:8.3f}")
-        if r["peak_mem_gib"] is not None:
+                f"{r['model_epochs_per_s']:15.3f} {ratio} "
+                f"{r['floor_model_epochs_per_s']:10.3f} {r['fraction_of_floor']:8.3f} "
+                f"{r['tflops'] * 1e3:9.2f} {r['sweep_hours']:9.2f}")
+        if peak:
             line += f"  {r['peak_mem_gib']:8.2f}"
         lines.append(line)
-    return head + "\n" + "\n".join(lines)
+    c = out["chosen"]
+    ratio = (f"{c['ratio_vs_plain']:.2f} x the plain loop" if c["ratio_vs_plain"] is not None
+             else "- x the plain loop (not run)")
+    summary = (
+        f"engine at chosen setting: {c['model_epochs_per_s']:.3f} model-epochs/s = {ratio} "
+        f"= {c['fraction_of_floor']:.3f} of this machine's {prec} floor "
+        f"({c['floor_gflops']:.1f} GFLOP/s measured at the model's shapes)\n"
+        f"chosen setting: {c['engine']} M={c['models']} (fastest batched row), step mode "
+        f"{c['mode']}, amp={c['amp']}, models: {c['mix']}"
+    )
+    return head + "\n" + "\n".join(lines) + "\n\n" + summary
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -300,6 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--mix", default="sweep", help="models in the batch: sweep (Table 2's "
                    "learn-sigma) or table1 (Table 1's 10 PEs mixed)")
     p.add_argument("--no-plain", action="store_true", help="skip the plain loop")
+    p.add_argument("--floor-repeats", type=int, default=FLOOR_REPEATS,
+                   help=f"timings per GEMM shape of the floor, best counts (default "
+                   f"{FLOOR_REPEATS})")
     p.add_argument("--json", help="also write the results to this JSON file")
     args = p.parse_args(argv)
     threads = torch.get_num_threads()
@@ -310,7 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         mode = "compile" if args.compile else args.mode
         out = run(args.size, args.models, args.epochs, args.steps, args.warmup, args.device,
-                  args.amp, mode, plain=not args.no_plain, mix=args.mix)
+                  args.amp, mode, plain=not args.no_plain, mix=args.mix,
+                  floor_repeats=args.floor_repeats)
     except ValueError as e:
         print(f"train_throughput: error: {e}", file=sys.stderr)
         return 2

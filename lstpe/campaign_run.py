@@ -37,6 +37,7 @@ import torch
 
 from lstpe import campaign as cp
 from lstpe import results as res
+from lstpe.runtime import cpu_flags as runtime_cpu_flags
 from lstpe.runtime import pick_device
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -54,15 +55,7 @@ MARGIN_S = 120.0
 
 def cpu_flags() -> list[str]:
     """The :data:`REPORTED_FLAGS` this CPU has (``/proc/cpuinfo``; empty off Linux)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            have = set(line.split(":", 1)[1].split())
-            return [f for f in REPORTED_FLAGS if f in have]
-    return []
+    return runtime_cpu_flags(REPORTED_FLAGS)
 
 
 def choose_precision(device: torch.device) -> tuple[str, str]:
@@ -154,6 +147,19 @@ def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
             "s_per_model_epoch": round(per, 3)}
 
 
+def floor_of(cfg: Any, models: int, device: torch.device) -> dict[str, Any]:
+    """This machine's fp32 matmul floor at the chunk's shapes (:func:`lstpe.floor.measure_floor`):
+    GFLOP/s and model-epochs/s, for the manifest beside the measured rate."""
+    from lstpe.floor import measure_floor
+    from lstpe.train_config import load_data
+
+    n_train = len(load_data(cfg)["train"])
+    fl = measure_floor(cfg.model, cfg.batch_size, max(1, models), n_train, device, repeats=3)
+    return {"gflops": round(fl["gflops"], 1),
+            "model_epochs_per_s": round(fl["model_epochs_per_s"], 4),
+            "flops_per_model_epoch": fl["flops_per_model_epoch"]}
+
+
 def estimate_s(n_units: int, s_per_model_epoch: float, epochs: int) -> float:
     """Seconds for a chunk of ``n_units`` (per-model cost taken as constant in the chunk size,
     which the probe's batch of models supports on 2 cores)."""
@@ -233,6 +239,9 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
                 return published
             n = 1
         spec = {"units": [u.key for u in free[:n]], "probe": p,
+                "floor": floor_of(head[0].config(**overrides), n, dev),
+                "setting": {"precision": precision, "step_mode": "eager", "models": n,
+                            "threads": torch.get_num_threads()},
                 "estimate_s": round(estimate_s(n, p["s_per_model_epoch"], epochs), 1),
                 "started_at": res._now(), "machine": machine(), "precision": precision,
                 "precision_reason": why}
@@ -297,12 +306,17 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
                 "unit": u.key, "chunk": spec["units"], "unit_wall_s":
                 round(float(man["wall_time_s"]) / len(chunk), 1),
                 "estimate_s": spec["estimate_s"], "probe": spec["probe"],
+                "floor": spec.get("floor"), "setting": spec.get("setting"),
                 "precision": spec["precision"], "precision_reason": spec["precision_reason"],
                 "machine": spec["machine"], "pid": os.getpid()}
             res.save_json(man, stage / "manifest.json")
             cp.publish(stage, u, results_dir)
             out.append(u)
         shutil.rmtree(cdir, ignore_errors=True)
+        rate = len(chunk) * cfgs[0].epochs / wall
+        floor = (spec.get("floor") or {}).get("model_epochs_per_s")
         log(f"published {len(out)} fragment(s) in {wall / 60:.1f} min (estimate "
-            f"{spec['estimate_s'] / 60:.1f} min): {', '.join(u.key for u in out)}")
+            f"{spec['estimate_s'] / 60:.1f} min): {', '.join(u.key for u in out)}; "
+            f"{rate:.3f} model-epochs/s" + (f" = {rate / floor:.2f} of the fp32 floor"
+                                            if floor else ""))
         return out

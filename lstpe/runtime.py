@@ -16,6 +16,20 @@ PAPER_SEEDS: tuple[int, ...] = (
 """The 15 seeds of the paper (the authors' code), for the LST and the brain models alike."""
 
 
+def cpu_flags(names: tuple[str, ...] | list[str],
+              cpuinfo: str | Path = "/proc/cpuinfo") -> list[str]:
+    """Which of ``names`` the CPU's flags include (the first ``flags`` line of
+    ``/proc/cpuinfo``), in the order of ``names``; an empty list where that file does not
+    exist (off Linux)."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return []
+    line = next((ln for ln in text.splitlines() if ln.split(":")[0].strip() == "flags"), "")
+    have = set(line.partition(":")[2].split())
+    return [f for f in names if f in have]
+
+
 def pick_device(device: str = "auto") -> torch.device:
     """``"auto"`` picks cuda > mps > cpu; ``cpu``, ``cuda``, ``cuda:N`` and ``mps`` are checked.
 

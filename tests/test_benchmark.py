@@ -42,32 +42,104 @@ def test_sweep_models_follow_table2_order(bench):
     assert bench.SWEEP_MODEL_EPOCHS == 20 * 15 * 200
 
 
-def test_benchmark_tiny_run_prints_ratio_table_and_json(bench, tmp_path, capsys):
+def test_benchmark_tiny_run_prints_ratio_floor_table_and_json(bench, tmp_path, capsys):
     out = tmp_path / "bench.json"
     rc = bench.main(["--size", "preview", "--models", "1", "2", "--steps", "2", "--warmup", "0",
-                     "--threads", "1", "--json", str(out)])
+                     "--threads", "1", "--floor-repeats", "1", "--json", str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
-    header = next(ln for ln in printed.splitlines() if ln.startswith("engine"))
-    assert "ratio" in header.split() and "model-epochs/s" in header.split()
+    header = next(ln for ln in printed.splitlines() if ln.startswith("engine "))
+    assert header.split()[:7] == ["engine", "models", "ms/step", "model-epochs/s", "ratio",
+                                  "floor/s", "of-floor"]
     table = [ln.split() for ln in printed.splitlines() if ln.split()[:1] in (["plain"],
                                                                               ["batched"])]
     assert [(r[0], r[1]) for r in table] == [("plain", "1"), ("batched", "1"), ("batched", "2")]
     assert table[0][4] == "1.00"  # the plain loop is the reference of the ratio column
+    for key in ("CPU precision flags:", "FLOP count used:", "lstpe.plan.flops_per_model_epoch",
+                "floor: torch.bmm in fp32", "engine at chosen setting:"):
+        assert key in printed
 
     d = json.loads(out.read_text())
     assert d["torch_version"] and d["device"].startswith(("cpu", "cuda", "mps"))
     assert d["timed_steps"] == 2 and d["steps_per_epoch"] == math.ceil(d["n_train"] / 128)
+    assert d["threads"] == 1 and set(d["cpu_flags"]) <= set(d["cpu_flags_checked"])
+    assert d["cpu_flags_checked"] == ["avx512_bf16", "amx_bf16", "amx_tile", "avx512f", "avx2"]
+    fpme = d["flops_per_model_epoch"]
+    assert fpme > 0 and d["all_tokens_flops_per_model_epoch"] > fpme  # last block: one token
+    assert "flops_per_model_epoch" in d["flops_count"]
+
+    floors = {f["models"]: f for f in d["floors"]}
+    assert sorted(floors) == [1, 2]
+    for m, f in floors.items():
+        assert f["threads"] == 1 and f["repeats"] == 1 and f["precision"] in ("fp32", "tf32")
+        assert f["flops_per_model_epoch"] == fpme
+        assert f["flops_per_step"] > 0 and f["seconds_per_step"] > 0
+        assert f["flops_per_step"] == sum(g["flops"] for g in f["gemms"])
+        assert f["flops_per_step"] == pytest.approx(fpme / d["n_train"] * d["batch_size"] * m)
+        assert f["gemm_flops_per_model_epoch"] == pytest.approx(fpme)
+        assert f["seconds_per_step"] == pytest.approx(
+            sum(g["best_s"] * g["count"] for g in f["gemms"]))
+        assert f["gflops"] == pytest.approx(f["flops_per_step"] / f["seconds_per_step"] / 1e9)
+        assert f["model_epochs_per_s"] == f["gflops"] / (fpme / 1e9)
+
     rows = d["rows"]
     plain = rows[0]["model_epochs_per_s"]
     for r in rows:
         # Closed-form relations between the columns (not timings).
         assert r["model_epochs_per_s"] == pytest.approx(
             r["models"] / (r["sec_per_step"] * d["steps_per_epoch"]))
-        assert r["ratio_vs_plain"] == pytest.approx(r["model_epochs_per_s"] / plain)
+        assert r["ratio_vs_plain"] == r["model_epochs_per_s"] / plain
+        fl = floors[r["models"]]
+        assert r["floor_model_epochs_per_s"] == fl["model_epochs_per_s"]
+        assert r["floor_gflops"] == fl["gflops"]
+        assert r["fraction_of_floor"] == r["model_epochs_per_s"] / r["floor_model_epochs_per_s"]
         assert r["sweep_hours"] * 3600 * r["model_epochs_per_s"] == pytest.approx(60_000)
-        assert r["tflops"] == pytest.approx(r["model_epochs_per_s"] * d["flops_per_model_epoch"]
-                                            / 1e12)
+        assert r["tflops"] == pytest.approx(r["model_epochs_per_s"] * fpme / 1e12)
+
+    c = d["chosen"]
+    best = max(rows[1:], key=lambda r: r["model_epochs_per_s"])
+    assert (c["engine"], c["models"]) == ("batched", best["models"])
+    for k in ("model_epochs_per_s", "ratio_vs_plain", "fraction_of_floor", "floor_gflops"):
+        assert c[k] == best[k]
+    summary = next(ln for ln in printed.splitlines()
+                   if ln.startswith("engine at chosen setting:"))
+    assert summary == (
+        f"engine at chosen setting: {c['model_epochs_per_s']:.3f} model-epochs/s = "
+        f"{c['ratio_vs_plain']:.2f} x the plain loop = {c['fraction_of_floor']:.3f} of this "
+        f"machine's fp32 floor ({c['floor_gflops']:.1f} GFLOP/s measured at the model's shapes)")
+
+
+def test_floor_gemms_are_the_models_shapes_and_flop_count(bench):
+    """At the paper's size (no timing): the GEMMs of one step of M models, their FLOPs equal
+    lstpe.plan's count (last block: read-out token only), 3 kinds per forward GEMM."""
+    from lstpe.model import ModelConfig
+
+    cfg, M = ModelConfig(), 3
+    gemms = bench.step_gemms(cfg, 128, M)
+    fwd = {g.name: (g.batch, g.m, g.k, g.n, g.count) for g in gemms if g.kind == "fwd"}
+    assert fwd == {
+        "embed": (M, 2048, 5, 160, 1), "qkv": (M, 2048, 160, 480, 4),
+        "scores": (M * 128, 16, 160, 16, 4), "mix": (M * 128, 16, 16, 160, 4),
+        "out": (M, 2048, 160, 160, 3), "fc1": (M, 2048, 160, 640, 3),
+        "fc2": (M, 2048, 640, 160, 3), "out last": (M, 128, 160, 160, 1),
+        "fc1 last": (M, 128, 160, 640, 1), "fc2 last": (M, 128, 640, 160, 1),
+        "head": (M, 128, 160, 4, 1)}
+    assert sorted(g.kind for g in gemms) == sorted(["fwd", "dgrad", "wgrad"] * len(fwd))
+    per_epoch = 8000 / (128 * M)
+    assert sum(g.flops for g in gemms) * per_epoch == pytest.approx(
+        bench.flops_per_model_epoch(cfg, 8000), rel=1e-12)
+    full = bench.step_gemms(cfg, 128, M, last_token_only=False)
+    assert "fc1 last" not in {g.name for g in full}
+    assert sum(g.flops for g in full) * per_epoch == pytest.approx(9.6e11, rel=0.01)
+    assert bench.flops_per_model_epoch(cfg, 8000) == pytest.approx(7.9e11, rel=0.01)
+
+
+def test_cpu_precision_flags(bench, tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f amx_tile\n"
+                    "processor\t: 1\nflags\t\t: fpu avx512_bf16\n")
+    assert bench.cpu_precision_flags(info) == ["amx_tile", "avx512f", "avx2"]  # first CPU's
+    assert bench.cpu_precision_flags(tmp_path / "absent") == []  # off Linux
 
 
 def test_flop_count_closed_form(bench):
@@ -83,13 +155,17 @@ def test_flop_count_closed_form(bench):
 
 def test_mixed_pe_benchmark_runs(bench, capsys):
     rc = bench.main(["--size", "preview", "--models", "10", "--steps", "1", "--warmup", "0",
-                     "--threads", "1", "--mix", "table1", "--no-plain"])
-    assert rc == 0 and "models: table1" in capsys.readouterr().out
+                     "--threads", "1", "--mix", "table1", "--no-plain", "--floor-repeats", "1"])
+    printed = capsys.readouterr().out
+    assert rc == 0 and "models: table1" in printed
+    assert "- x the plain loop (not run)" in printed
 
 
 def test_benchmark_rejects_bad_size(bench, capsys):
     assert bench.main(["--size", "huge", "--models", "1"]) == 2
     assert "huge" in capsys.readouterr().err
+    assert bench.main(["--size", "preview", "--models", "1", "--floor-repeats", "0"]) == 2
+    assert "floor repeats" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- reproduce
