@@ -116,6 +116,9 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
     cfg = _cfg(exp)
     name = getattr(exp, "name", "this run")
     seeds = cfg.get("seeds") or []
+    per_pe = (getattr(exp, "manifest", None) or {}).get("seeds_per_pe")
+    if per_pe:  # the campaign's fragments: the PE with the fewest seeds decides
+        seeds = min(per_pe.values(), key=len)
     epochs = cfg.get("epochs")
     out = []
     if cfg.get("preset") == "preview":
@@ -127,8 +130,9 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
             f"runs end to end; its numbers cannot test the paper ({PAPER_SEEDS} seeds, d_model=160,"
             f" 4 blocks, {PAPER_EPOCHS} epochs).")
     if 0 < len(seeds) < min_seeds:
-        out.append(f"{name} has {len(seeds)} seed(s): no confidence interval and no verdict "
-                   f"(those need {min_seeds}).")
+        some = " for some PEs" if per_pe else ""
+        out.append(f"{name} has {len(seeds)} seed(s){some}: no confidence interval and no "
+                   f"verdict (those need {min_seeds}).")
     if cfg.get("preset") == "paper" and epochs is not None and epochs < PAPER_EPOCHS:
         spec = REGISTRY.get(name)
         why = f" ({spec.why})" if spec is not None else ""
@@ -172,6 +176,16 @@ def source_note(run: Any) -> str:
     length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
     stored = getattr(run, "source", "") == "stored"
     where = "stored under results/" if stored else "trained in this kernel"
+    per_pe = (getattr(run, "manifest", None) or {}).get("seeds_per_pe")
+    if per_pe:
+        counts = sorted({len(v) for v in per_pe.values()})
+        n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        return (f"Source: the campaign's units under results/paper/ (the authors' recipe on "
+                f"2 CPU cores, fp32, {length}, {n} seed(s) per PE so far). Each unit is "
+                "compared first with the authors' own logs at the same epoch (like for like), "
+                "then with the paper's 4000-epoch tables. It shows where single models of the "
+                "recipe land; with fewer than 5 seeds it cannot give a mean with an interval or "
+                "a test, and PEs not yet trained are absent.")
     if scale == "paper":
         return (f"Source: the paper-scale run ({where}; {seeds} seeds, {length}, the authors' "
                 "model and data). Its numbers can be set against the paper's tables; the "

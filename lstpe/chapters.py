@@ -26,7 +26,8 @@ module gathers the names of three modules, one job each:
   * :func:`human_table`, :func:`constant_cosine`, :func:`human_summary`: the
     models-and-humans table in a few columns, the cosine any constant model reaches, the
     chapter's "this run" line;
-  * :func:`run_summary`: the "this run" line of a chapter's takeaways.
+  * :func:`run_summary`: the "this run" line of a chapter's takeaways;
+  * :func:`like_for_like`: our units beside the authors' logs at epoch 200 and the paper.
 
 * :mod:`lstpe.chapter_report` -- the reproduction report (chapter 11):
 
@@ -68,6 +69,8 @@ from lstpe.chapter_tables import (
     constant_cosine,
     human_summary,
     human_table,
+    like_for_like,
+    like_summary,
     noise_loss,
     pe_kernel,
     pe_kernels,
@@ -96,7 +99,7 @@ __all__ = [
     # lstpe.chapter_tables
     "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
     "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",
-    "constant_cosine", "human_summary", "run_summary",
+    "constant_cosine", "human_summary", "run_summary", "like_for_like", "like_summary",
     # lstpe.chapter_report
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
     "verdict_table", "both_evaluations", "outside_rows", "report_summary",

@@ -157,10 +157,12 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
 
 def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
                       reference: str | None = "2d-fixed", ax: Axes | None = None,
-                      chance: float | None = 0.25) -> Axes:
-    """Mean learning curve per sigma (``learn`` models), coloured by sigma with a colour bar
-    instead of a legend; the reference PE's curve dashed black; chance dotted (their legend
-    above the axes, off the data).
+                      chance: float | None = 0.25, authors: bool = True) -> Axes:
+    """Mean learning curve per sigma (``learn`` models); the reference PE's curve dashed
+    black; chance dotted. Up to 8 sigmas get distinct colours and a legend, more a viridis
+    colour bar. With ``authors`` (validation splits), the authors' own mean at each epoch they
+    logged (0, 200, ...) within our epochs is marked with a diamond of the PE's colour
+    (:func:`lstpe.analysis.authors_logs.authors_logs`).
 
     Raises:
         ValueError: no learn-sigma rows for the split.
@@ -175,27 +177,48 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
     learn = history.loc[history["pe_name"] == "learn", "pe"].unique()
     if len(learn) == 0:
         raise ValueError(f"no learn-sigma rows for split {split!r}")
-    s = sig.loc[learn].astype(float)
-    norm = mpl.colors.Normalize(vmin=s.min(), vmax=s.max() if s.max() > s.min() else s.min() + 1)
-    cmap = mpl.colormaps["viridis"]
-    for pe in s.sort_values().index:
+    s = sig.loc[learn].astype(float).sort_values()
+    if len(s) <= 8:
+        colour = {pe: mpl.colormaps["tab10"](i) for i, pe in enumerate(s.index)}
+        bar = None
+    else:
+        norm = mpl.colors.Normalize(vmin=s.min(), vmax=s.max())
+        cmap = mpl.colormaps["viridis"]
+        colour = {pe: cmap(norm(v)) for pe, v in s.items()}
+        bar = mpl.cm.ScalarMappable(norm=norm, cmap=cmap)
+    for pe in s.index:
         g = c[c["pe"] == pe]
-        ax.plot(g["epoch"], g["mean"], color=cmap(norm(s[pe])), lw=1.3)
+        ax.plot(g["epoch"], g["mean"], color=colour[pe], lw=1.3,
+                label=f"σ = {s[pe]:g}" if bar is None else None)
     if reference is not None and (c["pe"] == reference).any():
         g = c[c["pe"] == reference]
         ax.plot(g["epoch"], g["mean"], color="black", ls="--", lw=1.5, label=reference)
+        colour[reference] = "black"
+    if authors and split in ("val", "val_dropout"):
+        _mark_authors(ax, colour, int(c["epoch"].max()))
     if chance is not None:
         ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
-    ax.figure.colorbar(mpl.cm.ScalarMappable(norm=norm, cmap=cmap), ax=ax,
-                       label="σ (PE init std)")
+    if bar is not None:
+        ax.figure.colorbar(bar, ax=ax, label="σ (PE init std)")
     ax.set_xlabel("epoch")
     names = {"val": "validation", "val_dropout": "validation (dropout on)",
              "train": "training (eval mode)", "train_running": "training (running)"}
     ax.set_ylabel(f"{names.get(split, split)} accuracy (mean over seeds)")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=2,
-                  borderaxespad=0.0)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
+
+
+def _mark_authors(ax: Axes, colour: dict, max_epoch: int) -> None:
+    """The authors' logged mean validation accuracy (diamonds) at their epochs <= max_epoch."""
+    from lstpe.analysis.authors_logs import authors_logs
+
+    t = authors_logs()
+    t = t[(t["phase"] == "validation") & (t["condition"] == "average")
+          & (t["epoch"] <= max_epoch) & (t["pe"].isin(list(colour)))]
+    for i, (pe, g) in enumerate(t.groupby("pe")):
+        ax.plot(g["epoch"], g["acc_mean"], "D", color=colour[pe], mec="white", ms=7, zorder=4,
+                label="authors' logs (mean)" if i == 0 else None)
 
 
 def sigma_effect(history: pd.DataFrame, split: str = "val", condition: str = "all"

@@ -11,6 +11,7 @@ They draw tables produced by the other analysis modules and compute nothing new:
 * :func:`plot_pe_kernels`       position x position cosine of PEs, one colour bar per panel
 * :func:`plot_human_scatter`    per-puzzle model vs human accuracy (Fig. 6D)
 * :func:`plot_condition_curves` accuracy per relational complexity, models and humans
+* :func:`plot_against_authors`  our seeds beside the authors' epoch-200 logs and the paper
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "plot_attention_grid", "plot_similarity_matrix", "plot_vs_paper", "plot_sigma_curve",
     "plot_noise_curves", "plot_noise_heatmap", "plot_human_scatter", "plot_condition_curves",
-    "plot_pe_kernels", "legend_outside",
+    "plot_pe_kernels", "legend_outside", "plot_against_authors",
 ]
 
 
@@ -398,4 +399,38 @@ def plot_condition_curves(table: pd.DataFrame, ax: Axes | None = None,
     ax.set_xlabel("relational complexity (vectors)")
     ax.set_ylabel("accuracy")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return ax
+
+
+def plot_against_authors(final: pd.DataFrame, like: pd.DataFrame, epoch: int = 200,
+                         ax: Axes | None = None, chance: float | None = 0.25) -> Axes:
+    """Each of our models (dots, one per seed) beside the authors' mean ± SD at ``epoch``
+    (bars) and the paper's 4000-epoch mean ± SD (open squares), one column per PE.
+
+    Args:
+        final: one row per model (``pe``, ``seed``, ``accuracy``).
+        like: :func:`lstpe.analysis.authors_logs.compare_with_authors` of ``final``.
+    """
+    _need(final, ("pe", "seed", "accuracy"), "plot_against_authors")
+    _need(like, ("pe", "authors_mean", "authors_sd", "paper_mean", "paper_sd"),
+          "plot_against_authors")
+    ax = _ax(ax)
+    pes = list(like["pe"])
+    x = np.arange(len(pes))
+    for i, pe in enumerate(pes):
+        acc = final.loc[final["pe"] == pe, "accuracy"].to_numpy()
+        jitter = np.linspace(-0.08, 0.08, len(acc)) if len(acc) > 1 else np.zeros(1)
+        ax.plot(i + jitter, acc, "o", color="C0", ms=6, zorder=3,
+                label="ours, one dot per seed" if i == 0 else None)
+    ax.errorbar(x - 0.25, like["authors_mean"], yerr=like["authors_sd"], fmt="D", color="C1",
+                capsize=3, label=f"authors' logs at epoch {epoch} (mean ± SD)")
+    ax.errorbar(x + 0.25, like["paper_mean"], yerr=like["paper_sd"], fmt="s", mfc="white",
+                color="0.4", capsize=3, label="paper, epoch 4000 (mean ± SD)")
+    if chance is not None:
+        ax.axhline(chance, color="0.6", lw=1, ls=":")
+        ax.text(len(pes) - 0.5, chance, "chance", va="bottom", ha="right", fontsize=8,
+                color="0.4")
+    ax.set_xticks(x, pes, rotation=30, ha="right")
+    ax.set(ylabel="validation accuracy", ylim=(0, 1.05))
+    legend_outside(ax)
     return ax
