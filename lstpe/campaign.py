@@ -343,7 +343,7 @@ def import_run(path: str | Path, results_dir: str | Path | None = None,
         FileExistsError: a fragment is already stored (it is never overwritten).
         ValueError: a (PE, seed) has no unit in the plan, or several and ``run`` is not given.
     """
-    src = res.load(path)
+    src = res.load(path, sealed=False)  # runs of older code have no manifest checksum
     cfg = src.config
     if src.manifest.get("diverged_models"):
         raise ValueError(f"{path}: models {src.manifest['diverged_models']} diverged; not "
@@ -373,7 +373,8 @@ def import_run(path: str | Path, results_dir: str | Path | None = None,
                                   "never overwritten (delete it by hand to replace it)")
     share = float(src.manifest.get("wall_time_s", 0.0)) / max(1, len(pairs))
     origin = {"path": str(Path(path)), "git_commit": src.manifest.get("git_commit"),
-              "files": src.manifest.get("files"), "bundle_models": len(pairs), "note": note}
+              "files": src.manifest.get("files"), "bundle_models": len(pairs), "note": note,
+              "manifest_sealed": res.MANIFEST_HASH_KEY in src.manifest}
     for m, u in enumerate(units):
         _write_fragment_from(src, m, u, results_dir, share, origin)
     return units
@@ -449,7 +450,8 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
         if (u.path(results_dir) / "manifest.json").exists():
             try:
                 f = load_fragment(u, results_dir, artifacts=verify) if verify else \
-                    res.Run(pd.DataFrame(), res.read_manifest(u.path(results_dir)))
+                    res.Run(pd.DataFrame(), res.read_manifest(u.path(results_dir),
+                                                                 verify=False))
                 man = f.manifest
                 camp = man.get("campaign") or {}
                 row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
@@ -458,6 +460,8 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                            epochs=man["config"].get("epochs"))
             except (ValueError, OSError) as e:
                 row.update(state="damaged", error=str(e)[:200])
+        elif u.path(results_dir).exists():
+            row.update(state="damaged", error=f"{u.path(results_dir)} has no manifest.json")
         else:
             lock = RunLock(work / "claims" / u.slug)
             info = lock.read() if lock.path.exists() else None

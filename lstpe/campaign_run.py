@@ -309,7 +309,7 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
                 "floor": spec.get("floor"), "setting": spec.get("setting"),
                 "precision": spec["precision"], "precision_reason": spec["precision_reason"],
                 "machine": spec["machine"], "pid": os.getpid()}
-            res.save_json(man, stage / "manifest.json")
+            res.update_manifest(stage, campaign=man["campaign"])
             cp.publish(stage, u, results_dir)
             out.append(u)
         shutil.rmtree(cdir, ignore_errors=True)

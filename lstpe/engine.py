@@ -190,6 +190,57 @@ def resolve_mode(mode: str, device: torch.device) -> str:
     return mode
 
 
+DIGEST_KEY = "sha256"
+"""The key of a checkpoint's digest of its own content (:func:`state_digest`)."""
+
+
+def state_digest(obj: Any) -> str:
+    """SHA-256 over a checkpoint's content: every tensor's name, dtype, shape and bytes, and
+    every other value's text, in a fixed order (nested dicts by key, lists in order)."""
+    import hashlib
+
+    h = hashlib.sha256()
+
+    def walk(x: Any, name: str) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(x, dict):
+            for k in sorted(x, key=str):
+                walk(x[k], f"{name}.{k}")
+        elif isinstance(x, (list, tuple)):
+            for i, v in enumerate(x):
+                walk(v, f"{name}[{i}]")
+        else:
+            h.update(f"{name}={x!r};".encode())
+
+    walk(obj, "")
+    return h.hexdigest()
+
+
+def _load_checkpoint(ckpt: Path, device: torch.device) -> dict | None:
+    """The checkpoint's state if it is whole; a checkpoint whose content does not match its
+    digest (or that has none) is moved aside with a warning and None is returned: the chunk
+    trains again from the start, never from damaged numbers."""
+    import warnings
+
+    state = res.load_torch(ckpt, "checkpoint", map_location=device)
+    if not isinstance(state, dict) or "epoch" not in state:
+        raise res.DamagedFileError(f"checkpoint {ckpt} is not a training checkpoint; "
+                                   "delete it to restart the run")
+    digest = state.pop(DIGEST_KEY, None)
+    if digest is not None and digest == state_digest(state):
+        return state
+    aside = ckpt.with_name(f"{ckpt.name}.damaged-{int(time.time())}")
+    ckpt.rename(aside)
+    why = "has no digest of its content" if digest is None else \
+        "does not match the digest of its content (damaged or edited)"
+    warnings.warn(f"checkpoint {ckpt} {why}: not resumed; it was moved to {aside} and the "
+                  "training of this chunk starts again from the beginning", stacklevel=3)
+    return None
+
+
 class Paused(RuntimeError):
     """Training stopped before its time budget ran out; the checkpoint holds the progress."""
 
@@ -236,11 +287,8 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
     history: list[dict] = []
     start, state0, segments = 0, {}, []
     ckpt = opts.checkpoint
-    if ckpt is not None and ckpt.exists():
-        state = res.load_torch(ckpt, "checkpoint", map_location=device)
-        if not isinstance(state, dict) or "epoch" not in state:
-            raise res.DamagedFileError(f"checkpoint {ckpt} is not a training checkpoint; "
-                                       "delete it to restart the run")
+    state = _load_checkpoint(ckpt, device) if ckpt is not None and ckpt.exists() else None
+    if state is not None:
         if state.get("meta") != opts.checkpoint_meta:
             raise ValueError(f"checkpoint {ckpt} was written by a different configuration; "
                              "use a new run folder or delete the checkpoint to restart")
@@ -277,11 +325,11 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
                  and time.monotonic() + 1.5 * longest > opts.deadline)
         if ckpt is not None and (pause or opts.checkpoint_every and (
                 epoch % opts.checkpoint_every == 0 or epoch == opts.epochs)):
-            res.save_torch({"meta": opts.checkpoint_meta, "epoch": epoch,
-                            "model": model.state_dict(), "opt": opt.state_dict(),
-                            "nonfinite": running.nonfinite.cpu(), "history": history,
-                            "init": state0, "segments": segments,
-                            "wall_s": time.perf_counter() - t0}, ckpt)
+            state = {"meta": opts.checkpoint_meta, "epoch": epoch,
+                     "model": model.state_dict(), "opt": opt.state_dict(),
+                     "nonfinite": running.nonfinite.cpu(), "history": history,
+                     "init": state0, "segments": segments, "wall_s": time.perf_counter() - t0}
+            res.save_torch({**state, DIGEST_KEY: state_digest(state)}, ckpt)
         if pause:
             if ckpt is None:
                 raise ValueError("a deadline needs a checkpoint path to resume from")

@@ -50,6 +50,7 @@ from lstpe.history import (  # noqa: F401  (re-exported: the history table)
     nonfinite_models,
 )
 from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa: F401
+    MANIFEST_HASH_KEY,
     ConfigMismatchError,
     DamagedFileError,
     DivergedWarning,
@@ -57,6 +58,7 @@ from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa
     RunDirError,
     RunLockedError,
     StaleLockWarning,
+    WriteError,
     _count_rows,
     _damaged,
     _read_csv,
@@ -65,10 +67,12 @@ from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa
     clean_temp_files,
     file_record,
     load_torch,
+    manifest_checksum,
     read_manifest,
     save_json,
     save_table,
     save_torch,
+    seal_manifest,
     sha256_file,
     verify_files,
 )
@@ -334,17 +338,49 @@ def save_run(path: str | Path, history: pd.DataFrame, manifest: dict,
         save_table(table, path / rel)
         files[rel] = file_record(path / rel, len(table))
     manifest["files"] = files
-    save_json(manifest, path / "manifest.json")
+    save_json(seal_manifest(manifest), path / "manifest.json")
     return path
 
 
-def load(path: str | Path, artifacts: bool = True, verify: bool = True) -> Run:
+def seal(path: str | Path) -> dict:
+    """Give an existing run's manifest its own checksum, after checking every file it lists
+    (for runs saved before manifests carried one); returns the manifest.
+
+    Raises:
+        DamagedFileError: the manifest lists no files, or a file does not match it.
+    """
+    path = Path(path)
+    manifest = read_manifest(path, verify=False)
+    if not manifest.get("files"):
+        raise _damaged(path / "manifest.json", "manifest", "records no file checksums: it "
+                       "cannot be sealed", f"delete {path} to retrain the run")
+    verify_files(path, manifest)
+    save_json(seal_manifest(manifest), path / "manifest.json")
+    return manifest
+
+
+def update_manifest(path: str | Path, **updates: Any) -> dict:
+    """Add or replace top-level manifest entries of a saved run (its files verified first) and
+    seal it again; returns the new manifest."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    verify_files(path, manifest)
+    manifest.update(updates)
+    save_json(seal_manifest(manifest), path / "manifest.json")
+    return manifest
+
+
+def load(path: str | Path, artifacts: bool = True, verify: bool = True,
+         sealed: bool = True) -> Run:
     """Read a run directory written by :func:`save_run`.
 
     Args:
         path: the run directory.
         artifacts: read ``artifacts.pt`` (and check it).
-        verify: check every file against the sizes and SHA-256 sums in the manifest.
+        verify: check every file against the sizes and SHA-256 sums in the manifest, and the
+            manifest against its own checksum.
+        sealed: with ``False``, a manifest without its own checksum (a run saved by an older
+            version of this code) is accepted; its file records are still required and checked.
     Raises:
         FileNotFoundError: naming the missing folder or file (a run without a manifest is
             incomplete and is not read).
@@ -359,17 +395,23 @@ def load(path: str | Path, artifacts: bool = True, verify: bool = True) -> Run:
             raise FileNotFoundError(
                 f"results folder {path} has no {name} (incomplete or not a run directory)"
             )
-    manifest = read_manifest(path)
+    manifest = read_manifest(path, verify=verify and sealed)
+    if verify and not manifest.get("files"):
+        raise _damaged(path / "manifest.json", "manifest", "records no file checksums: the "
+                       "run cannot be verified", f"delete {path} to retrain the run")
     if verify:
         verify_files(path, manifest, skip=() if artifacts else ("artifacts.pt",))
     history = _read_csv(path / "history.csv")
-    if verify and not manifest.get("files"):  # an older run: check what can be checked
-        _check_history_covers_config(path, manifest, history)
+    if verify and "history.csv" not in manifest["files"]:
+        raise _damaged(path / "manifest.json", "manifest", "records no checksum of "
+                       "history.csv: the run cannot be verified", f"delete {path} to retrain")
     arts: dict[str, Any] = {}
     if artifacts and (path / "artifacts.pt").exists():
         arts = load_torch(path / "artifacts.pt", "artifacts",
                           hint=f"delete {path} to retrain the run")
-    tables = {p.stem: _read_csv(p) for p in sorted((path / "tables").glob("*.csv"))}
+    listed = manifest.get("files") or {}
+    tables = {p.stem: _read_csv(p) for p in sorted((path / "tables").glob("*.csv"))
+              if not verify or f"tables/{p.name}" in listed}  # only what the manifest vouches for
     return Run(history, manifest, arts, tables, path=path, source="stored")
 
 
@@ -383,25 +425,13 @@ def find(name: str, results_dir: str | Path | None = None) -> Run | None:
 
     base = Path(results_dir) if results_dir else default_results_dir()
     p = base / name
-    if (p / "manifest.json").exists() and (p / "history.csv").exists():
+    if (p / "manifest.json").exists():
         return load(p)
+    if any((p / f).exists() for f in ("history.csv", "artifacts.pt", "tables")):
+        raise _damaged(p / "manifest.json", "run file", "is missing while the run's other "
+                       "files are there (deleted?): the run cannot be verified and is not "
+                       "used", f"restore it, or delete {p} to retrain the run")
     return None
-
-
-def _check_history_covers_config(run_dir: Path, manifest: dict, history: pd.DataFrame) -> None:
-    """For manifests without ``files`` (older runs): every PE and seed of the config must
-    have rows in the history (a truncated history.csv loses the last models)."""
-    cfg = manifest.get("config") or {}
-    hint = f"delete {run_dir} to retrain the run"
-    for key, col in (("pes", "pe"), ("seeds", "seed")):
-        if not isinstance(cfg.get(key), list) or col not in history.columns:
-            continue
-        have = {str(v) for v in history[col].unique()}
-        missing = [v for v in cfg[key] if str(v) not in have]
-        if missing:
-            raise _damaged(run_dir / "history.csv", "run file",
-                           f"has no rows for {col} {', '.join(map(str, missing))} of the "
-                           "manifest's config (truncated?)", hint)
 
 
 def config_diff(old: dict, new: dict, ignore: Sequence[str] = ()) -> list[str]:

@@ -9,6 +9,7 @@ dead process is reported and taken over.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -26,7 +27,6 @@ from lstpe.results import (
     EXECUTION_KEYS,
     LOCK_NAME,
     RUN_FILES,
-    _check_history_covers_config,
     _now,
     _show,
     config_diff,
@@ -38,7 +38,6 @@ from lstpe.storage import (
     RunLockedError,
     StaleLockWarning,
     _damaged,
-    _read_csv,
     check_torch_file,
     clean_temp_files,
     read_manifest,
@@ -112,9 +111,6 @@ def check_run_dir(run_dir: str | Path, config: dict,
         if not (run_dir / "history.csv").is_file():
             raise _damaged(run_dir / "history.csv", "run file", "is missing",
                            f"delete {run_dir} to retrain the run")
-        if not manifest.get("files"):  # an older run: check what can be checked
-            history = _read_csv(run_dir / "history.csv")
-            _check_history_covers_config(run_dir, manifest, history)
         return "finished"
     ckpt_dir = run_dir / "checkpoints"
     if ckpt_dir.is_dir() and any(ckpt_dir.glob("*.pt")):
@@ -133,6 +129,12 @@ def check_run_dir(run_dir: str | Path, config: dict,
         for ckpt in sorted(ckpt_dir.glob("*.pt")):
             check_torch_file(ckpt, "checkpoint")
         return "resume"
+    stored = [f for f in ("history.csv", "artifacts.pt", "tables") if (run_dir / f).exists()]
+    if stored:
+        raise _damaged(run_dir / "manifest.json", "run file", "is missing while "
+                       f"{', '.join(stored)} are there (a finished run whose manifest was "
+                       "deleted?): nothing is trained over them",
+                       f"restore it, or delete {run_dir} to retrain")
     foreign = sorted(p.name for p in run_dir.iterdir()
                      if p.name not in RUN_FILES and not p.name.startswith("."))
     if foreign:
@@ -281,6 +283,22 @@ class RunLock:
         warnings.warn(f"taking over the stale lock {self.path} of {self._describe(info)}: "
                       f"{reason}", StaleLockWarning, stacklevel=3)
 
+    def _create(self, data: bytes) -> None:
+        """Create the lock file with its content in one step: written and flushed under a
+        temporary name, then hard-linked to the lock's name (fails if it exists). A full disk
+        leaves no empty lock file behind."""
+        fd, tmp = tempfile.mkstemp(prefix=f"{LOCK_NAME}.", suffix=".new", dir=self.run_dir)
+        try:
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.link(tmp, self.path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+
     # -- context manager
     def acquire(self) -> RunLock:
         """Take the lock (see the class docstring)."""
@@ -299,7 +317,7 @@ class RunLock:
         data = json.dumps(self._info(), sort_keys=True).encode()
         for _ in range(5):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                self._create(data)
             except FileExistsError:
                 info = self.read()
                 if info is None:
@@ -314,12 +332,8 @@ class RunLock:
                 continue
             except OSError as e:
                 raise NotWritableError(
-                    f"cannot create the lock file {self.path}: {e.strerror or e}") from None
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+                    f"cannot create the lock file {self.path}: {e.strerror or e}; no lock "
+                    "was left behind") from None
             with _HELD_LOCK:
                 _HELD[self._key] = [me, 1, self.token]
             clean_temp_files(self.run_dir)

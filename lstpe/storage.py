@@ -9,6 +9,7 @@ naming it.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -40,6 +41,10 @@ __all__ = [
     "file_record",
     "read_manifest",
     "verify_files",
+    "MANIFEST_HASH_KEY",
+    "manifest_checksum",
+    "seal_manifest",
+    "WriteError",
 ]
 
 
@@ -103,19 +108,50 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     A process killed mid-write leaves its temporary file, which :class:`RunLock` removes.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise WriteError(e.errno or errno.EIO, f"cannot write {path}: {e.strerror or e}; "
+                         "nothing was written") from None
     os.close(fd)
+    kept = f"{path} keeps its previous content" if path.exists() else f"{path} was not created"
     try:
         write(Path(tmp))
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, _file_mode())
         os.replace(tmp, path)
+    except OSError as e:
+        raise WriteError(e.errno or errno.EIO, f"cannot write {path}: {e.strerror or e}; "
+                         f"{kept}") from None
+    except RuntimeError as e:  # torch.save reports a full disk as a RuntimeError
+        if not _disk_error(e):
+            raise
+        raise WriteError(errno.ENOSPC, f"cannot write {path}: no space left on the device "
+                         f"({' '.join(str(e).split())[:120]}); {kept}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+class WriteError(OSError):
+    """A write failed (disk full, permissions...): the message names the file and what was
+    kept; no half-written file is left under its final name."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _disk_error(e: RuntimeError) -> bool:
+    text = str(e).lower()
+    return any(k in text for k in ("no space", "file write failed", "inline_container",
+                                   "unexpected pos", "errno 28", "disk quota"))
 
 
 def save_torch(obj: Any, path: str | Path) -> Path:
@@ -232,12 +268,36 @@ def file_record(path: str | Path, rows: int | None = None) -> dict[str, Any]:
     return rec
 
 
-def read_manifest(run_dir: str | Path) -> dict:
-    """``run_dir/manifest.json`` as a dict.
+MANIFEST_HASH_KEY = "manifest_sha256"
+"""The manifest's checksum of its own content (every other key), set by :func:`seal_manifest`."""
 
+
+def manifest_checksum(manifest: dict) -> str:
+    """SHA-256 of the manifest's content without :data:`MANIFEST_HASH_KEY` (canonical JSON:
+    keys sorted, as written by :func:`save_json`)."""
+    body = {k: v for k, v in manifest.items() if k != MANIFEST_HASH_KEY}
+    text = json.dumps(json.loads(json.dumps(body, default=str)), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal_manifest(manifest: dict) -> dict:
+    """Set the manifest's own checksum (in place; returns it). Call it last, before saving."""
+    manifest[MANIFEST_HASH_KEY] = manifest_checksum(manifest)
+    return manifest
+
+
+def read_manifest(run_dir: str | Path, verify: bool = True) -> dict:
+    """``run_dir/manifest.json`` as a dict, checked against its own checksum.
+
+    A manifest records the SHA-256 of every file of the run (``files``) and of its own content
+    (:data:`MANIFEST_HASH_KEY`); one without either cannot be verified and is not trusted.
+
+    Args:
+        verify: check ``files`` and the checksum (``False``: only parse it, e.g. to show it).
     Raises:
         FileNotFoundError: there is none (the run is unfinished or not a run).
-        DamagedFileError: it is empty, not JSON, or not a JSON object (naming it).
+        DamagedFileError: it is empty, not JSON, not a JSON object, has no file records or no
+            checksum, or its content does not match its checksum (edited) (naming it).
     """
     path = Path(run_dir) / "manifest.json"
     if not path.is_file():
@@ -253,6 +313,18 @@ def read_manifest(run_dir: str | Path) -> dict:
     if not isinstance(manifest, dict):
         raise _damaged(path, "manifest", "does not hold a JSON object",
                        f"delete {path.parent} to retrain the run")
+    if verify:
+        hint = f"delete {path.parent} to retrain the run"
+        if not isinstance(manifest.get("files"), dict) or not manifest["files"]:
+            raise _damaged(path, "manifest", "records no file checksums ('files'): the run "
+                           "cannot be verified and is not trusted", hint)
+        if MANIFEST_HASH_KEY not in manifest:
+            raise _damaged(path, "manifest", f"has no checksum of its own "
+                           f"('{MANIFEST_HASH_KEY}'): it cannot be verified and is not "
+                           "trusted", hint)
+        if manifest_checksum(manifest) != manifest[MANIFEST_HASH_KEY]:
+            raise _damaged(path, "manifest", "does not match its own checksum (edited or "
+                           "damaged): none of the run's numbers is trusted", hint)
     return manifest
 
 

@@ -151,10 +151,14 @@ def test_edited_fragment_is_refused_naming_file_or_key(tmp_path, tiny):
     man = json.loads((path / "manifest.json").read_text())
     man["config"]["lr"] = 0.01
     (path / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(res.DamagedFileError, match="its own checksum"):
+        get_run("table2", "preview", results_dir=results)
+    # a consistent fragment of another recipe (resealed) is refused naming the key
+    (path / "manifest.json").write_text(json.dumps(res.seal_manifest(man)))
     with pytest.raises(cp.RecipeMismatch, match="lr"):
         get_run("table2", "preview", results_dir=results)
     man["config"]["lr"] = 1e-4
-    (path / "manifest.json").write_text(json.dumps(man))
+    (path / "manifest.json").write_text(json.dumps(res.seal_manifest(man)))
     hist = path / "history.csv"
     hist.write_text(hist.read_text().replace("learn-0.5", "learn-0.6", 1))
     with pytest.raises(res.DamagedFileError, match="history.csv"):

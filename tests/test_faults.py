@@ -242,6 +242,29 @@ def test_damaged_checkpoint_is_named_before_training(finished_run, tmp_path, cap
         res.load_torch(ckpt, "checkpoint")  # what train() uses to read a checkpoint
 
 
+def test_checkpoint_with_altered_numbers_is_not_resumed(finished_run, tmp_path, capsys):
+    """Issue case 2: bytes flipped in 16 floats of one tensor of a checkpoint. The digest
+    catches it: the chunk trains again from the start, saying so, to the same numbers."""
+    out, argv = copy_run(finished_run, tmp_path)
+    before = pd.read_csv(out / "history.csv")
+    (out / "manifest.json").unlink()  # an unfinished run with a checkpoint
+    (ckpt,) = (out / "checkpoints").glob("*.pt")
+    state = torch.load(ckpt, weights_only=False)
+    name = sorted(state["model"])[0]
+    t = state["model"][name].view(-1)
+    raw = t[:16].clone().view(torch.uint8)
+    raw[::4] ^= 0xFF
+    t[:16] = raw.view(t.dtype)
+    torch.save(state, ckpt)  # digest kept: it now describes other numbers
+    with pytest.warns(UserWarning, match="does not match the digest"):
+        assert main(argv) == 0
+    assert list((out / "checkpoints").glob("chunk0.pt.damaged-*"))
+    after = res.load(out).history
+    pd.testing.assert_frame_equal(after[["model", "epoch", "split", "condition", "accuracy"]],
+                                  before[["model", "epoch", "split", "condition", "accuracy"]],
+                                  check_dtype=False)
+
+
 # --------------------------------------------------------------------------- output folders
 
 
@@ -505,3 +528,40 @@ def test_reproduce_refuses_a_finished_part_of_another_configuration(tmp_path, ca
     assert "long4000 already holds a finished run with a different configuration" in err
     assert "seeds: [2235] there, [29] now" in err
     assert (tmp_path / "long4000" / "manifest.json").read_bytes() == manifest
+
+
+# --------------------------------------------------------------------------- disk full
+
+
+def test_disk_full_while_locking_leaves_no_lock(tmp_path, monkeypatch):
+    import errno
+
+    from lstpe.rundir import RunLock
+
+    real = os.write
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(res.NotWritableError, match="No space left.*no lock was left"):
+        RunLock(tmp_path / "run").acquire()
+    monkeypatch.setattr(os, "write", real)
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == []
+    with RunLock(tmp_path / "run"):  # a rerun is not blocked
+        pass
+
+
+def test_disk_full_while_saving_artifacts_names_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "run" / "artifacts.pt"
+    res.save_torch({"x": torch.zeros(2)}, path)
+
+    def full(obj, f, *a, **k):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64")
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(res.WriteError, match=r"artifacts.pt: no space left.*keeps its previous"):
+        res.save_torch({"x": torch.ones(2)}, path)
+    monkeypatch.undo()
+    assert torch.equal(res.load_torch(path)["x"], torch.zeros(2))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["artifacts.pt"]

@@ -117,7 +117,9 @@ def test_load_raises_naming_the_missing_file(tmp_path):
 def test_find(tmp_path):
     assert results.find("missing", tmp_path) is None
     results.save_table(history_frame(), tmp_path / "partial" / "history.csv")
-    assert results.find("partial", tmp_path) is None  # no manifest: not a finished run
+    # run files without a manifest (deleted, or a save cut off): named, never used or ignored
+    with pytest.raises(results.DamagedFileError, match="partial/manifest.json is missing"):
+        results.find("partial", tmp_path)
     results.save_run(tmp_path / "done", history_frame(), {"config": {}})
     run = results.find("done", tmp_path)
     assert run is not None and run.path == tmp_path / "done"
@@ -229,16 +231,50 @@ def test_load_names_a_missing_or_edited_file_and_an_invalid_manifest(tmp_path):
             results.load(run)
 
 
-def test_load_of_an_older_run_without_file_records_checks_the_history(tmp_path):
+def test_manifest_without_file_records_or_checksum_is_refused(tmp_path):
     run = saved_run(tmp_path, tables=False)
     manifest = json.loads((run / "manifest.json").read_text())
     del manifest["files"]
-    results.save_json(manifest, run / "manifest.json")
-    assert results.load(run).manifest["config"]["seeds"] == [3]
-    hist = results.load(run).history
-    results.save_table(hist[hist["pe"] != "2d-fixed"], run / "history.csv")
-    with pytest.raises(results.DamagedFileError, match="history.csv has no rows for pe 2d-fixed"):
+    results.save_json(results.seal_manifest(manifest), run / "manifest.json")
+    with pytest.raises(results.DamagedFileError, match="records no file checksums"):
         results.load(run)
+    with pytest.raises(results.DamagedFileError, match="records no file checksums"):
+        results.check_run_dir(run, manifest["config"])
+    run = saved_run(tmp_path / "b", tables=False)
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest[results.MANIFEST_HASH_KEY]
+    results.save_json(manifest, run / "manifest.json")
+    with pytest.raises(results.DamagedFileError, match="no checksum of its own"):
+        results.load(run)
+    assert results.load(run, sealed=False).manifest["config"] == manifest["config"]
+    results.seal(run)  # files checked, then sealed
+    assert results.load(run).manifest["config"] == manifest["config"]
+
+
+@pytest.mark.parametrize("edit", [("device", "cuda: H100"), ("wall_time_s", 99.5),
+                                  ("config", {"pes": ["2d-fixed", "rope"]})])
+def test_edited_manifest_is_refused(tmp_path, edit):
+    run = saved_run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest[edit[0]] = edit[1]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(results.DamagedFileError, match="does not match its own checksum"):
+        results.load(run)
+
+
+def test_unlisted_table_is_not_loaded(tmp_path):
+    run = saved_run(tmp_path)
+    results.save_table(pd.DataFrame({"x": [1]}), run / "tables" / "fake.csv")
+    assert sorted(results.load(run).tables) == ["noise"]
+
+
+def test_deleted_manifest_is_named_and_nothing_trains_over_it(tmp_path):
+    run = saved_run(tmp_path)
+    (run / "manifest.json").unlink()
+    with pytest.raises(results.DamagedFileError, match="manifest.json is missing"):
+        results.check_run_dir(run, {"epochs": 1})
+    with pytest.raises(results.DamagedFileError, match="manifest.json is missing"):
+        results.find(run.name, run.parent)
 
 
 def test_damaged_artifacts_are_named(tmp_path):
