@@ -32,6 +32,7 @@ from typing import Any
 from lstpe import results as res
 from lstpe.experiments import REGISTRY, bundles, run_config
 from lstpe.runtime import default_results_dir, repo_root
+from lstpe.storage import WriteError
 from lstpe.train_config import SCALES
 
 DEFAULT_PARTS: list[str] = ["table2", "table1", "table4/adam", "table4/sgd", "tables56",
@@ -226,11 +227,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
     print(f"packed {len(index['runs'])} runs into {len(index['pieces'])} pieces "
           f"({index['bytes'] / 2**20:.1f} MiB) in {args.out}")
     if args.to is not None:
-        dest = Path(args.to)
-        dest.mkdir(parents=True, exist_ok=True)
-        for f in pack.volume_files(index, args.volume):
-            shutil.copy2(Path(args.out) / f, dest / f)
-        print(f"volume {args.volume} -> {dest}")
+        pack.copy_volume(index, args.out, args.volume, args.to)
+        print(f"volume {args.volume} -> {args.to}")
     return 0
 
 
@@ -284,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """0 if everything asked finished, 1 if a part failed, 2 on bad arguments."""
+    """0 if everything asked finished, 1 if a part failed, 2 on bad arguments, a refused or
+    damaged pack, or a failed write (one line naming the file)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0].startswith("-"):
         argv = ["run", *argv]
@@ -292,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack,
                 "unpack": cmd_unpack}[args.cmd](args)
-    except ValueError as e:
+    except (ValueError, WriteError) as e:  # both name the file and what was kept
         print(f"reproduce: error: {e}", file=sys.stderr)
         return 2
 
