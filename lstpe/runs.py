@@ -159,7 +159,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
     base = Path(results_dir) if results_dir else default_results_dir()
     asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
     for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
-        if src == "paper" and name in REGISTRY:
+        if src == "paper" and name in REGISTRY and name not in NO_FRAGMENTS:
             merged = campaign_run(name, base, verbose, **asked)
             if merged is not None:
                 return merged
@@ -181,6 +181,10 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
         return run
     return None
 
+
+NO_FRAGMENTS: tuple[str, ...] = ("long4000",)
+"""Runs the campaign's 200-epoch units never stand in for: ``long4000`` exists to measure
+what 4000 epochs change."""
 
 FRAGMENT_ASKED = ("pes", "seeds", "sigmas", "epochs")
 """What a caller may ask of a campaign run: which PEs and seeds (a subset of the fragments),
