@@ -11,6 +11,12 @@ on a command line, and every malformed value is an error that names the bad text
 
 Each point runs in a fresh folder ``out/<point>/``; ``out/collected.csv`` has the rows of every
 table with the point's parameters and status, and one row for a point that wrote no table.
+
+``batch`` never replaces a file it did not write: it records every file it writes in ``--out``
+(the point notebooks, ``summary.csv``, ``collected.csv``) with its SHA-256 in its own index
+``out/.lstpe-batch.json`` (:data:`BATCH_INDEX`), and marks its point folders
+(:data:`POINT_MARKER`); before writing anything it refuses (naming them) the files and folders
+it would replace that are not recorded there, or that were changed since it wrote them.
 """
 
 from __future__ import annotations
@@ -190,27 +196,55 @@ def point_name(point: dict[str, Any], max_len: int = 120) -> str:
     return name
 
 
-# --------------------------------------------------------------------------- train / sweep
+# --------------------------------------------------------------------------- running
 
 
+def kernel_language(kernel: str) -> str:
+    """The language of the installed Jupyter kernel ``kernel`` (``python`` for ``python3``).
+
+    Raises:
+        ValueError: no such kernel (listing the installed ones).
+    """
+    from jupyter_client.kernelspec import NoSuchKernel, find_kernel_specs, get_kernel_spec
+
+    try:
+        return get_kernel_spec(kernel).language
+    except NoSuchKernel:
+        raise ValueError(f"unknown Jupyter kernel {kernel!r}; installed kernels: "
+                         f"{', '.join(sorted(find_kernel_specs())) or '(none)'}") from None
 
 
-def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
+def notebook_parameters(notebook: str | Path, kernel: str | None = None) -> dict[str, Any]:
     """The parameters declared in a notebook's ``parameters`` cell (papermill's inspection).
+
+    ``kernel``: the Jupyter kernel that will run the notebook; its name and language choose
+    the parameter syntax, also for a notebook without a kernelspec (None: the notebook's own
+    kernelspec, which must then exist).
 
     Raises:
         FileNotFoundError: no such notebook.
-        ValueError: the file is not a notebook (naming it).
+        ValueError: the file is not a notebook (naming it), or an unknown kernel.
     """
     import nbformat
-    import papermill as pm
+    from papermill.translators import papermill_translators
+    from papermill.utils import nb_kernel_name, nb_language
 
     notebook = Path(notebook)
     if not notebook.is_file():
         raise FileNotFoundError(f"notebook not found: {notebook}")
+    language = kernel_language(kernel) if kernel is not None else None
     try:
-        nbformat.read(notebook, as_version=4)
-        return dict(pm.inspect_notebook(str(notebook)))
+        nb = nbformat.read(notebook, as_version=4)
+        cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+        if not cells:
+            return {}
+        translator = papermill_translators.find_translator(nb_kernel_name(nb, kernel),
+                                                           nb_language(nb, language))
+        try:
+            found = translator.inspect(cells[0])
+        except NotImplementedError:  # a language without parameter inspection
+            return {}
+        return {p.name: p._asdict() for p in found}
     except Exception as e:  # noqa: BLE001 - JSON, schema and papermill errors alike
         raise ValueError(f"{notebook} is not a Jupyter notebook that papermill can read "
                          f"({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
@@ -219,6 +253,13 @@ def notebook_parameters(notebook: str | Path) -> dict[str, Any]:
 POINT_MARKER = ".lstpe-batch-point"
 """File that marks a folder ``out/<point>/`` as written by ``lstpe batch`` (a rerun may
 replace it)."""
+
+BATCH_INDEX = ".lstpe-batch.json"
+"""``lstpe batch``'s record of the files it wrote in ``--out``: ``{"files": {name: sha256}}``
+(``null`` while a file is being written). A rerun replaces only the files recorded here whose
+content is still what it wrote."""
+
+_OWN_FILES = ("summary.csv", "collected.csv")
 
 
 def _cell(value: Any) -> Any:
@@ -275,21 +316,94 @@ def collect_results(out: Path, points: Sequence[dict[str, Any]], names: Sequence
     return got
 
 
-def _fresh_point_folders(out: Path, names: Sequence[str]) -> None:
-    """Remove the previous batch's results of these points (folders with the marker, their
-    notebooks, and the old ``collected.csv`` / ``summary.csv``), so nothing stale is
-    collected; refuse a folder of that name that ``lstpe batch`` did not write."""
+def _read_index(out: Path) -> dict[str, str | None]:
+    """The files :data:`BATCH_INDEX` records (ValueError naming it if it is not one)."""
+    path = out / BATCH_INDEX
+    if not path.exists():
+        return {}
+    try:
+        files = json.loads(path.read_text())["files"]
+        if not all(isinstance(k, str) and (v is None or isinstance(v, str))
+                   for k, v in files.items()):
+            raise ValueError("not a map of names to digests")
+        return dict(files)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is not lstpe batch's index ({type(e).__name__}: {e}); "
+                         "move it away or use another --out") from None
+
+
+def _write_index(out: Path, files: dict[str, str | None]) -> None:
+    from lstpe.storage import atomic_write
+
+    files = {k: v for k, v in files.items() if v is None or (out / k).exists()}
+    text = json.dumps({"files": dict(sorted(files.items()))}, indent=1) + "\n"
+    atomic_write(out / BATCH_INDEX, lambda p: p.write_text(text))
+
+
+def _ours(out: Path, name: str, index: dict[str, str | None]) -> bool:
+    """``out/name`` is absent, or a file lstpe batch wrote (recorded, content unchanged)."""
+    from lstpe.storage import sha256_file
+
+    path = out / name
+    if not path.exists() and not path.is_symlink():
+        return True
+    if name not in index or not path.is_file() or path.is_symlink():
+        return False
+    return index[name] is None or sha256_file(path) == index[name]
+
+
+def foreign_paths(out: Path, names: Sequence[str]) -> list[str]:
+    """What a batch of these point names would replace in ``out`` that it did not write:
+    point folders without :data:`POINT_MARKER` (an empty folder is fine), point notebooks,
+    ``summary.csv`` and ``collected.csv`` not recorded in :data:`BATCH_INDEX` or changed
+    since."""
+    index = _read_index(out)
+    bad = []
     for name in names:
         folder = out / name
-        if folder.exists() and not (folder / POINT_MARKER).exists() and (
-                not folder.is_dir() or any(folder.iterdir())):
-            raise ValueError(f"{folder} exists and was not written by lstpe batch; move it "
-                             "away or use another --out")
+        if (folder.exists() or folder.is_symlink()) and not (
+                folder.is_dir() and not folder.is_symlink()
+                and ((folder / POINT_MARKER).is_file() or not any(folder.iterdir()))):
+            bad.append(f"{name}/")
+        if not _ours(out, f"{name}.ipynb", index):
+            bad.append(f"{name}.ipynb")
+    bad += [f for f in _OWN_FILES if not _ours(out, f, index)]
+    return bad
+
+
+def _fresh_point_folders(out: Path, names: Sequence[str]) -> dict[str, str | None]:
+    """Refuse (naming them) the paths of ``out`` this batch would replace that lstpe batch did
+    not write (:func:`foreign_paths`); then remove the previous batch's results of these
+    points (their folders and notebooks) and its ``collected.csv`` / ``summary.csv``, so
+    nothing stale is collected. Returns the updated index."""
+    bad = foreign_paths(out, names)
+    if bad:
+        raise ValueError(f"{out} holds {', '.join(bad)}: each was not written by lstpe batch "
+                         f"(or was changed since; see {BATCH_INDEX}); move them away or use "
+                         "another --out (nothing was written)")
+    index = _read_index(out)
     for name in names:
         shutil.rmtree(out / name, ignore_errors=True)
         (out / f"{name}.ipynb").unlink(missing_ok=True)
-    for stale in ("collected.csv", "summary.csv"):
+    for stale in _OWN_FILES:
         (out / stale).unlink(missing_ok=True)
+    _write_index(out, index)
+    return index
+
+
+def _record(out: Path, index: dict[str, str | None], name: str, done: bool) -> None:
+    """Record ``out/name`` in the index: before writing it (``done=False``: being written)
+    and after (its SHA-256)."""
+    from lstpe.storage import sha256_file
+
+    path = out / name
+    if not done:
+        index[name] = None
+    elif path.is_file():
+        index[name] = sha256_file(path)
+    else:
+        index.pop(name, None)
+    _write_index(out, index)
 
 
 def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str, Any],
@@ -301,20 +415,23 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
     if the notebook declares a ``results_out`` parameter. Writes ``out/summary.csv`` (one row
     per point: status, CSV files, seconds) and ``out/collected.csv`` (see
     :func:`collect_results`: every table row with the point's parameters and status). Returns
-    the summary.
+    the summary. ``kernel`` runs every point, whatever kernelspec the notebook has (or lacks).
+    Files of ``out`` that lstpe batch did not write are never replaced (module docstring).
 
     Raises:
         FileNotFoundError: no such notebook.
-        ValueError: not a notebook, a grid or ``-p`` key the notebook does not declare, a key
-            given in both, ``results_out`` given by hand, or a point folder that lstpe batch
-            did not write.
+        ValueError: not a notebook, an unknown kernel, a grid or ``-p`` key the notebook does
+            not declare, a key given in both, ``results_out`` given by hand, or a point folder,
+            point notebook, ``summary.csv`` or ``collected.csv`` in ``out`` that lstpe batch
+            did not write (all named; nothing is written then).
     """
     import papermill as pm
 
     from lstpe import results as res
 
     notebook = Path(notebook)
-    declared = notebook_parameters(notebook)
+    declared = notebook_parameters(notebook, kernel)
+    language = kernel_language(kernel)
     both = sorted(set(grid) & set(params))
     if both:
         raise ValueError(f"parameter(s) {', '.join(both)} given both in --grid and -p")
@@ -334,7 +451,7 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
         if name in names:  # two values with the same slug
             name = f"{name}~{len(names)}"
         names.append(name)
-    _fresh_point_folders(out, names)
+    index = _fresh_point_folders(out, names)
     rows = []
     for i, (point, name) in enumerate(zip(points, names, strict=True)):
         parameters = {**params, **point}
@@ -346,15 +463,17 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
         print(f"[{i + 1}/{len(points)}] {name} ...", flush=True)
         t0 = time.perf_counter()
         status = "ok"
+        _record(out, index, target.name, done=False)
         try:
             pm.execute_notebook(str(notebook), str(target), parameters=parameters,
-                                kernel_name=kernel, cwd=str(notebook.resolve().parent),
-                                progress_bar=progress)
+                                kernel_name=kernel, language=language,
+                                cwd=str(notebook.resolve().parent), progress_bar=progress)
         except Exception as e:  # noqa: BLE001 - a failed point is reported, others go on
             what = f"{getattr(e, 'ename', '')}: {getattr(e, 'evalue', '')}" \
                 if hasattr(e, "ename") else f"{type(e).__name__}: {e}"
             status = "failed: " + " ".join(what.split())[:200]
             print(f"    {status}", flush=True)
+        _record(out, index, target.name, done=True)
         n_csv = len(list((out / name).rglob("*.csv")))
         rows.append({"point": name, "status": status, "csv_files": n_csv,
                      "seconds": round(time.perf_counter() - t0, 1), "notebook": target.name,
@@ -362,9 +481,11 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
                         ("point", "status", "csv_files", "seconds", "notebook")}})
     summary = pd.DataFrame(rows)
     collected = collect_results(out, points, names, summary["status"].tolist(), params)
-    res.save_table(summary, out / "summary.csv")
-    if collected is not None:
-        res.save_table(collected, out / "collected.csv")
+    for table, file in ((summary, "summary.csv"), (collected, "collected.csv")):
+        if table is not None:
+            _record(out, index, file, done=False)
+            res.save_table(table, out / file)
+            _record(out, index, file, done=True)
     print()
     print(summary.to_string(index=False))
     n_failed = int((summary["status"] != "ok").sum())

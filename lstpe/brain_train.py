@@ -23,6 +23,7 @@ they are not the paper's.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,11 +50,37 @@ from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, EvalSets, n_rounds
 from lstpe.encodings import PESpec
 from lstpe.optim import StackedOptimizer
 from lstpe.runtime import PAPER_SEEDS, pick_device
+from lstpe.train_config import (
+    as_bool,
+    as_int,
+    as_opt_int,
+    as_real,
+    as_real_list,
+    as_str,
+    as_str_list,
+    check_overrides,
+    check_seeds,
+)
 
 BRAIN_PES: tuple[str, ...] = (
     "1d-fixed", "relative", "rope", "random", "learn-0.1", "learn-0.2", "learn-1", "learn-2",
 )
 """The PEs of the paper's brain experiment."""
+
+MAX_STEPS = 10_000_000
+"""The most optimizer steps a :class:`BrainConfig` accepts: 200 times the paper's 50k, so no
+real run is refused, while ``steps=10**11`` is refused before the schedule (one entry per
+evaluation) and the loop's bookkeeping are built."""
+
+MAX_ROUNDS = 1_000_000
+"""The most evaluations (rounds of ``eval_every`` steps) of a :class:`BrainConfig`; each one
+adds rows to the history kept in memory (the paper's setup has 100)."""
+
+MAX_TIME_POINTS = 2_000_000
+"""The most surrogate time points per split (``n_train``, ``n_test``, ``n_eval``): the data
+are made in memory as float32 (time points x regions), so at 400 regions this bound is 3.2 GB
+per split, about six times the paper's 336k training time points."""
+
 
 @dataclass
 class BrainConfig:
@@ -85,6 +112,12 @@ class BrainConfig:
         max_models: train the models in chunks of at most this many (memory).
         preset: the preset this config came from (``paper``, ``cpu``, ``preview`` or
             ``custom``).
+
+    Every value is checked by type and range when the config is made, with the rules of
+    :class:`lstpe.train_config.TrainConfig` (:func:`lstpe.train_config.as_int`...): a
+    ValueError names the parameter and the bad value. ``steps``, the number of evaluations and
+    the data sizes are bounded (:data:`MAX_STEPS`, :data:`MAX_ROUNDS`,
+    :data:`MAX_TIME_POINTS`).
     """
 
     pes: list[str] = field(default_factory=lambda: list(BRAIN_PES))
@@ -116,9 +149,15 @@ class BrainConfig:
     preset: str = "custom"
 
     def __post_init__(self) -> None:
-        self.pes = [self.spec(p).label for p in self.pes]
-        self.seeds = [int(s) for s in self.seeds]
-        self.train_masks = [float(r) for r in self.train_masks]
+        L = "BrainConfig.{}".format
+        for name in ("order", "variant", "device", "preset"):
+            setattr(self, name, as_str(getattr(self, name), L(name)))
+        for name in ("relative_causal", "amp", "compile"):
+            setattr(self, name, as_bool(getattr(self, name), L(name)))
+        self.pes = [self.spec(p).label for p in as_str_list(self.pes, L("pes"))]
+        self.seeds = check_seeds(self.seeds, L("seeds"))
+        self.train_masks = as_real_list(self.train_masks, L("train_masks"))
+        self.test_mask = as_real(self.test_mask, L("test_mask"))
         if not self.pes or not self.seeds or not self.train_masks:
             raise ValueError("BrainConfig needs at least one PE, one seed and one train mask")
         for name, vals in (("pes", self.pes), ("seeds", self.seeds),
@@ -127,15 +166,25 @@ class BrainConfig:
                 raise ValueError(f"duplicate entries in BrainConfig.{name}: {vals}")
         for r in [*self.train_masks, self.test_mask]:
             n_masked(r, 2)  # validates 0 < r < 1
-        for name in ("steps", "batch_size", "n_train", "n_test", "n_eval", "eval_every",
-                     "d_model", "n_layers", "n_heads", "mlp_ratio"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"BrainConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if self.max_models is not None and self.max_models < 1:
-            raise ValueError(f"BrainConfig.max_models must be >= 1 (or None), got "
-                             f"{self.max_models}")
+        self.steps = as_int(self.steps, L("steps"), 1, MAX_STEPS,
+                            " (lstpe.brain_train.MAX_STEPS, 200x the paper's 50k)")
+        for name in ("n_train", "n_test", "n_eval"):
+            setattr(self, name, as_int(getattr(self, name), L(name), 1, MAX_TIME_POINTS,
+                                       " (lstpe.brain_train.MAX_TIME_POINTS)"))
+        for name in ("batch_size", "eval_every", "d_model", "n_layers", "n_heads",
+                     "mlp_ratio", "n_parcels"):
+            setattr(self, name, as_int(getattr(self, name), L(name), 1))
+        if n_rounds(self.steps, self.eval_every) > MAX_ROUNDS:
+            raise ValueError(f"BrainConfig.steps / eval_every must be <= {MAX_ROUNDS} "
+                             "evaluations (lstpe.brain_train.MAX_ROUNDS), got "
+                             f"{self.steps} / {self.eval_every}: raise eval_every")
+        for name in ("data_seed", "order_seed"):
+            setattr(self, name, as_int(getattr(self, name), L(name), 0, 2**31 - 1))
+        self.lr = as_real(self.lr, L("lr"))
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"BrainConfig.lr must be a finite number > 0, got {self.lr}")
+        self.max_models = as_opt_int(self.max_models, L("max_models"), 1)
+        self.checkpoint_every = as_int(self.checkpoint_every, L("checkpoint_every"))
         if self.checkpoint_every < 0:
             raise ValueError("BrainConfig.checkpoint_every must be >= 0 (0 = no checkpoints), "
                              f"got {self.checkpoint_every}")
@@ -152,8 +201,10 @@ class BrainConfig:
                 for s in self.seeds]
 
     def schedule(self) -> list[int]:
-        """Steps at which the models are evaluated (0 = at initialisation)."""
-        return sorted(set(range(0, self.steps + 1, self.eval_every)) | {self.steps})
+        """Steps at which the models are evaluated (0 = at initialisation), ascending (at most
+        :data:`MAX_ROUNDS` + 1)."""
+        ep = list(range(0, self.steps + 1, self.eval_every))
+        return ep if ep[-1] == self.steps else [*ep, self.steps]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,13 +232,15 @@ def preset(name: str, **overrides: Any) -> BrainConfig:
                 "checkpoint_every": 500}
     else:
         raise ValueError(f"unknown preset {name!r}; valid presets: preview, cpu, paper")
-    kw = {**base, **{k: v for k, v in overrides.items() if v is not None}, "preset": name}
-    return BrainConfig(**kw)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    check_overrides(BrainConfig, overrides, "BrainConfig")
+    return BrainConfig(**{**base, **overrides, "preset": name})
 
 
 def masks_for(scale: str, train_mask: float) -> list[float] | None:
     """The training mask ratios a chapter needs: None (the scale's own) when they include
     ``train_mask``, else the scale's plus ``train_mask``."""
+    train_mask = as_real(train_mask, "train_mask")
     own = preset(scale).train_masks
     return None if any(abs(train_mask - m) < 1e-9 for m in own) \
         else sorted({*own, float(train_mask)})

@@ -222,7 +222,7 @@ def _train_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return dict(
         seeds=seeds, epochs=args.epochs, optimizer=args.optimizer, lr=args.lr,
         weight_decay=args.weight_decay, device=args.device, amp=args.amp or None,
-        compile=args.compile or None, checkpoint_every=args.checkpoint_every,
+        step_mode="compile" if args.compile else None, checkpoint_every=args.checkpoint_every,
         max_models=args.max_models, n_train=args.n_train, batch_size=args.batch_size,
         data=args.data, variant=args.variant,
     )

@@ -20,9 +20,12 @@ Presets (:func:`preset`):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from lstpe import results as res
 from lstpe.encodings import PESpec, parse_pe
@@ -41,17 +44,182 @@ paper's model and data on a CPU for a few dozen epochs, bf16 autocast: hours, ru
 background) and ``paper`` (the published setup: a GPU)."""
 
 
+# --------------------------------------------------------------------------- value checks
+#
+# The config classes (TrainConfig here, lstpe.brain_train.BrainConfig) check every value by type
+# before using it, so the command line, the Python API (lstpe.experiments.run_config,
+# lstpe.runs.get_run) and papermill parameters (a chapter run by ``lstpe batch``) all give the
+# same ValueError naming the parameter and the bad value. The rules:
+#
+# * an integer is an ``int`` or a numpy integer; a float with no fraction (``2235.0``, as JSON
+#   or YAML may give it) is taken as that integer; ``bool`` (``True`` is not 1 epoch), a float
+#   with a fraction (``2235.9``), a non-finite float and a string (``"3"``) are refused;
+# * a real number is an ``int``, ``float`` or numpy number (not ``bool``, not a string);
+# * a list is a list, tuple, range or 1-D numpy array; a string (``"26"`` is not ``[2, 6]``), a
+#   dict, a set (no order) and a single number are refused;
+# * a flag is ``True`` or ``False`` (numpy bools too), never 0/1 or a string.
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def as_int(value: Any, label: str, low: int | None = None, high: int | None = None,
+           why: str = "") -> int:
+    """``value`` as an ``int`` (rules above), within ``low..high`` if given.
+
+    Raises:
+        ValueError: ``"<label> must be an integer, got <value> (<type>)"``, or the bound that
+            is broken (``why`` is appended to an upper bound's message).
+    """
+    v: int | None = None
+    if _is_bool(value) or isinstance(value, (str, bytes)):
+        pass
+    elif isinstance(value, numbers.Integral):
+        v = int(value)
+    elif isinstance(value, numbers.Real) and math.isfinite(float(value)) \
+            and float(value).is_integer():
+        v = int(value)
+    if v is None:
+        raise ValueError(f"{label} must be an integer, got {_show(value)}")
+    if low is not None and v < low:
+        raise ValueError(f"{label} must be >= {low}, got {v}")
+    if high is not None and v > high:
+        raise ValueError(f"{label} must be <= {high}{why}, got {v}")
+    return v
+
+
+def as_opt_int(value: Any, label: str, low: int | None = None,
+               high: int | None = None) -> int | None:
+    """None, or :func:`as_int`."""
+    return None if value is None else as_int(value, label, low, high)
+
+
+def as_real(value: Any, label: str) -> float:
+    """``value`` as a ``float``: an int, float or numpy number (not bool, not a string).
+
+    Raises:
+        ValueError: ``"<label> must be a real number, got <value> (<type>)"``.
+    """
+    if _is_bool(value) or isinstance(value, (str, bytes)) or \
+            not isinstance(value, numbers.Real):
+        raise ValueError(f"{label} must be a real number, got {_show(value)}")
+    return float(value)
+
+
+def as_bool(value: Any, label: str) -> bool:
+    """``True`` or ``False`` (numpy bools too).
+
+    Raises:
+        ValueError: anything else (0/1, strings), naming the label and the value.
+    """
+    if not _is_bool(value):
+        raise ValueError(f"{label} must be True or False, got {_show(value)}")
+    return bool(value)
+
+
+def as_str(value: Any, label: str) -> str:
+    """A string.
+
+    Raises:
+        ValueError: anything else, naming the label and the value.
+    """
+    if not isinstance(value, str):
+        raise ValueError(f"{label} must be a string, got {_show(value)}")
+    return str(value)
+
+
+def as_list(value: Any, label: str, what: str) -> list[Any]:
+    """``value`` as a list: a list, tuple, range or 1-D numpy array (not a string, dict, set
+    or single value); ``what`` names the items for the message (``"integers"``).
+
+    Raises:
+        ValueError: ``"<label> must be a list of <what>, got <value> (<type>)"``.
+    """
+    ok = isinstance(value, (list, tuple, range)) or \
+        (isinstance(value, np.ndarray) and value.ndim == 1)
+    if not ok or isinstance(value, (str, bytes, Mapping)):
+        raise ValueError(f"{label} must be a list of {what}, got {_show(value)}")
+    return list(value)
+
+
+def _items(value: Any, label: str, what: str, convert) -> list[Any]:
+    out = []
+    for item in as_list(value, label, what):
+        try:
+            out.append(convert(item))
+        except ValueError:
+            raise ValueError(f"{label} must be a list of {what}; {_show(item)} is not one "
+                             f"(in {_show(value)})") from None
+    return out
+
+
+def as_int_list(value: Any, label: str) -> list[int]:
+    """A list of integers (:func:`as_list`, :func:`as_int`): ``[2235, 6312]``."""
+    return _items(value, label, "integers", lambda v: as_int(v, label))
+
+
+def as_real_list(value: Any, label: str) -> list[float]:
+    """A list of real numbers (:func:`as_list`, :func:`as_real`): ``[0.1, 0.5]``."""
+    return _items(value, label, "real numbers", lambda v: as_real(v, label))
+
+
+def as_str_list(value: Any, label: str) -> list[str]:
+    """A list of strings (:func:`as_list`, :func:`as_str`): ``["learn-0.2", "2d-fixed"]``."""
+    return _items(value, label, "strings", lambda v: as_str(v, label))
+
+
+def check_seeds(seeds: Any, label: str) -> list[int]:
+    """A list of integer seeds that fit in a signed 64-bit integer (torch generators).
+
+    Raises:
+        ValueError: not a list of integers, or a seed outside 64 bits (naming it).
+    """
+    seeds = as_int_list(seeds, label)
+    big = [s for s in seeds if not -(2**63) <= s < 2**63]
+    if big:
+        raise ValueError(f"seed {big[0]} does not fit in 64 bits (seeds must be integers in "
+                         f"{-(2**63)}..{2**63 - 1})")
+    return seeds
+
+
+def check_overrides(cls: type, overrides: Mapping[str, Any], where: str) -> None:
+    """Refuse keys that are not fields of the dataclass ``cls`` (a ValueError listing the
+    valid ones, instead of Python's TypeError)."""
+    valid = [f.name for f in fields(cls)]
+    unknown = [k for k in overrides if k not in valid]
+    if unknown:
+        raise ValueError(f"unknown {where} setting(s) {', '.join(map(repr, unknown))}; valid: "
+                         f"{', '.join(valid)}")
+
+
 def sigmas_for(scale: str, sigmas: Sequence[float] | None = None) -> list[float]:
     """``sigmas`` if given (validated), else the scale's default (paper: 0.1..2.0).
 
     Raises:
-        ValueError: an unknown scale or a negative / non-finite sigma (naming it).
+        ValueError: an unknown scale, ``sigmas`` not a list of real numbers, or a negative /
+            non-finite sigma (naming it).
     """
     if sigmas is None:
         if scale not in SCALES:
             raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
         return list(PAPER_SIGMAS if scale == "paper" else PREVIEW_SIGMAS)
-    return [parse_pe("learn", sigma=float(s)).sigma for s in sigmas]
+    return [parse_pe("learn", sigma=s).sigma for s in as_real_list(sigmas, "sigmas")]
+
+
+MAX_EPOCHS = 1_000_000
+"""The most epochs a :class:`TrainConfig` accepts. Why a bound: the evaluation schedule
+(:meth:`TrainConfig.schedule`, up to one entry per epoch) and the training loop's bookkeeping
+are built before the first step, and ``--epochs 100000000000`` asked for ~23 GB before
+anything trained. Why 10^6: the paper trained 4000 epochs (the registry's longest run,
+``long4000``); 10^6 is 250 times that, years of GPU time at paper scale, so no real run is
+refused, while a schedule of 10^6 + 1 epochs takes a few tens of MB."""
 
 
 OPTIMIZERS: tuple[str, ...] = ("adam", "adamw", "sgd")
@@ -102,6 +270,12 @@ class TrainConfig:
             table (:func:`lstpe.noise.noise_robustness`); empty = skip.
         noise_repeats: noise draws per level (averaged).
         preset: the preset this config came from (``paper``, ``preview`` or ``custom``).
+
+    Every value is checked by type and range when the config is made (the rules are
+    :func:`as_int`, :func:`as_real`, :func:`as_list`...: ``seeds="26"``, ``seeds=[2235.9]``,
+    ``epochs=True``, ``epochs="abc"`` are refused, ``seeds=[2235.0]`` is ``[2235]``):
+    a ValueError names the parameter and the bad value. ``epochs`` is at most
+    :data:`MAX_EPOCHS`.
     """
 
     pes: list[str]
@@ -133,19 +307,28 @@ class TrainConfig:
     preset: str = "custom"
 
     def __post_init__(self) -> None:
+        L = _train_label
         if isinstance(self.model, dict):
             self.model = ModelConfig(**self.model)
+        if not isinstance(self.model, ModelConfig):
+            raise ValueError(f"TrainConfig.model must be a ModelConfig or a dict, got "
+                             f"{_show(self.model)}")
+        for name in ("optimizer", "data", "split", "variant", "device", "step_mode", "preset"):
+            setattr(self, name, as_str(getattr(self, name), L(name)))
+        for name in ("amp", "save_attention"):
+            setattr(self, name, as_bool(getattr(self, name), L(name)))
+        pes = as_list(self.pes, L("pes"), "PE names")
+        bad = [p for p in pes if not isinstance(p, (str, PESpec))]
+        if bad:
+            raise ValueError(f"{L('pes')} must be a list of PE names (strings); "
+                             f"{_show(bad[0])} is not one")
         self.pes = [parse_pe(p, variant=self.variant).label if isinstance(p, str) else p.label
-                    for p in self.pes]
-        self.seeds = [int(s) for s in self.seeds]
+                    for p in pes]
+        self.seeds = check_seeds(self.seeds, L("seeds"))
         if not self.pes:
             raise ValueError("TrainConfig.pes is empty: name at least one PE")
         if not self.seeds:
             raise ValueError("TrainConfig.seeds is empty: give at least one seed")
-        big = [s for s in self.seeds if not -(2**63) <= s < 2**63]
-        if big:
-            raise ValueError(f"seed {big[0]} does not fit in 64 bits (seeds must be integers in "
-                             f"{-(2**63)}..{2**63 - 1})")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"duplicate seeds in {self.seeds}")
         if len(set(self.pes)) != len(self.pes):
@@ -154,26 +337,39 @@ class TrainConfig:
             raise ValueError(
                 f"unknown optimizer {self.optimizer!r}; valid: {', '.join(OPTIMIZERS)}"
             )
-        if self.lr is None:
-            self.lr = DEFAULT_LR[self.optimizer]
-        if self.weight_decay is None:
-            self.weight_decay = DEFAULT_WD[self.optimizer]
-        for name in ("epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"TrainConfig.{name} must be >= 1, got {getattr(self, name)}")
+        self.lr = DEFAULT_LR[self.optimizer] if self.lr is None else as_real(self.lr, L("lr"))
+        self.weight_decay = DEFAULT_WD[self.optimizer] if self.weight_decay is None \
+            else as_real(self.weight_decay, L("weight_decay"))
+        self.epochs = as_int(self.epochs, L("epochs"), 1, MAX_EPOCHS,
+                             " (lstpe.train_config.MAX_EPOCHS, 250x the paper's 4000 epochs)")
+        self.batch_size = as_int(self.batch_size, L("batch_size"), 1)
+        self.dense_until = as_int(self.dense_until, L("dense_until"), 0)
+        self.sparse_every = as_int(self.sparse_every, L("sparse_every"), 1)
+        if self.eval_epochs is not None:
+            self.eval_epochs = as_int_list(self.eval_epochs, L("eval_epochs"))
+        self.eval_train_max = as_int(self.eval_train_max, L("eval_train_max"), 1)
+        self.eval_test_max = as_opt_int(self.eval_test_max, L("eval_test_max"), 1)
+        self.split_seed = as_int(self.split_seed, L("split_seed"))
+        self.n_train = as_opt_int(self.n_train, L("n_train"), 1)
+        self.max_models = as_opt_int(self.max_models, L("max_models"), 1)
+        if self.checkpoint_every is None:
+            raise ValueError("checkpoint_every (--checkpoint-every) must be >= 0 (0 = no "
+                             "checkpoints), got None")
+        self.checkpoint_every = as_int(self.checkpoint_every, L("checkpoint_every"))
+        if self.checkpoint_every < 0:
+            raise ValueError("checkpoint_every (--checkpoint-every) must be >= 0 (0 = no "
+                             f"checkpoints), got {self.checkpoint_every}")
+        self.noise_levels = as_real_list(self.noise_levels, L("noise_levels"))
+        if not all(math.isfinite(x) and x >= 0 for x in self.noise_levels):
+            raise ValueError(f"TrainConfig.noise_levels must be finite numbers >= 0, got "
+                             f"{self.noise_levels}")
+        self.noise_repeats = as_int(self.noise_repeats, L("noise_repeats"), 1)
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"the learning rate (--lr) must be a finite number > 0, got "
                              f"{self.lr}")
         if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
             raise ValueError("the weight decay (--weight-decay) must be a finite number >= 0, "
                              f"got {self.weight_decay}")
-        if self.n_train is not None and (isinstance(self.n_train, bool) or self.n_train < 1):
-            raise ValueError(f"n_train (--n-train) must be >= 1, got {self.n_train!r}")
-        if self.max_models is not None and self.max_models < 1:
-            raise ValueError(f"max_models (--max-models) must be >= 1, got {self.max_models}")
-        if self.checkpoint_every is None or self.checkpoint_every < 0:
-            raise ValueError("checkpoint_every (--checkpoint-every) must be >= 0 (0 = no "
-                             f"checkpoints), got {self.checkpoint_every}")
         from lstpe.engine import STEP_MODES
         from lstpe.lst import SPLIT_RULES
 
@@ -195,14 +391,20 @@ class TrainConfig:
         return f"{self.optimizer}{wd}"
 
     def schedule(self) -> list[int]:
-        """Epochs at which the models are evaluated (0 = at initialisation)."""
+        """Epochs at which the models are evaluated (0 = at initialisation), ascending.
+
+        Built from the two ranges directly (no set of every epoch): its length is at most
+        ``epochs + 1`` (bounded by :data:`MAX_EPOCHS`)."""
         if self.eval_epochs is not None:
-            ep = {int(e) for e in self.eval_epochs if 0 <= int(e) <= self.epochs}
-        else:
-            ep = set(range(0, min(self.dense_until, self.epochs) + 1))
-            ep |= set(range(0, self.epochs + 1, max(1, self.sparse_every)))
-        ep.add(self.epochs)
-        return sorted(ep)
+            return sorted({int(e) for e in self.eval_epochs if 0 <= e <= self.epochs}
+                          | {self.epochs})
+        dense = min(self.dense_until, self.epochs)
+        step = max(1, self.sparse_every)
+        first_sparse = (dense // step + 1) * step  # the first multiple of step after dense
+        ep = [*range(dense + 1), *range(first_sparse, self.epochs + 1, step)]
+        if ep[-1] != self.epochs:
+            ep.append(self.epochs)
+        return ep
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -213,6 +415,20 @@ class TrainConfig:
         """The settings that configurations trained together must share: everything but
         :data:`BUNDLE_KEYS_FREE`."""
         return {k: v for k, v in self.to_dict().items() if k not in BUNDLE_KEYS_FREE}
+
+
+_TRAIN_FLAGS = {"seeds": "--seeds", "pes": "--pe", "n_train": "--n-train",
+                "max_models": "--max-models", "checkpoint_every": "--checkpoint-every"}
+
+
+def _train_label(name: str) -> str:
+    """How an error message names a TrainConfig field: ``TrainConfig.epochs``, or with its
+    command-line flag where the older messages had one (``max_models (--max-models)``)."""
+    if name == "lr":
+        return "the learning rate (--lr)"
+    if name == "weight_decay":
+        return "the weight decay (--weight-decay)"
+    return f"{name} ({_TRAIN_FLAGS[name]})" if name in _TRAIN_FLAGS else f"TrainConfig.{name}"
 
 
 CPU_EPOCHS = 12
@@ -238,6 +454,7 @@ def preset(name: str, **overrides: Any) -> TrainConfig:
         ValueError: unknown preset name (or any invalid override, from :class:`TrainConfig`).
     """
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    check_overrides(TrainConfig, overrides, "TrainConfig")
     if name == "paper":
         base: dict[str, Any] = dict(pes=["learn-0.2"], seeds=list(PAPER_SEEDS), epochs=200)
         factor = 1.0

@@ -22,6 +22,7 @@ from lstpe.cli import (
     split_top_level,
     sweep_pes,
 )
+from lstpe.engine import DIGEST_KEY, state_digest
 
 TINY = ["--epochs", "1", "--d-model", "16", "--n-layers", "1", "--n-train", "64",
         "--no-progress"]
@@ -140,8 +141,9 @@ def test_tiny_train_writes_a_complete_run_and_reruns_without_retraining(tmp_path
     (out / "manifest.json").unlink()
     (ckpt,) = (out / "checkpoints").glob("*.pt")  # one batchable group: one checkpoint
     state = torch.load(ckpt, weights_only=False)
+    state.pop(DIGEST_KEY)
     state["history"][0]["loss"] = 123.25
-    torch.save(state, ckpt)
+    torch.save({**state, DIGEST_KEY: state_digest(state)}, ckpt)  # a consistent checkpoint
     assert main(argv) == 0
     assert "resuming 2 models" in capsys.readouterr().out
     assert 123.25 in set(res.load(out, artifacts=False).history["loss"])
@@ -364,3 +366,93 @@ def test_batch_names_a_file_that_is_not_a_notebook(tmp_path, capsys, content):
     assert main(["batch", str(fake), "--grid", "seeds=[1]", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "fake.ipynb is not a Jupyter notebook" in err
+
+
+# --------------------------------------------------------------------------- reliability
+
+
+def test_huge_epochs_is_refused_before_anything_is_built(tmp_path, capsys):
+    argv = ["train", "--preset", "preview", "--n-train", "64", "--d-model", "16", "--n-layers",
+            "1", "--seeds", "1", "--no-progress", "--epochs", "100000000000",
+            "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert "TrainConfig.epochs must be <= 1000000" in err and "100000000000" in err
+    assert "training" not in out and not (tmp_path / "o").exists()
+
+
+def test_compile_flag_selects_the_compile_step_mode():
+    from lstpe.cli import _model_overrides, _train_overrides, build_parser
+
+    args = build_parser().parse_args(["train", "--compile", "--out", "o"])
+    cfg = build_config(args.preset, _model_overrides(args), pes=args.pe,
+                       **_train_overrides(args))
+    assert cfg.step_mode == "compile"
+
+
+def test_batch_never_replaces_files_it_did_not_write(tmp_path, capsys):
+    nb = _write_notebook(tmp_path / "nb.ipynb")
+    out = tmp_path / "batch"
+    out.mkdir()
+    mine = {n: f"my own {n}" for n in ("default.ipynb", "summary.csv", "collected.csv",
+                                        "seeds=1.ipynb", "notes.txt")}
+    for n, text in mine.items():
+        (out / n).write_text(text)
+    for grid, named in ((["--grid", "seeds=[1]"], "seeds=1.ipynb"), ([], "default.ipynb")):
+        assert main(["batch", str(nb), *grid, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "not written by lstpe batch" in err
+        assert all(n in err for n in (named, "summary.csv", "collected.csv"))
+        assert "notes.txt" not in err
+    assert {p.name: p.read_text() for p in out.iterdir()} == mine  # nothing written
+    # Moved away, the batch runs; a file it did not write (notes.txt) stays as it was.
+    for n in ("summary.csv", "collected.csv", "seeds=1.ipynb"):
+        (out / n).unlink()
+    argv = ["batch", str(nb), "--grid", "seeds=[1]", "--out", str(out)]
+    assert main(argv) == 0
+    assert main(argv) == 0  # its own files are replaced by a rerun
+    capsys.readouterr()
+    assert (out / "notes.txt").read_text() == mine["notes.txt"]
+    assert (out / "default.ipynb").read_text() == mine["default.ipynb"]
+    # A file it wrote and the user changed since is the user's now.
+    (out / "summary.csv").write_text("my edits")
+    assert main(argv) == 2
+    assert "summary.csv" in capsys.readouterr().err
+    assert (out / "summary.csv").read_text() == "my edits"
+
+
+def test_batch_kernel_applies_to_a_notebook_without_kernelspec(tmp_path, monkeypatch, capsys):
+    """--kernel runs the notebook whether it names a kernel or none (a custom kernel that
+    sets an environment variable shows which one ran)."""
+    import sys
+
+    spec = tmp_path / "jupyter" / "kernels" / "lstpe-test"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "lstpe test", "language": "python",
+        "env": {"LSTPE_TEST_KERNEL": "custom"}}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("results_out = None")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, nbformat.v4.new_code_cell(
+        "import os\n"
+        "os.makedirs(results_out, exist_ok=True)\n"
+        "with open(os.path.join(results_out, 'k.csv'), 'w') as f:\n"
+        "    f.write('kernel\\n' + os.environ.get('LSTPE_TEST_KERNEL', 'default') + '\\n')\n")]
+    assert "kernelspec" not in nb.metadata
+    bare = tmp_path / "bare.ipynb"
+    nbformat.write(nb, bare)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    named = tmp_path / "named.ipynb"
+    nbformat.write(nb, named)
+    for path in (bare, named):
+        out = tmp_path / f"out-{path.stem}"
+        rc = main(["batch", str(path), "--kernel", "lstpe-test", "--out", str(out)])
+        assert rc == 0, capsys.readouterr()
+        assert pd.read_csv(out / "collected.csv")["kernel"].tolist() == ["custom"]
+    out = tmp_path / "out-python3"
+    assert main(["batch", str(bare), "--kernel", "python3", "--out", str(out)]) == 0
+    assert pd.read_csv(out / "collected.csv")["kernel"].tolist() == ["default"]
