@@ -29,6 +29,7 @@ exist: an interrupted chunk leaves no fragment, and a stored fragment is never o
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import socket
@@ -516,3 +517,47 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
             lines.append(f"{state}: " + ", ".join(sel["unit"])
                          + ("" if state != "damaged" else f" ({sel['error'].iloc[0]})"))
     return "\n".join(lines)
+
+
+def progress(table: pd.DataFrame) -> pd.DataFrame:
+    """Per item of the plan: units, done, left, machine-hours spent, hours left at the median
+    cost of the stored units (``table``: :func:`status`)."""
+    done = table[table["state"] == "done"]
+    per_unit = float(done["seconds"].median()) if len(done) else math.nan
+    rows = []
+    for item, g in table.groupby("item"):
+        d = g[g["state"] == "done"]
+        left = len(g) - len(d)
+        rows.append({"item": item, "what": ITEMS.get(item, ""), "units": len(g),
+                     "done": len(d), "left": left,
+                     "hours spent": round(d["seconds"].sum() / 3600, 2),
+                     "hours left": round(left * per_unit / 3600, 1)})
+    return pd.DataFrame(rows).set_index("item")
+
+
+ITEMS: dict[int, str] = {
+    1: "Table 2 core: 2d-fixed and six sigmas, seeds 1-3",
+    2: "Table 1's other PEs, seeds 1-3",
+    3: "seeds 4-5 of items 1 and 2",
+    4: "the other 14 sigmas of Table 2, seeds 1-5",
+    5: "Table 4 (Adam, SGD) and Tables 5-6 (AdamW), seeds 1-3",
+}
+"""What each item of :func:`plan` is."""
+
+
+def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
+    """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit,
+    how`` (trained by the campaign, or imported from a run of the same recipe)."""
+    rows = []
+    for u in done_units(results_dir):
+        man = res.read_manifest(u.path(results_dir))
+        camp = man.get("campaign") or {}
+        mach = camp.get("machine") or {}
+        rows.append({"unit": u.key, "epochs": man["config"].get("epochs"),
+                     "precision": camp.get("precision", ""),
+                     "hours": round(unit_seconds(man) / 3600, 2),
+                     "device": man.get("device", ""),
+                     "cpu flags": " ".join(mach.get("cpu_flags", [])) or "-",
+                     "commit": str(man.get("git_commit"))[:7],
+                     "how": "imported" if "imported_from" in camp else "campaign"})
+    return pd.DataFrame(rows)
