@@ -37,12 +37,8 @@ import torch
 
 from lstpe import campaign as cp
 from lstpe import results as res
+from lstpe.runtime import BF16_FLAGS, pick_device
 from lstpe.runtime import cpu_flags as runtime_cpu_flags
-from lstpe.runtime import pick_device
-
-BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-"""CPU flags of native bf16 arithmetic (without them bf16 matmuls are emulated: measured
-about 50x slower than fp32 on this project's AVX2 machines)."""
 
 REPORTED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 

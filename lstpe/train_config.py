@@ -12,9 +12,11 @@ Presets (:func:`preset`):
 * ``preview``: the same architecture and data at a scale that runs on a laptop CPU in
   minutes (fewer seeds, a stratified subset of the training puzzles, few epochs). Its numbers
   illustrate the pipeline; they are not the paper's.
-* ``cpu``: the paper's model, data and learning rate, trained on a CPU with bf16 autocast for
-  :data:`CPU_EPOCHS` epochs and :data:`CPU_SEEDS` seeds, checkpointed every epoch: hours in the
-  background. It shows the early ordering of the PEs, not the converged numbers.
+* ``cpu``: the paper's model, data and learning rate, trained on a CPU for :data:`CPU_EPOCHS`
+  epochs and :data:`CPU_SEEDS` seeds, checkpointed every epoch: hours in the background. It
+  shows the early ordering of the PEs, not the converged numbers. Its precision follows the
+  machine (:func:`lstpe.runtime.has_bf16`): bf16 autocast only on a CPU with bf16
+  instructions, fp32 elsewhere (emulated bf16 is tens of times slower).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 from lstpe import results as res
 from lstpe.encodings import PESpec, parse_pe
 from lstpe.model import ModelConfig
-from lstpe.runtime import PAPER_SEEDS
+from lstpe.runtime import PAPER_SEEDS, has_bf16
 
 PAPER_SIGMAS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 21))
 """Table 2's sigmas 0.1, 0.2, ..., 2.0."""
@@ -40,8 +42,8 @@ PREVIEW_SIGMAS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0)
 
 SCALES: tuple[str, ...] = ("preview", "cpu", "paper")
 """The presets, smallest first: ``preview`` (a small model, minutes on a CPU), ``cpu`` (the
-paper's model and data on a CPU for a few dozen epochs, bf16 autocast: hours, run in the
-background) and ``paper`` (the published setup: a GPU)."""
+paper's model and data on a CPU for a few dozen epochs: hours, run in the background) and
+``paper`` (the published setup; on this project's CPUs, :mod:`lstpe.campaign`)."""
 
 
 # --------------------------------------------------------------------------- value checks
@@ -433,7 +435,7 @@ def _train_label(name: str) -> str:
 
 CPU_EPOCHS = 12
 """Epochs of the ``cpu`` preset: the paper's model, data and learning rate, trained on a CPU
-(bf16 autocast) for as long as a working session allows, checkpointed every epoch."""
+for as long as a working session allows, checkpointed every epoch."""
 
 CPU_SEEDS = 3
 """Seeds of the ``cpu`` preset (the first paper seeds)."""
@@ -465,7 +467,8 @@ def preset(name: str, **overrides: Any) -> TrainConfig:
         factor = PREVIEW_LR_FACTOR
     elif name == "cpu":
         base = dict(pes=["learn-0.2"], seeds=list(PAPER_SEEDS[:CPU_SEEDS]), epochs=CPU_EPOCHS,
-                    amp=True, dense_until=CPU_EPOCHS, eval_train_max=1000, checkpoint_every=1,
+                    amp=has_bf16(), dense_until=CPU_EPOCHS, eval_train_max=1000,
+                    checkpoint_every=1,
                     max_models=15)
         factor = 1.0
     else:
