@@ -184,3 +184,14 @@ def test_mathjax_is_vendored_and_configured() -> None:
     assert cfg["mathjax3_config"]["tex"]["macros"]["R"] == "\\mathbb{R}"
     # Jupyter Book would load every .js under _static/ a second time on every page
     assert not (ROOT / "_static").exists() or not list((ROOT / "_static").rglob("*.js"))
+
+
+def test_chapter_references_are_links() -> None:
+    """Every "chapter N" in prose is a link to that chapter (headings, tables, code aside)."""
+    plain = re.compile(r"(?<![\[\w/])[Cc]hapter \d{1,2}(?![\]\d])")
+    for page, text in _markdown_sources().items():
+        for line in text.split("\n"):
+            if line.lstrip().startswith(("#", "|")):
+                continue
+            prose = "".join(line.split("`")[::2])
+            assert not plain.search(prose), f"{page}: plain chapter reference in {line!r}"
