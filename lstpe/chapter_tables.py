@@ -49,6 +49,9 @@ SPLIT_LABELS: dict[str, str] = {
 
 SHORT_VERDICT = {"too few seeds (n<5)": "no test (n<5)"}
 
+MIN_SEEDS = 5
+"""Seeds a row needs before a correlation or verdict is computed from it."""
+
 
 # --------------------------------------------------------------------------- paper tables
 
@@ -98,9 +101,10 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
 
     Columns: ``n``; ``ours (<split>)`` (mean ± SD over seeds; the split the verdict is
     about); one column ``ours (<split>)`` per ``mean_<split>`` of :func:`compare_splits`
-    (splits named by ``names`` or :data:`SPLIT_LABELS`); ``95% CI`` (``-``
-    without one); ``paper`` (mean ± SD, 15 seeds); ``diff`` (ours - paper); ``verdict``
-    (``no test (n<5)`` for too few seeds). ``index`` (``pe`` or ``sigma``) becomes the index.
+    (splits named by ``names`` or :data:`SPLIT_LABELS`); ``95% CI`` (only when some row
+    has one, ``-`` for the others); ``paper`` (mean ± SD, 15 seeds); ``diff`` (ours -
+    paper); ``verdict`` (``no test (n<5)`` for too few seeds). ``index`` (``pe`` or
+    ``sigma``) becomes the index.
     """
     names = dict(names or {})
     out = pd.DataFrame(index=cmp[index].to_numpy())
@@ -113,8 +117,9 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
         s = col.removeprefix("mean_")
         out[f"ours ({names.get(s, SPLIT_LABELS.get(s, s))})"] = [
             _pm(v, math.nan, digits) for v in cmp[col]]
-    out["95% CI"] = ["-" if math.isnan(lo) else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
-                     for lo, hi in zip(cmp["ci_low"], cmp["ci_high"], strict=True)]
+    if cmp["ci_low"].notna().any():  # no column of dashes: it appears with 5 seeds
+        out["95% CI"] = ["-" if math.isnan(lo) else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
+                         for lo, hi in zip(cmp["ci_low"], cmp["ci_high"], strict=True)]
     out["paper"] = [_pm(m, s, digits) for m, s in zip(cmp["paper_mean"], cmp["paper_sd"],
                                                       strict=True)]
     out["diff"] = [f"{d:+.{digits}f}" for d in cmp["diff"]]
@@ -331,14 +336,20 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
     parts = [f"This run ({getattr(exp, 'name', 'run')}): {what} {lo:.3f}-{hi:.3f} across "
              f"{len(cmp)} rows (paper: {cmp['paper_mean'].min():.3f}-"
              f"{cmp['paper_mean'].max():.3f})."]
-    noise = final is not None and not final.empty and bool(chance_test(final)["at_chance"].all())
-    if noise:
-        parts.append("No rank correlation with the paper: every model's validation accuracy "
-                     "is at chance, so these models have not learned the task and their "
-                     "ranking cannot test the paper's.")
+    ct = chance_test(final) if final is not None and not final.empty else None
+    few = int(cmp["n"].min()) < MIN_SEEDS if "n" in cmp else True
+    if ct is not None and bool(ct["at_chance"].any()):
+        low = ", ".join(ct.loc[ct["at_chance"], "pe"].astype(str))
+        parts.append(f"No rank correlation with the paper: {low} "
+                     f"{'is' if ct['at_chance'].sum() == 1 else 'are'} at chance, and a "
+                     "ranking that includes guessing models cannot test the paper's.")
+    elif few:
+        parts.append(f"No rank correlation with the paper: fewer than {MIN_SEEDS} seeds per "
+                     "row, so our means are single models or near it.")
     elif len(cmp) >= 3 and cmp["mean"].nunique() > 1:
         rho = sps.spearmanr(cmp["mean"], cmp["paper_mean"]).statistic
-        parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f}.")
+        parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f} over "
+                     f"{len(cmp)} rows, each of {int(cmp['n'].min())} or more seeds.")
     counts = cmp["verdict"].value_counts()
     parts.append("Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
     cav = caveats(exp, final)

@@ -214,10 +214,17 @@ def show_run(run: Any, final: pd.DataFrame | None = None, by: str = "pe") -> Non
         warn(run, run.final("val") if final is None else final, by=by)
 
 
+_WARNED: set[str] = set()
+"""Caveats already printed in this kernel: a page says each one once."""
+
+
 def warn(exp: Any, final: pd.DataFrame | None = None, by: str = "pe") -> None:
-    """Print :func:`caveats`, wrapped (nothing when there are none)."""
+    """Print :func:`caveats`, wrapped, each at most once per kernel (nothing when there are
+    none, or when they were all said above)."""
     for line in caveats(exp, final, by=by):
-        say(line, prefix="WARNING: ")
+        if line not in _WARNED:
+            _WARNED.add(line)
+            say(line, prefix="WARNING: ")
 
 
 # --------------------------------------------------------------------------- setup
