@@ -214,6 +214,23 @@ def show_run(run: Any, final: pd.DataFrame | None = None, by: str = "pe") -> Non
         warn(run, run.final("val") if final is None else final, by=by)
 
 
+def why_no_correlation(final: pd.DataFrame, n_points: int, what: str = "σ",
+                       min_points: int = 3) -> str | None:
+    """Why a rank correlation across ``n_points`` values (of ``what``) must not be computed
+    from these models, or None when it may: fewer than ``min_points`` values, or some group
+    of ``final`` (one validation row per model) within noise of chance."""
+    if n_points < min_points:
+        return (f"No rank correlation: {n_points} value(s) of {what} stored, and a rank "
+                f"correlation needs {min_points} or more.")
+    if final is not None and not final.empty:
+        ct = chance_test(final)
+        if ct["at_chance"].any():
+            low = ", ".join(ct.loc[ct["at_chance"], "pe"].astype(str))
+            return (f"No rank correlation: {low} within noise of chance, and a correlation "
+                    "that includes guessing models correlates noise.")
+    return None
+
+
 _WARNED: set[str] = set()
 """Caveats already printed in this kernel: a page says each one once."""
 

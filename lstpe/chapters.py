@@ -90,12 +90,13 @@ from lstpe.chapter_text import (
     show_run,
     source_note,
     warn,
+    why_no_correlation,
 )
 
 __all__ = [
     # lstpe.chapter_text
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
-    "caveats", "say", "source_note", "show_run", "warn", "describe_setup",
+    "caveats", "say", "source_note", "show_run", "warn", "why_no_correlation", "describe_setup",
     # lstpe.chapter_tables
     "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
     "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",
