@@ -22,6 +22,7 @@ causal part). That is exactly a gather at offset ``j - i``, which is what :func:
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -61,6 +62,16 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     return x * cos + torch.gather(x, -1, partner.expand(x.shape)) * sin
 
 
+def _no_autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """Attention scores are computed in float32 or wider: autocast off where the device has
+    it, a plain context where torch has no autocast for the device (MPS on torch 2.3)."""
+    from lstpe.runtime import autocast_supported
+
+    if autocast_supported(device):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
+
+
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
            scale: torch.Tensor | float, bias: torch.Tensor | None = None,
            rope: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
@@ -86,7 +97,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         q_r, k_r = rotate(q, *rope), rotate(k, *rope)
     else:
         q_r, k_r = q, k
-    with torch.autocast(q.device.type, enabled=False):
+    with _no_autocast(q.device):
         dt = torch.promote_types(q.dtype, torch.float32)  # at least float32, float64 stays
         qf = q.to(dt)
         scores = q_r.to(dt) @ k_r.to(dt).transpose(-1, -2)

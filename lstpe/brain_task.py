@@ -46,10 +46,11 @@ EvalSets = dict[tuple[str, float], tuple[torch.Tensor, torch.Tensor]]
 
 @torch.no_grad()
 def predict(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor,
-            chunk: int = 256, amp: bool = False) -> torch.Tensor:
+            chunk: int = 256, amp: bool | torch.dtype | None = False) -> torch.Tensor:
     """Predictions (M, N, R) of all models on shared inputs x, mask (N, R), in chunks.
 
-    ``amp``: bf16 autocast (:func:`lstpe.engine.autocast`: CUDA and CPU); outputs are fp32.
+    ``amp``: mixed precision (:func:`lstpe.engine.autocast`: the device's choice for True);
+    outputs are fp32.
     """
     device = next(model.parameters()).device
     out = []
@@ -60,18 +61,29 @@ def predict(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor,
     return torch.cat(out, 1)
 
 
+def sum_device(device: torch.device) -> torch.device:
+    """Where float64 sums are accumulated: on ``device`` where it has float64 (CPU, CUDA),
+    else on the CPU (MPS has no float64)."""
+    return device if device.type in ("cpu", "cuda") else torch.device("cpu")
+
+
 @torch.no_grad()
 def evaluate(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor,
-             chunk: int = 256, amp: bool = False) -> np.ndarray:
-    """Masked MSE of every model on shared inputs x, mask (N, R): (M,) numpy (float64 sums)."""
+             chunk: int = 256, amp: bool | torch.dtype | None = False) -> np.ndarray:
+    """Masked MSE of every model on shared inputs x, mask (N, R): (M,) numpy.
+
+    Each chunk's per-model sums (M,) are float32 on the device and accumulated in float64
+    (on the CPU for a device without float64, :func:`sum_device`).
+    """
     device = next(model.parameters()).device
-    se = torch.zeros(model.n_models, device=device, dtype=torch.float64)
+    acc = sum_device(device)
+    se = torch.zeros(model.n_models, device=acc, dtype=torch.float64)
     count = 0.0
     for i in range(0, x.shape[0], chunk):
         xb, mb = x[i:i + chunk].to(device), mask[i:i + chunk].to(device)
         with autocast(device, amp):
             y = model(xb, mb).float()
-        se += (((y - xb) ** 2) * mb).sum((1, 2)).double()
+        se += (((y - xb) ** 2) * mb).sum((1, 2)).to(acc).double()
         count += float(mb.sum())
     return (se / count).cpu().numpy()
 

@@ -49,7 +49,7 @@ from lstpe.brain_model import brain_spec, linear_baseline_mse, model_config
 from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, EvalSets, n_rounds
 from lstpe.encodings import PESpec
 from lstpe.optim import StackedOptimizer
-from lstpe.runtime import PAPER_SEEDS, pick_device
+from lstpe.runtime import PAPER_SEEDS, choose_amp, pick_device, precision_name, tf32_mode
 from lstpe.train_config import (
     as_bool,
     as_int,
@@ -103,8 +103,10 @@ class BrainConfig:
         d_model, n_layers, n_heads, mlp_ratio: model sizes.
         variant: PE variant (``paper`` or ``textbook``; :func:`lstpe.encodings.parse_pe`).
         device: ``auto`` (cuda > mps > cpu), ``cpu``, ``cuda``...
-        amp: bf16 autocast in training and evaluation, on CUDA and on the CPU
-            (:func:`lstpe.engine.autocast`; fp32 weights, optimizer and loss).
+        amp: mixed precision in training and evaluation, by device
+            (:func:`lstpe.runtime.choose_amp`: bf16 on CUDA >= 8.0 and on CPUs with bf16
+            instructions, fp16 with loss scaling on older CUDA, else fp32; fp32 weights,
+            optimizer and loss; recorded as ``precision`` in the manifest).
         compile: ``torch.compile`` the model for the training steps (step mode ``compile``;
             otherwise ``eager``).
         checkpoint_every: steps between checkpoints (0 = never), rounded down to whole rounds
@@ -299,23 +301,26 @@ def train_brain(cfg: BrainConfig, run_dir: str | Path | None = None,
             or is locked by another process.
         ValueError: a checkpoint of the folder was written by another configuration or data.
     """
-    if run_dir is None:
-        return _train_brain(cfg, None, data, progress)
-    run_dir = Path(run_dir)
-    with res.RunLock(run_dir):
-        if res.check_run_dir(run_dir, cfg.to_dict()) == "finished":
-            raise res.RunDirError(f"{run_dir} already holds this finished run; read it with "
-                                  "lstpe.results.load or delete it to retrain")
-        return _train_brain(cfg, run_dir, data, progress)
+    from lstpe import train as lst_train
+
+    device = pick_device(cfg.device)
+    with tf32_mode(device, lst_train.TF32):  # the global flags are restored afterwards
+        if run_dir is None:
+            return _train_brain(cfg, None, data, progress, device)
+        run_dir = Path(run_dir)
+        with res.RunLock(run_dir):
+            if res.check_run_dir(run_dir, cfg.to_dict()) == "finished":
+                raise res.RunDirError(f"{run_dir} already holds this finished run; read it "
+                                      "with lstpe.results.load or delete it to retrain")
+            return _train_brain(cfg, run_dir, data, progress, device)
 
 
 def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
-                 progress: bool) -> res.Run:
+                 progress: bool, device: torch.device) -> res.Run:
+    from lstpe import train as lst_train
+
     t0 = time.perf_counter()
-    device = pick_device(cfg.device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    amp, precision_why = choose_amp(device, asked=cfg.amp)
     data = data if data is not None else make_data(cfg)
     mcfg = model_config(data.n_regions, cfg.d_model, cfg.n_layers, cfg.n_heads, cfg.mlp_ratio)
     models = cfg.models
@@ -362,7 +367,9 @@ def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
         cfg.to_dict(), device, time.perf_counter() - t0,
         previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
         n_models=len(models), kind="brain-train", step_mode=mode, data=data.info,
-        data_source=data.source, data_fingerprint=fingerprint, linear_baseline=baseline)
+        data_source=data.source, data_fingerprint=fingerprint, linear_baseline=baseline,
+        precision=precision_name(amp), precision_reason=precision_why,
+        tf32=bool(lst_train.TF32) if device.type == "cuda" else None)
     if run_dir is not None:
         res.save_run(run_dir, hist, manifest, artifacts)
     return res.Run(hist, manifest, artifacts, path=run_dir, name="brain", source="live",

@@ -14,7 +14,8 @@ batch gets the same masks, the masks are the same on CPU and GPU, and no generat
 be carried through checkpoints or CUDA graphs (the keys are a small integer tensor).
 
 All arithmetic is on int64 tensors holding values below :math:`2^{32}`; each product of such
-a value with the 27-bit multiplier stays below :math:`2^{63}`, so nothing overflows.
+a value with the 27-bit multiplier stays below :math:`2^{63}`, so nothing overflows. Nothing is
+computed in float64 (:func:`keep_threshold`), so the masks are made on MPS too.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def keys_tensor(seeds: list[int], epoch: int, step: int,
                         device=device)
 
 
+def keep_threshold(p: torch.Tensor) -> torch.Tensor:
+    """(K,) int64 thresholds ``floor(p * 2^32)`` of drop probabilities p (K,) in [0, 1).
+
+    Computed in float32 on p's own device, no float64 (which MPS does not have): p is a
+    float32 value, and multiplying a float32 by a power of two only shifts its exponent (no
+    rounding; the product stays below 2^32, far from overflow), so the float32 product is
+    the same real number as ``float64(p) * 2^32`` and the truncating cast gives the same
+    int64: bit-identical masks to the float64 computation (``tests/test_devices.py``).
+    """
+    return (p.to(torch.float32) * 2.0**32).to(torch.int64)
+
+
 def keep_mask(keys: torch.Tensor, shape: tuple[int, ...], p: torch.Tensor,
               offset: int = 0) -> torch.Tensor:
     """Inverted-dropout multipliers for each model.
@@ -67,7 +80,7 @@ def keep_mask(keys: torch.Tensor, shape: tuple[int, ...], p: torch.Tensor,
         n *= int(s)
     e = torch.arange(offset, offset + n, device=keys.device, dtype=torch.int64) & _MASK32
     u = mix32(mix32(e)[None, :] ^ keys[:, None])  # (K, n) uniform integers in [0, 2^32)
-    thresh = (p.to(torch.float64) * 2.0**32).to(torch.int64)[:, None]
+    thresh = keep_threshold(p)[:, None]
     keep = (u >= thresh).to(torch.float32)
     scale = (1.0 / (1.0 - p.to(torch.float32)))[:, None]
     return (keep * scale).view(keys.shape[0], *shape)

@@ -12,11 +12,14 @@ module supplies everything else:
   epoch): mean loss and mean minibatch accuracy per model in train mode (the authors'
   training-accuracy measure), and a per-model flag for a non-finite loss (divergence);
 * checkpoints every ``checkpoint_every`` epochs, written atomically, resumed exactly;
-* bf16 autocast on CUDA and CPU when asked.
+* mixed precision when asked, by device (:func:`lstpe.runtime.choose_amp`): bf16 autocast on
+  CUDA capability >= 8.0 and on CPUs with bf16 instructions, fp16 autocast with per-model
+  dynamic loss scaling (:class:`LossScaler`) on older CUDA GPUs (T4, V100), fp32 elsewhere.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -27,20 +30,85 @@ import torch
 
 from lstpe import results as res
 from lstpe.optim import StackedOptimizer
+from lstpe.runtime import autocast_supported, choose_amp
 
 STEP_MODES: tuple[str, ...] = ("auto", "eager", "compile", "graph")
 """``auto`` = ``graph`` on CUDA, ``eager`` elsewhere."""
 
 
-def autocast(device: torch.device, amp: bool):
-    """bf16 autocast on CUDA and CPU devices when ``amp`` (a no-op context otherwise).
+Amp = bool | torch.dtype | None
+"""What a run asks of mixed precision: ``True`` (the device's choice,
+:func:`lstpe.runtime.choose_amp`), ``False``/None (fp32) or an autocast dtype."""
+
+
+def amp_dtype(device: torch.device, amp: Amp) -> torch.dtype | None:
+    """The autocast dtype of ``amp`` on ``device`` (None: fp32, no autocast)."""
+    if amp is None or amp is False:
+        return None
+    dtype = choose_amp(device)[0] if amp is True else amp
+    return dtype if dtype is not None and autocast_supported(device) else None
+
+
+def autocast(device: torch.device, amp: Amp):
+    """Autocast to :func:`amp_dtype` of ``amp`` (a no-op context for fp32, and on devices
+    whose torch has no autocast, such as MPS on torch 2.3, which rejects even a disabled one).
 
     The cast-weight cache is off: CUDA-graph capture requires it (PyTorch's CUDA graphs notes),
     and each weight is used once per forward pass here, so the cache would save nothing.
     """
-    return torch.autocast(device.type, torch.bfloat16,
-                          enabled=bool(amp) and device.type in ("cuda", "cpu"),
-                          cache_enabled=False)
+    dtype = amp_dtype(device, amp)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype, cache_enabled=False)
+
+
+class LossScaler:
+    """Per-model dynamic loss scaling for fp16 autocast, with no host synchronisation.
+
+    ``torch.amp.GradScaler`` keeps one scale and skips the step of *every* model when any
+    gradient overflows; with M stacked models one diverged model would stop them all. Here
+    model m's loss is multiplied by its own ``scale[m]`` (M,); after backward its gradients
+    are divided by it, and a model with a non-finite gradient keeps its weights and Adam
+    moments (restored after the joint update; the shared step count still advances) while
+    its scale halves; a scale that saw ``growth_interval`` good steps doubles. Everything is
+    tensor arithmetic on the device, so a :class:`GraphStep` captures it.
+    """
+
+    def __init__(self, n_models: int, device: torch.device, init_scale: float = 2.0**16,
+                 growth_interval: int = 2000, min_scale: float = 2.0**-14) -> None:
+        self.scale = torch.full((n_models,), float(init_scale), device=device)
+        self.good = torch.zeros(n_models, device=device)
+        self.growth_interval, self.min_scale = float(growth_interval), float(min_scale)
+
+    def tensors(self) -> list[torch.Tensor]:
+        """The scaler's state (M,) tensors: scale and count of good steps."""
+        return [self.scale, self.good]
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Backward of the scaled sum of the per-model losses (M,)."""
+        (loss.float() * self.scale).sum().backward()
+
+    @torch.no_grad()
+    def step(self, opt: StackedOptimizer) -> None:
+        """Unscale the gradients, update the models whose gradients are finite, adapt."""
+        def pm(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+            return t.view(-1, *([1] * (p.dim() - 1)))
+
+        inv = 1.0 / self.scale
+        ok = torch.ones_like(self.scale, dtype=torch.bool)
+        for p in opt.params:
+            if p.grad is not None:
+                p.grad.mul_(pm(inv, p))
+                ok &= torch.isfinite(p.grad).flatten(1).all(1)
+        state = [*opt.params, *opt.exp_avg, *opt.exp_avg_sq]
+        saved = [t.clone() for t in state]
+        opt.step()
+        for t, old in zip(state, saved, strict=True):
+            t.copy_(torch.where(pm(ok, t), t, old))
+        grow = ok & (self.good + 1 >= self.growth_interval)
+        self.good.copy_(torch.where(ok & ~grow, self.good + 1, torch.zeros_like(self.good)))
+        self.scale.copy_(torch.where(ok, torch.where(grow, self.scale * 2, self.scale),
+                                     (self.scale * 0.5).clamp_min(self.min_scale)))
 
 
 class Task(Protocol):
@@ -99,20 +167,33 @@ class Running:
                 "nonfinite": self.nonfinite.cpu().numpy()}
 
 
+def backward_and_step(loss: torch.Tensor, opt: StackedOptimizer,
+                      scaler: LossScaler | None) -> None:
+    """Backward of the summed per-model losses (M,) and one optimizer step, through the loss
+    scaler when there is one (fp16)."""
+    if scaler is None:
+        loss.sum().backward()
+        opt.step()
+    else:
+        scaler.backward(loss)
+        scaler.step(opt)
+
+
 class EagerStep:
     """One optimizer step in plain PyTorch (``fwd`` may be a ``torch.compile`` wrapper)."""
 
     def __init__(self, task: Task, opt: StackedOptimizer, fwd: Callable, running: Running,
-                 device: torch.device, amp: bool) -> None:
+                 device: torch.device, amp: Amp,
+                 scaler: LossScaler | None = None) -> None:
         self.task, self.opt, self.fwd, self.running = task, opt, fwd, running
-        self.device, self.amp = device, amp
+        self.device, self.amp = device, amp_dtype(device, amp)
+        self.scaler = scaler
 
     def __call__(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
         with autocast(self.device, self.amp):
             loss, acc = self.task.losses(self.fwd, batch, keys)
         self.opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        self.opt.step()
+        backward_and_step(loss, self.opt, self.scaler)
         self.running.add(loss, acc)
 
 
@@ -127,19 +208,21 @@ class GraphStep:
     """
 
     def __init__(self, task: Task, opt: StackedOptimizer, running: Running,
-                 device: torch.device, amp: bool) -> None:
+                 device: torch.device, amp: Amp, scaler: LossScaler | None = None) -> None:
         if device.type != "cuda":
             raise ValueError(f"step mode 'graph' needs a CUDA device, got {device}")
-        self.eager = EagerStep(task, opt, task.model, running, device, amp)
+        self.eager = EagerStep(task, opt, task.model, running, device, amp, scaler)
         self.task, self.opt, self.running, self.device, self.amp = task, opt, running, \
-            device, amp
+            device, self.eager.amp
+        self.scaler = scaler
         self.graph: torch.cuda.CUDAGraph | None = None
         self.shape: tuple[int, ...] | None = None
 
     def _tensors(self) -> list[torch.Tensor]:
         r = self.running
+        extra = self.scaler.tensors() if self.scaler is not None else []
         return [*self.task.model.parameters(), *self.opt.exp_avg, *self.opt.exp_avg_sq,
-                self.opt.step_count, r.loss, r.acc, r.batches, r.nonfinite]
+                self.opt.step_count, r.loss, r.acc, r.batches, r.nonfinite, *extra]
 
     def _capture(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
         self.static_batch = batch.clone()
@@ -159,8 +242,7 @@ class GraphStep:
             with autocast(self.device, self.amp):
                 loss, acc = self.task.losses(self.task.model, self.static_batch,
                                              self.static_keys)
-            loss.sum().backward()
-            self.opt.step()
+            backward_and_step(loss, self.opt, self.scaler)
             self.running.add(loss, acc)
         with torch.no_grad():
             for t, s in zip(self._tensors(), snapshot, strict=True):
@@ -257,7 +339,7 @@ class LoopOptions:
     epochs: int
     schedule: set[int]
     device: torch.device
-    amp: bool = False
+    amp: Amp = False
     mode: str = "eager"
     checkpoint: Path | None = None
     checkpoint_every: int = 0
@@ -284,6 +366,8 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
     """
     model, device = task.model, opts.device
     running = Running.zeros(task.n_models, device)
+    scaler = LossScaler(task.n_models, device) \
+        if amp_dtype(device, opts.amp) == torch.float16 else None
     history: list[dict] = []
     start, state0, segments = 0, {}, []
     ckpt = opts.checkpoint
@@ -295,6 +379,9 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         running.nonfinite.copy_(state["nonfinite"].to(device))
+        if scaler is not None and "scaler" in state:
+            for t, v in zip(scaler.tensors(), state["scaler"], strict=True):
+                t.copy_(v.to(device))
         history, start, state0 = state["history"], state["epoch"], state["init"]
         segments = [*state.get("segments", []), {"wall_s": float(state.get("wall_s", 0.0))}]
     if start == 0:
@@ -303,8 +390,8 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         history += task.evaluate(0, opts.epochs == 0, None)
     t0 = time.perf_counter()
     fwd = torch.compile(model) if opts.mode == "compile" else model
-    step = GraphStep(task, opt, running, device, opts.amp) if opts.mode == "graph" else \
-        EagerStep(task, opt, fwd, running, device, opts.amp)
+    step = GraphStep(task, opt, running, device, opts.amp, scaler) if opts.mode == "graph" \
+        else EagerStep(task, opt, fwd, running, device, opts.amp, scaler)
     epochs: Any = range(start + 1, opts.epochs + 1)
     if opts.progress:
         from tqdm.auto import tqdm
@@ -329,6 +416,8 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
                      "model": model.state_dict(), "opt": opt.state_dict(),
                      "nonfinite": running.nonfinite.cpu(), "history": history,
                      "init": state0, "segments": segments, "wall_s": time.perf_counter() - t0}
+            if scaler is not None:
+                state["scaler"] = [t.cpu() for t in scaler.tensors()]
             res.save_torch({**state, DIGEST_KEY: state_digest(state)}, ckpt)
         if pause:
             if ckpt is None:
@@ -336,4 +425,5 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
             raise Paused(f"paused after epoch {epoch} of {opts.epochs} ({opts.desc}): the time "
                          f"budget ends before another epoch; rerun to resume from {ckpt}")
     model.eval()
+    opt.zero_grad(set_to_none=True)  # the last step's gradients: not needed any more
     return history, state0, segments

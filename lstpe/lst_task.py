@@ -45,7 +45,7 @@ def epoch_permutation(seed: int, epoch: int, n: int) -> torch.Tensor:
 
 @torch.no_grad()
 def predict(model: BatchedLSTTransformer, x: torch.Tensor, chunk: int = 2048,
-            return_attention: bool = False, amp: bool = False, **kw: Any):
+            return_attention: bool = False, amp: bool | torch.dtype | None = False, **kw: Any):
     """Logits (M, N, 4) [and attention (M, N, L, n, n)] of all models on x (N, 16, 5)."""
     device = next(model.parameters()).device
     outs, maps = [], []
@@ -106,15 +106,24 @@ class ModelSlot:
 
 
 class LSTTask:
-    """The LST task for one chunk of models (see :class:`lstpe.engine.Task`)."""
+    """The LST task for one chunk of models (see :class:`lstpe.engine.Task`).
+
+    ``eval_chunk``: puzzles per forward call of an evaluation (memory: each call holds the
+    activations of ``eval_chunk`` puzzles for every model of the chunk).
+    """
 
     def __init__(self, cfg: TrainConfig, slots: list[ModelSlot], settings: list[str],
-                 splits: dict, sub: dict, device: torch.device) -> None:
+                 splits: dict, sub: dict, device: torch.device, eval_chunk: int = 2048) -> None:
         self.cfg, self.slots, self.settings, self.splits, self.sub = cfg, slots, settings, \
             splits, sub
         self.device = device
-        self.model = BatchedLSTTransformer([s.spec for s in slots], [s.seed for s in slots],
-                                           cfg.model).to(device)
+        self.eval_chunk = int(eval_chunk)
+        # built on the host, then moved: the dropout models' seeds are read here once (a host
+        # read of the device's drop_idx per step would stall the GPU's queue)
+        model = BatchedLSTTransformer([s.spec for s in slots], [s.seed for s in slots],
+                                      cfg.model)
+        self.dropout_seeds: list[int] = model.dropout_seeds
+        self.model = model.to(device)
         self.n_models = len(slots)
         tr = splits["train"]
         self.x, self.y = tr.x.to(device), tr.y.to(device)
@@ -132,7 +141,7 @@ class LSTTask:
 
     def dropout_keys(self, epoch: int, step: int) -> torch.Tensor | None:
         """(K,) keys of the dropout models; one host-to-device copy per epoch, not per step."""
-        seeds = self.model.dropout_seeds
+        seeds = self.dropout_seeds
         if not seeds:
             return None
         if self._keys_epoch != epoch:
@@ -178,10 +187,11 @@ class LSTTask:
             idx = self.sub[split] if (split in self.sub and not final) else torch.arange(len(s))
             keys = None
             if name == "val_dropout":
-                seeds = model.dropout_seeds
+                seeds = self.dropout_seeds
                 keys = drop.keys_tensor(seeds, epoch, drop.EVAL_STEP, self.device) \
                     if seeds else None
-            logits = predict(model, s.x[idx], amp=cfg.amp, dropout_keys=keys)
+            logits = predict(model, s.x[idx], chunk=self.eval_chunk, amp=cfg.amp,
+                             dropout_keys=keys)
             self.diverged |= ~torch.isfinite(logits).all(-1).all(-1).cpu().numpy()
             out.append((name, score(logits, s.y[idx], s.vectors[idx])))
         if running is not None:

@@ -4,6 +4,12 @@ Every chapter starts with the same cells: an install cell (Colab), a papermill `
 cell (``scale``, ``device``, ``results_dir``, ``results_out`` and only the parameters the
 chapter uses), then :func:`setup`, whose :meth:`Setup.get_run` fetches the chapter's runs
 (:func:`lstpe.runs.get_run`: stored, else cached, else trained).
+
+Where the stored runs are (:func:`lstpe.runtime.find_results`), first found wins:
+``$LSTPE_RESULTS``; the ``results/`` of the repository above the current folder; that of the
+repository the installed ``lstpe`` lives in (an editable install from a clone); that of a
+clone made by the install cell (``/content/lstpe`` on Colab, ``~/lstpe``); else ``./results``,
+where nothing is stored, and :func:`setup` says loudly that the chapter will train.
 """
 
 from __future__ import annotations
@@ -22,7 +28,13 @@ if TYPE_CHECKING:
 
 from lstpe.results import Run
 from lstpe.runs import get_run, used_runs
-from lstpe.runtime import default_results_dir, pick_device, repo_root
+from lstpe.runtime import (
+    default_results_dir,
+    find_results,
+    pick_device,
+    repo_root,
+    stored_counts,
+)
 from lstpe.train_config import SCALES
 
 __all__ = ["SCALES", "Setup", "default_results_dir", "pick_device", "repo_root", "save_tables",
@@ -41,6 +53,7 @@ class Setup:
         """The run ``name`` for this chapter: :func:`lstpe.runs.get_run` at the chapter's
         scale, results folder and device (``asked``: seeds, sigmas, epochs... None = the
         registry's)."""
+        asked.setdefault("progress", self.scale != "preview")  # long runs show their progress
         return get_run(name, self.scale, results_dir=self.results_dir, device=str(self.device),
                        **asked)
 
@@ -51,8 +64,12 @@ class Setup:
         return describe_setup(self)
 
 
-def setup(scale: str = "preview", device: str = "auto", results_dir: str | None = None) -> Setup:
-    """Validate the chapter parameters, pick the device, set the plot style.
+def setup(scale: str = "preview", device: str = "auto", results_dir: str | None = None,
+          verbose: bool = True) -> Setup:
+    """Validate the chapter parameters, pick the device, set the plot style, find the stored
+    runs (:func:`lstpe.runtime.find_results`, the search order of the module docstring) and,
+    with ``verbose``, print what was found (:func:`stored_message`). TF32 and every other
+    global torch flag but the thread count are left as they are.
 
     Raises:
         ValueError: unknown scale or device.
@@ -60,13 +77,29 @@ def setup(scale: str = "preview", device: str = "auto", results_dir: str | None 
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
     dev = pick_device(device)
-    if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
     torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
     style()
-    rd = Path(results_dir) if results_dir else default_results_dir()
+    rd, how = (Path(results_dir), "results_dir") if results_dir else find_results()
+    if verbose:
+        print(stored_message(rd, how, scale), flush=True)
     return Setup(scale, dev, rd)
+
+
+def stored_message(results_dir: Path, how: str, scale: str) -> str:
+    """What the chapter will show: the stored runs found (fragments of the paper campaign,
+    CPU runs) and where, or a WARNING that none was found and the chapter trains at
+    ``scale``."""
+    n = stored_counts(results_dir)
+    where = {"LSTPE_RESULTS": "$LSTPE_RESULTS", "repository": "the repository",
+             "package": "the installed package's repository", "clone": "the clone",
+             "results_dir": "results_dir"}.get(how, "the current folder")
+    if n["paper"] or n["cpu"]:
+        return (f"stored runs: {n['paper']} fragment(s) of the paper campaign under paper/, "
+                f"{n['cpu']} run(s) under cpu/ (results folder from {where}: {results_dir})")
+    return (f"WARNING: no stored runs found (results folder from {where}: {results_dir}); "
+            f"this chapter will TRAIN its runs at {scale!r} scale instead of showing the "
+            "stored reproduction. On Colab run the install cell (it clones the repository "
+            "with its results/), or set LSTPE_RESULTS to a results folder.")
 
 
 def style() -> None:

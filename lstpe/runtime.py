@@ -5,7 +5,9 @@ The bottom of the package: every other module may import from here, this one fro
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -84,10 +86,141 @@ def repo_root(start: Path | None = None) -> Path | None:
     return None
 
 
-def default_results_dir() -> Path:
-    """``$LSTPE_RESULTS`` if set, else ``<repo>/results``, else ``./results``."""
+CLONE_DIRS: tuple[str, ...] = ("/content/lstpe", "~/lstpe")
+"""Where a chapter's install cell clones the repository when ``lstpe`` is missing (Colab's
+working folder first, then the home folder); :func:`find_results` looks for ``results/``
+there."""
+
+
+def _package_root() -> Path | None:
+    """The repository holding the imported ``lstpe`` package (an editable install or a
+    clone on ``sys.path``), if any."""
+    return repo_root(Path(__file__).resolve().parent)
+
+
+def find_results(start: Path | None = None) -> tuple[Path, str]:
+    """The results folder and how it was found, in this order:
+
+    1. ``$LSTPE_RESULTS`` (``"LSTPE_RESULTS"``), whether or not it exists;
+    2. ``<repo>/results`` of the repository above ``start`` (default: the current folder)
+       (``"repository"``);
+    3. ``<repo>/results`` of the repository the imported ``lstpe`` package lives in (an
+       editable install from a clone) when that folder exists (``"package"``);
+    4. ``results/`` of the first clone folder of :data:`CLONE_DIRS` that has one
+       (``/content/lstpe/results`` on Colab, ``~/lstpe/results``) (``"clone"``);
+    5. ``./results`` (``"none"``: no stored runs can be there unless the reader put them).
+    """
     env = os.environ.get("LSTPE_RESULTS")
     if env:
-        return Path(env)
-    root = repo_root()
-    return (root / "results") if root else Path("results")
+        return Path(env), "LSTPE_RESULTS"
+    root = repo_root(start)
+    if root is not None:
+        return root / "results", "repository"
+    pkg = _package_root()
+    if pkg is not None and (pkg / "results").is_dir():
+        return pkg / "results", "package"
+    for d in CLONE_DIRS:
+        res = Path(d).expanduser() / "results"
+        if res.is_dir():
+            return res, "clone"
+    return Path("results"), "none"
+
+
+def default_results_dir() -> Path:
+    """The results folder of :func:`find_results`: ``$LSTPE_RESULTS``, else the repository's
+    ``results/`` (above the current folder, then the installed package's), else a clone's
+    (:data:`CLONE_DIRS`), else ``./results``."""
+    return find_results()[0]
+
+
+def stored_counts(results_dir: Path) -> dict[str, int]:
+    """What a results folder holds: ``{"paper": run fragments (folders with a manifest)
+    under paper/, "cpu": runs under cpu/}`` (hidden folders such as ``.campaign`` skipped)."""
+    out = {}
+    for scale in ("paper", "cpu"):
+        base = Path(results_dir) / scale
+        n = 0
+        if base.is_dir():
+            for m in base.rglob("manifest.json"):
+                rel = m.relative_to(base).parts
+                n += not any(part.startswith(".") for part in rel)
+        out[scale] = n
+    return out
+
+
+# --------------------------------------------------------------------------- precision
+
+
+def autocast_supported(device: torch.device | str) -> bool:
+    """Whether ``torch.autocast`` accepts this device type in the installed torch (torch 2.3
+    rejects ``"mps"`` even with ``enabled=False``); a device without it trains in fp32."""
+    dtype = torch.device(device).type
+    check = getattr(torch.amp, "is_autocast_available", None)
+    if check is not None:
+        try:
+            return bool(check(dtype))
+        except (RuntimeError, ValueError):
+            return False
+    try:
+        torch.autocast(dtype, enabled=False)
+    except (RuntimeError, ValueError, AssertionError):
+        return False
+    return True
+
+
+def choose_amp(device: torch.device | str, capability: tuple[int, int] | None = None,
+               asked: bool = True) -> tuple[torch.dtype | None, str]:
+    """The autocast dtype of a run on ``device`` (None = fp32) and why, in one line.
+
+    * not ``asked``: fp32;
+    * CUDA, compute capability >= 8.0 (A100, H100, RTX 30xx+): bf16 (tensor cores, no loss
+      scaling);
+    * older CUDA (V100 7.0, T4 7.5): fp16 with per-model dynamic loss scaling
+      (:class:`lstpe.engine.LossScaler`): these GPUs have fp16 tensor cores only;
+    * CPU: bf16 if it has bf16 instructions (:func:`has_bf16`), else fp32 (bf16 would be
+      emulated, about 50x slower);
+    * MPS and anything else: fp32.
+
+    Args:
+        capability: the CUDA compute capability (default: the device's own).
+    """
+    dev = torch.device(device)
+    if not asked:
+        return None, "fp32 (amp not asked)"
+    if dev.type == "cuda":
+        cap = tuple(capability) if capability is not None else \
+            torch.cuda.get_device_capability(dev)
+        if cap >= (8, 0):
+            return torch.bfloat16, f"bf16 autocast (CUDA capability {cap[0]}.{cap[1]} >= 8.0)"
+        return torch.float16, (f"fp16 autocast with per-model loss scaling (CUDA capability "
+                               f"{cap[0]}.{cap[1]} has no bf16 tensor cores)")
+    if dev.type == "cpu":
+        if has_bf16():
+            return torch.bfloat16, "bf16 autocast (the CPU has bf16 instructions)"
+        return None, "fp32 (the CPU has no bf16 instructions: bf16 would be emulated)"
+    return None, f"fp32 (no mixed precision on {dev.type})"
+
+
+def precision_name(dtype: torch.dtype | None) -> str:
+    """``"bf16"``, ``"fp16"`` or ``"fp32"`` (None)."""
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")  # type: ignore
+
+
+@contextlib.contextmanager
+def tf32_mode(device: torch.device | str, enabled: bool = False) -> Iterator[None]:
+    """Within the block, TF32 matmuls and convolutions are ``enabled`` on a CUDA device
+    (off by default: the authors' V100 had no TF32); the global flags are restored after it,
+    whatever they were. A no-op on other devices."""
+    if torch.device(device).type != "cuda":
+        yield
+        return
+    matmul, cudnn = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    precision = torch.get_float32_matmul_precision()
+    torch.backends.cuda.matmul.allow_tf32 = bool(enabled)
+    torch.backends.cudnn.allow_tf32 = bool(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul
+        torch.backends.cudnn.allow_tf32 = cudnn
+        torch.set_float32_matmul_precision(precision)

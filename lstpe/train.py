@@ -26,6 +26,12 @@ and 1d-fixed of the paper variant); and ``train_running``, the running mean over
 minibatches in train mode (the paper's training-accuracy columns). A model whose loss or logits
 became non-finite is flagged ``diverged`` from then on.
 
+Devices: on CUDA without ``max_models`` the models per chunk and the evaluation puzzles per
+call follow the free GPU memory (:func:`chunk_sizes`, :func:`lstpe.plan.chunk_plan`); mixed
+precision follows the device (:func:`lstpe.runtime.choose_amp`, recorded in the manifest as
+``precision``); TF32 stays off unless :data:`TF32` is set, and the global TF32 flags are the
+same after :func:`train` as before it.
+
 Checkpoints: every ``checkpoint_every`` epochs the state of the chunk in training (weights,
 optimizer, history so far) is written atomically to ``<run_dir>/checkpoints/``; rerunning the
 same config on the same ``run_dir`` resumes from it and loses at most one interval.
@@ -34,6 +40,7 @@ same config on the same ``run_dir`` resumes from it and loses at most one interv
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -56,7 +63,7 @@ from lstpe.lst_task import (
 )
 from lstpe.noise import noise_robustness
 from lstpe.optim import StackedOptimizer
-from lstpe.runtime import PAPER_SEEDS, pick_device
+from lstpe.runtime import PAPER_SEEDS, choose_amp, pick_device, precision_name, tf32_mode
 from lstpe.train_config import (
     BUNDLE_KEYS_FREE,
     CPU_EPOCHS,
@@ -82,6 +89,34 @@ __all__ = ["BUNDLE_KEYS_FREE", "CPU_EPOCHS", "CPU_SEEDS", "DEFAULT_LR", "DEFAULT
            "train", "train_many"]
 
 # --------------------------------------------------------------------------- training
+
+TF32: bool = False
+"""TF32 matmuls on CUDA while :func:`train` runs (off: the authors' V100 had no TF32, and fp32
+is the reference). Set ``lstpe.train.TF32 = True`` to trade precision for speed on Ampere and
+newer; the manifest records it, and the global flags are restored after training."""
+
+EVAL_CHUNK = 2048
+"""Evaluation puzzles per forward call off CUDA (and on CUDA with ``eval_chunk`` given)."""
+
+
+def chunk_sizes(cfg: TrainConfig, n_models: int, device: torch.device, mode: str = "eager",
+                n_val: int = 0, free_bytes: float | None = None,
+                eval_chunk: int | None = None) -> tuple[int, int]:
+    """(models per chunk, evaluation puzzles per call) of a run on ``device``.
+
+    Off CUDA (and with no ``free_bytes``): ``cfg.max_models`` (else all models in one chunk)
+    and :data:`EVAL_CHUNK`. On CUDA: :func:`lstpe.plan.chunk_plan` from the free memory
+    (``torch.cuda.mem_get_info``, or ``free_bytes``), ``cfg.max_models`` overriding the
+    models per chunk and ``eval_chunk`` the puzzles per call.
+    """
+    if device.type != "cuda" and free_bytes is None:
+        return cfg.max_models or n_models, eval_chunk or EVAL_CHUNK
+    from lstpe.plan import chunk_plan
+
+    free = free_bytes if free_bytes is not None else torch.cuda.mem_get_info(device)[0]
+    plan = chunk_plan(cfg, n_models, free, graph=mode == "graph", n_val=n_val,
+                      max_models=cfg.max_models)
+    return plan.models, eval_chunk or plan.eval_chunk
 
 
 def check_bundle(cfgs: Sequence[TrainConfig]) -> None:
@@ -116,8 +151,8 @@ def train(cfg: TrainConfig, run_dir: str | Path | None = None, progress: bool = 
 
 def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None],
                progress: bool = True, splits: dict | None = None,
-               work_dir: str | Path | None = None, deadline: float | None = None
-               ) -> list[res.Run]:
+               work_dir: str | Path | None = None, deadline: float | None = None,
+               eval_chunk: int | None = None) -> list[res.Run]:
     """Train several configurations as one batch of models; save each to its own folder.
 
     The configurations must agree on everything but PEs and optimizer settings
@@ -131,6 +166,7 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
         deadline: a ``time.monotonic()`` time by which to stop: training pauses with a
             checkpoint and :class:`lstpe.engine.Paused` when another epoch would not fit
             (rerun to resume).
+        eval_chunk: evaluation puzzles per forward call (default: :func:`chunk_sizes`).
     Returns:
         One :class:`lstpe.results.Run` per configuration, in order.
     """
@@ -147,19 +183,35 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
             if res.check_run_dir(d, c.to_dict()) == "finished":
                 raise res.RunDirError(f"{d} already holds this finished run; read it with "
                                       "lstpe.results.load or delete it to retrain")
-        return _train_many(cfgs, dirs, progress, splits, work_dir, deadline)
+        device = pick_device(cfgs[0].device)
+        with tf32_mode(device, TF32):
+            return _train_many(cfgs, dirs, progress, splits, work_dir, deadline, device,
+                               eval_chunk)
+
+
+def _layout(ckdir: Path | None, n_models: int, planned: int) -> int:
+    """The models per chunk of a run whose chunks were planned from free memory: the size
+    stored in its checkpoint folder if it has one (a resumed run keeps its chunks whatever
+    memory is free now), else ``planned`` (stored for the next session)."""
+    if ckdir is None:
+        return planned
+    path = ckdir / "chunk_layout.json"
+    if path.exists():
+        stored = json.loads(path.read_text())
+        if stored.get("n_models") == n_models:
+            return int(stored["models_per_chunk"])
+    res.save_json({"n_models": n_models, "models_per_chunk": planned}, path)
+    return planned
 
 
 def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool,
                 splits: dict | None, work_dir: str | Path | None,
-                deadline: float | None) -> list[res.Run]:
+                deadline: float | None, device: torch.device,
+                eval_chunk: int | None = None) -> list[res.Run]:
     t0 = time.perf_counter()
     base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
-    device = pick_device(base.device)
     mode = resolve_mode(base.step_mode, device)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
+    amp, precision_why = choose_amp(device, asked=base.amp)
     splits = splits or load_data(base)
     ckdir = Path(work_dir) if work_dir else (dirs[0] / "checkpoints" if dirs[0] else None)
     if ckdir is not None and base.checkpoint_every:
@@ -169,7 +221,10 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
         for k, (spec, seed) in enumerate((sp, sd) for sp in c.specs for sd in c.seeds):
             slots.append(ModelSlot(ci, k, spec, seed))
             settings.append(c.setting)
-    step = base.max_models or len(slots)
+    step, evals = chunk_sizes(base, len(slots), device, mode, len(splits["val"]),
+                              eval_chunk=eval_chunk)
+    if device.type == "cuda" and not base.max_models:
+        step = _layout(ckdir if base.checkpoint_every else None, len(slots), step)
     chunks = [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]
     sub = {"train": _stratified_subset(splits["train"].vectors, base.eval_train_max,
                                        base.split_seed),
@@ -177,9 +232,14 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
                                       base.split_seed)}
     history: list[dict] = []
     models, arts, segments = [], [], []
+    bar = None
+    if progress and len(chunks) > 1:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(chunks), desc=f"{len(slots)} models", unit="chunk")
     for ci, ids in enumerate(chunks):
         task = LSTTask(base, [slots[i] for i in ids], [settings[i] for i in ids], splits, sub,
-                       device)
+                       device, eval_chunk=evals)
         opt = StackedOptimizer(task.model.parameters(), [cfgs[slots[i].config].optimizer
                                                          for i in ids],
                                [cfgs[slots[i].config].lr for i in ids],
@@ -204,18 +264,30 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
         segments.append(sum(seg["wall_s"] for seg in segs))
         models.append(task.model)
         arts.append(_chunk_artifacts(task, state0, splits, base))
+        del task, opt, opts, init_state  # the chunk's data, optimizer state and graph pool
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
     noise = None
     if base.noise_levels:
         noise = noise_robustness(models, splits["val"], base.noise_levels,
                                  repeats=base.noise_repeats)
     wall = time.perf_counter() - t0
+    run_info = {"precision": precision_name(amp), "precision_reason": precision_why,
+                "tf32": bool(TF32) if device.type == "cuda" else None,
+                "eval_chunk": evals}
     return [_finish(c, c_i, history, models, arts, chunks, slots, splits, device, wall,
-                    sum(segments), mode, noise, dirs[c_i]) for c_i, c in enumerate(cfgs)]
+                    sum(segments), mode, noise, dirs[c_i], run_info)
+            for c_i, c in enumerate(cfgs)]
 
 
 def _chunk_artifacts(task: LSTTask, state0: dict, splits: dict, cfg: TrainConfig) -> dict:
     art: dict[str, Any] = {"pe_init": state0["pe"], "pe_final": task.model.pe().detach().cpu()}
-    logits, attn = predict(task.model, splits["val"].x, return_attention=True, amp=cfg.amp)
+    logits, attn = predict(task.model, splits["val"].x, chunk=task.eval_chunk,
+                           return_attention=True, amp=cfg.amp)
     art["val_logits"] = logits.cpu()
     if cfg.save_attention:
         art["val_attention"] = attn.to(torch.float16).cpu()
@@ -226,7 +298,8 @@ def _chunk_artifacts(task: LSTTask, state0: dict, splits: dict, cfg: TrainConfig
 def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts: list[dict],
             chunks: list[list[int]], slots: list[ModelSlot], splits: dict,
             device: torch.device, wall: float, earlier: float, mode: str,
-            noise: pd.DataFrame | None, run_dir: Path | None) -> res.Run:
+            noise: pd.DataFrame | None, run_dir: Path | None,
+            run_info: dict[str, Any] | None = None) -> res.Run:
     """Cut one configuration's rows, artefacts and noise table out of a bundle and save it."""
     rows = [{k: v for k, v in r.items() if k != "_config"} for r in history
             if r["_config"] == c_i]
@@ -251,7 +324,8 @@ def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts:
         previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
         n_models=len(cfg.pes) * len(cfg.seeds), n_train=len(splits["train"]),
         kind="lst-train", step_mode=mode, diverged_models=diverged,
-        bundle_models=sum(len(c) for c in chunks))
+        bundle_models=sum(len(c) for c in chunks), models_per_chunk=max(map(len, chunks)),
+        **(run_info or {}))
     if run_dir is not None:
         res.save_run(run_dir, hist, manifest, artifacts, tables)
     return res.Run(hist, manifest, artifacts, tables, path=run_dir, source="live",

@@ -2,9 +2,12 @@
 
 Trains one small mixed batch (every PE of Table 1, two seeds, dropout included) for two epochs
 with each step mode -- eager on the CPU (the reference), eager, graph and compile on CUDA --
-and compares final validation logits and weights with the CPU run, in fp32 (TF32 off). Then
-checks bf16 autocast stays close. Prints one line per mode and exits non-zero on a mismatch,
-so a lease is never spent training with a broken step.
+and compares final validation logits and weights with the CPU run, in fp32 (TF32 off, the
+default of ``lstpe.train.TF32``). Then checks that the device's mixed precision
+(:func:`lstpe.runtime.choose_amp`: bf16 on capability >= 8.0, fp16 with per-model loss scaling
+on a T4 or V100) stays close, and that training left the global TF32 flags as they were.
+Prints one line per mode and exits non-zero on a mismatch, so a lease is never spent training
+with a broken step.
 
     PYTHONPATH=. python scripts/gpu_check.py [--modes eager graph compile]
 """
@@ -39,8 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA device here", file=sys.stderr)
         return 2
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    # TF32 is off in train() unless lstpe.train.TF32 is set; the flags are restored after it
+    from lstpe.runtime import choose_amp
+
+    print(f"amp on this GPU: {choose_amp('cuda')[1]}")
     ref, wall = run("eager", "cpu")
     print(f"cpu eager: {wall:.1f} s (reference)")
     bad = 0
@@ -60,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
             bad += not ok
             print(f"cuda {mode} amp={amp}: {wall:.1f} s, max |logit diff| {d:.2e}, "
                   f"max |val acc diff| {abs(acc).max():.3f} -> {'ok' if ok else 'MISMATCH'}")
+    flags = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    run("eager", "cuda")
+    if flags != (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32):
+        print("train() changed the global TF32 flags: MISMATCH")
+        bad += 1
     return 1 if bad else 0
 
 

@@ -448,13 +448,21 @@ def test_brain_and_lst_runs_go_through_the_engine(tiny, small_splits, tiny_cfg, 
     assert [type(t) for t, _ in seen] == [lst_task.LSTTask]
 
 
-def test_amp_trains_in_bf16_on_the_cpu(tiny):
+def test_amp_trains_in_bf16_on_the_cpu(tiny, monkeypatch):
+    # amp on the CPU is bf16 only where the CPU has bf16 instructions (lstpe.runtime.choose_amp)
+    monkeypatch.setattr("lstpe.runtime.has_bf16", lambda *a: True)
     fp32 = brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=2), data=tiny, progress=False)
     bf16 = brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=2, amp=True), data=tiny,
                              progress=False)
     a, b = fp32.history["mse"].to_numpy(), bf16.history["mse"].to_numpy()
     assert np.isfinite(b).all() and not np.array_equal(a, b)  # autocast was on
     assert np.allclose(a, b, rtol=0.05)
+    assert (fp32.manifest["precision"], bf16.manifest["precision"]) == ("fp32", "bf16")
+    monkeypatch.setattr("lstpe.runtime.has_bf16", lambda *a: False)  # emulated bf16: not used
+    off = brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=2, amp=True), data=tiny,
+                            progress=False)
+    assert np.array_equal(a, off.history["mse"].to_numpy()) and \
+        off.manifest["precision"] == "fp32"
 
 
 def test_config_validation():

@@ -283,7 +283,8 @@ def test_checkpoint_of_another_config_is_refused(tiny_cfg, small_splits, tmp_pat
 
 
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16-autocast"])
-def test_tiny_preview_run_learns_training_set(tiny_cfg, amp):
+def test_tiny_preview_run_learns_training_set(tiny_cfg, amp, monkeypatch):
+    monkeypatch.setattr("lstpe.runtime.has_bf16", lambda *a: True)  # bf16 even if emulated
     cfg = train.preset("preview", model=tiny_cfg, seeds=[1, 2, 3], n_train=128, epochs=40,
                        lr=3e-3, batch_size=32, device="cpu", save_attention=False,
                        eval_epochs=[], pes=["learn-0.2", "2d-fixed"], noise_levels=[],
