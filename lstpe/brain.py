@@ -33,6 +33,7 @@ needs:
 from __future__ import annotations
 
 from lstpe.brain_analysis import curves, final_mse, mse_summary, network_table
+from lstpe.brain_config import BRAIN_PES, BrainConfig, describe, masks_for, preset
 from lstpe.brain_data import (
     GROUPS,
     ORDERS,
@@ -75,18 +76,9 @@ from lstpe.brain_plots import (
     plot_token_order,
 )
 from lstpe.brain_task import HISTORY_COLUMNS, BrainTask, evaluate, predict
-from lstpe.brain_train import (
-    BRAIN_PES,
-    PAPER_SEEDS,
-    BrainConfig,
-    describe,
-    eval_sets,
-    make_data,
-    masks_for,
-    preset,
-    train_brain,
-)
+from lstpe.brain_train import eval_sets, make_data, train_brain
 from lstpe.model import ModelConfig
+from lstpe.runtime import PAPER_SEEDS
 
 __all__ = [
     "BRAIN_PES", "GROUPS", "HISTORY_COLUMNS", "MASK_STREAM", "ORDERS", "PAPER_MASKS",

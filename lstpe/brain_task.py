@@ -6,7 +6,7 @@
 ``(r - 1) * eval_every + 1 .. min(r * eval_every, steps)`` (the last round may be shorter) and
 the models are evaluated after every round. History rows carry ``step``, the last step of the
 round (0 at initialisation), so the evaluations fall on the same steps as
-:meth:`lstpe.brain_train.BrainConfig.schedule`.
+:meth:`lstpe.brain_config.BrainConfig.schedule`.
 
 Every model draws its own training rows and masks from ``(seed, step)`` only
 (:func:`lstpe.brain_data.draw_batch`), so every PE sees the same data (common random numbers)
@@ -29,7 +29,7 @@ from lstpe.engine import autocast
 from lstpe.model import ModelConfig
 
 if TYPE_CHECKING:
-    from lstpe.brain_train import BrainConfig
+    from lstpe.brain_config import BrainConfig
 
 HISTORY_COLUMNS = [
     "model", "pe", "pe_name", "sigma", "seed", "train_mask", "step", "split", "mask_ratio", "mse",
@@ -89,11 +89,6 @@ def evaluate(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor
 
 
 # --------------------------------------------------------------------------- rounds of steps
-
-
-def n_rounds(steps: int, eval_every: int) -> int:
-    """Rounds of ``eval_every`` steps that cover ``steps`` steps: ``ceil(steps / eval_every)``."""
-    return -(-int(steps) // int(eval_every))
 
 
 def round_steps(r: int, steps: int, eval_every: int) -> range:

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from lstpe import campaign as cp
+from lstpe import campaign_status as cs
 from lstpe import results as res
 from lstpe.runtime import BF16_FLAGS, pick_device
 from lstpe.runtime import cpu_flags as runtime_cpu_flags
@@ -169,7 +170,7 @@ def free_units(results_dir: str | Path | None = None, only: Sequence[str] | None
                ) -> list[cp.Unit]:
     """Units not stored, not claimed by a live process, not waiting in a paused chunk
     (``only``: these unit keys), in plan order."""
-    table = cp.status(results_dir, verify=False)
+    table = cs.status(results_dir, verify=False)
     free = set(table.loc[table["state"] == "todo", "unit"])
     units = cp.plan()
     if only is not None:
@@ -202,7 +203,7 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
     precision, why = choose_precision(dev)
     log(f"campaign: {precision} ({why}); device {res.device_name(dev)}; budget {minutes:g} min")
     published: list[cp.Unit] = []
-    chunks = {str(v): v for v in cp.paused_units(results_dir).values()}
+    chunks = {str(v): v for v in cs.paused_units(results_dir).values()}
     for _, chunk in sorted(chunks.items()):
         spec = json.loads((chunk / "chunk.json").read_text())
         if units is not None and not set(spec["units"]) <= set(units):

@@ -291,6 +291,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
 def cmd_campaign(args: argparse.Namespace) -> int:
     """``lstpe campaign plan | status | run | import`` (:mod:`lstpe.campaign`)."""
     from lstpe import campaign as cp
+    from lstpe import campaign_status as cs
 
     if args.action == "plan":
         units = cp.plan()
@@ -300,8 +301,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(f"{len(units)} units, {len(done)} stored; each: the paper's recipe for "
               f"{cp.CAMPAIGN_EPOCHS} epochs, fp32")
     elif args.action == "status":
-        table = cp.status(args.results)
-        print(cp.status_text(table))
+        table = cs.status(args.results)
+        print(cs.status_text(table))
         return 1 if (table["state"] == "damaged").any() else 0
     elif args.action == "run":
         from lstpe.campaign_run import run

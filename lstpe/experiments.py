@@ -128,13 +128,13 @@ REGISTRY: dict[str, RunSpec] = {s.name: s for s in (
 
 BRAIN_RUN = "brain"
 """The brain experiment's name: :func:`run_config` gives its
-:class:`~lstpe.brain_train.BrainConfig` (the scale's preset of :mod:`lstpe.brain_train`)."""
+:class:`~lstpe.brain_config.BrainConfig` (the scale's preset of :mod:`lstpe.brain_config`)."""
 
 
 def run_config(name: str, scale: str = "paper", sigmas: Sequence[float] | None = None,
                **overrides: Any) -> Any:
     """The :class:`~lstpe.train.TrainConfig` of a named run at ``scale`` (for
-    :data:`BRAIN_RUN`, its :class:`~lstpe.brain_train.BrainConfig`).
+    :data:`BRAIN_RUN`, its :class:`~lstpe.brain_config.BrainConfig`).
 
     ``sigmas`` replaces the scale's sigmas of a run that sweeps sigma (the brain's learnable
     PEs too); ``overrides`` (None values ignored) replace the registry's other choices
@@ -145,8 +145,8 @@ def run_config(name: str, scale: str = "paper", sigmas: Sequence[float] | None =
     """
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if name == BRAIN_RUN:
-        from lstpe.brain_train import BRAIN_PES
-        from lstpe.brain_train import preset as brain_preset
+        from lstpe.brain_config import BRAIN_PES
+        from lstpe.brain_config import preset as brain_preset
 
         if sigmas is not None and "pes" not in overrides:
             fixed = [p for p in BRAIN_PES if not p.startswith("learn")]

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
+from lstpe.cost import flops_per_model_epoch
 from lstpe.model import ModelConfig
-from lstpe.plan import flops_per_model_epoch
 from lstpe.runtime import cpu_flags
 
 FLOOR_REPEATS = 5
@@ -80,7 +80,7 @@ def step_gemms(cfg: ModelConfig, batch_size: int, models: int,
     With ``last_token_only`` (what the engine computes) the last block's output projection and
     MLP take the read-out token alone (M, B, .). Each forward GEMM comes with its grad-input
     and grad-weight GEMMs, so the FLOPs are 3x the forward's, as
-    :func:`lstpe.plan.flops_per_model_epoch` counts them.
+    :func:`lstpe.cost.flops_per_model_epoch` counts them.
     """
     M, B = models, batch_size
     d, n, H, dh = cfg.d_model, cfg.n_tokens, cfg.n_heads, cfg.d_head
@@ -148,7 +148,7 @@ def measure_floor(cfg: ModelConfig, batch_size: int, models: int, n_train: int,
     """Time the GEMMs of one training step of ``models`` models (:func:`step_gemms`) and turn
     the achieved GFLOP/s into the floor in model-epochs/s.
 
-    The FLOPs per model-epoch used are :func:`lstpe.plan.flops_per_model_epoch` (the count of
+    The FLOPs per model-epoch used are :func:`lstpe.cost.flops_per_model_epoch` (the count of
     what the engine computes); ``gemm_flops_per_model_epoch`` is the same count summed from the
     timed GEMMs (equal up to rounding), ``all_tokens_flops_per_model_epoch`` the count had the
     last block been computed for every token (as the plain loop does).

@@ -24,7 +24,7 @@ from lstpe.engine import autocast
 from lstpe.model import BatchedLSTTransformer
 
 if TYPE_CHECKING:
-    from lstpe.train import TrainConfig
+    from lstpe.train_config import TrainConfig
 
 SPLITS = ("train", "test", "val")
 """Splits evaluated in eval mode (``val_dropout`` and ``train_running`` are added)."""

@@ -28,8 +28,6 @@ Safety rules every entry point (``lstpe train``, ``scripts/reproduce.py``,
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import platform
 import socket
 import subprocess
@@ -50,7 +48,10 @@ from lstpe.history import (  # noqa: F401  (re-exported: the history table)
     nonfinite_models,
 )
 from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa: F401
+    EXECUTION_KEYS,
+    LOCK_NAME,
     MANIFEST_HASH_KEY,
+    RUN_FILES,
     ConfigMismatchError,
     DamagedFileError,
     DivergedWarning,
@@ -61,10 +62,12 @@ from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa
     WriteError,
     _count_rows,
     _damaged,
+    _now,
     _read_csv,
     atomic_write,
     check_torch_file,
     clean_temp_files,
+    config_diff,
     file_record,
     load_torch,
     manifest_checksum,
@@ -76,17 +79,6 @@ from lstpe.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa
     sha256_file,
     verify_files,
 )
-
-RUN_FILES = ("history.csv", "manifest.json", "artifacts.pt", "tables", "checkpoints")
-"""What a run directory may hold (besides hidden files such as ``.lock``)."""
-
-EXECUTION_KEYS: tuple[str, ...] = ("device", "max_models", "checkpoint_every", "compile",
-                                   "step_mode")
-"""Config keys that change how a run is executed, not what it computes: a finished run is
-the same run whatever their values (:func:`check_run_dir`)."""
-
-LOCK_NAME = ".lock"
-
 
 # --------------------------------------------------------------------------- provenance
 
@@ -116,10 +108,6 @@ def device_name(device: torch.device | str) -> str:
     if device.type == "cuda":
         return f"cuda: {torch.cuda.get_device_name(device)}"
     return f"{device.type}: {platform.machine()} ({torch.get_num_threads()} threads)"
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def make_manifest(config: dict, device: torch.device | str, wall_time_s: float,
@@ -432,32 +420,6 @@ def find(name: str, results_dir: str | Path | None = None) -> Run | None:
                        "files are there (deleted?): the run cannot be verified and is not "
                        "used", f"restore it, or delete {p} to retrain the run")
     return None
-
-
-def config_diff(old: dict, new: dict, ignore: Sequence[str] = ()) -> list[str]:
-    """The keys whose values differ between two configs (nested dicts as ``model.d_model``),
-    after a JSON round trip (tuples = lists), leaving out ``ignore``."""
-    a = json.loads(json.dumps(old, sort_keys=True, default=str))
-    b = json.loads(json.dumps(new, sort_keys=True, default=str))
-    out: list[str] = []
-
-    def walk(x: Any, y: Any, prefix: str) -> None:
-        if isinstance(x, dict) and isinstance(y, dict):
-            for k in sorted(set(x) | set(y)):
-                key = f"{prefix}{k}"
-                if key in ignore:
-                    continue
-                walk(x.get(k), y.get(k), key + ".")
-        elif x != y:
-            out.append(prefix.rstrip("."))
-
-    walk(a, b, "")
-    return out
-
-
-def _show(v: Any, n: int = 60) -> str:
-    text = json.dumps(v, default=str)
-    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 

@@ -23,23 +23,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lstpe.results import (
+from lstpe.storage import (
     EXECUTION_KEYS,
     LOCK_NAME,
     RUN_FILES,
-    _now,
-    _show,
-    config_diff,
-)
-from lstpe.storage import (
     ConfigMismatchError,
     NotWritableError,
     RunDirError,
     RunLockedError,
     StaleLockWarning,
     _damaged,
+    _now,
+    _show,
     check_torch_file,
     clean_temp_files,
+    config_diff,
     read_manifest,
     verify_files,
 )

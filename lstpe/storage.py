@@ -9,6 +9,7 @@ naming it.
 
 from __future__ import annotations
 
+import datetime as _dt
 import errno
 import hashlib
 import json
@@ -45,6 +46,10 @@ __all__ = [
     "manifest_checksum",
     "seal_manifest",
     "WriteError",
+    "RUN_FILES",
+    "EXECUTION_KEYS",
+    "LOCK_NAME",
+    "config_diff",
 ]
 
 
@@ -77,6 +82,48 @@ class StaleLockWarning(UserWarning):
 
 class DivergedWarning(UserWarning):
     """Models with a non-finite loss or logits were left out of a summary."""
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+RUN_FILES = ("history.csv", "manifest.json", "artifacts.pt", "tables", "checkpoints")
+"""What a run directory may hold (besides hidden files such as ``.lock``)."""
+
+EXECUTION_KEYS: tuple[str, ...] = ("device", "max_models", "checkpoint_every", "compile",
+                                   "step_mode")
+"""Config keys that change how a run is executed, not what it computes: a finished run is
+the same run whatever their values (:func:`check_run_dir`)."""
+
+LOCK_NAME = ".lock"
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def config_diff(old: dict, new: dict, ignore: Sequence[str] = ()) -> list[str]:
+    """The keys whose values differ between two configs (nested dicts as ``model.d_model``),
+    after a JSON round trip (tuples = lists), leaving out ``ignore``."""
+    a = json.loads(json.dumps(old, sort_keys=True, default=str))
+    b = json.loads(json.dumps(new, sort_keys=True, default=str))
+    out: list[str] = []
+
+    def walk(x: Any, y: Any, prefix: str) -> None:
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                key = f"{prefix}{k}"
+                if key in ignore:
+                    continue
+                walk(x.get(k), y.get(k), key + ".")
+        elif x != y:
+            out.append(prefix.rstrip("."))
+
+    walk(a, b, "")
+    return out
+
+
+def _show(v: Any, n: int = 60) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= n else text[:n - 3] + "..."
 
 
 # --------------------------------------------------------------------------- atomic writes

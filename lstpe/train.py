@@ -27,7 +27,7 @@ minibatches in train mode (the paper's training-accuracy columns). A model whose
 became non-finite is flagged ``diverged`` from then on.
 
 Devices: on CUDA without ``max_models`` the models per chunk and the evaluation puzzles per
-call follow the free GPU memory (:func:`chunk_sizes`, :func:`lstpe.plan.chunk_plan`); mixed
+call follow the free GPU memory (:func:`chunk_sizes`, :func:`lstpe.cost.chunk_plan`); mixed
 precision follows the device (:func:`lstpe.runtime.choose_amp`, recorded in the manifest as
 ``precision``); TF32 stays off unless :data:`TF32` is set, and the global TF32 flags are the
 same after :func:`train` as before it.
@@ -105,13 +105,13 @@ def chunk_sizes(cfg: TrainConfig, n_models: int, device: torch.device, mode: str
     """(models per chunk, evaluation puzzles per call) of a run on ``device``.
 
     Off CUDA (and with no ``free_bytes``): ``cfg.max_models`` (else all models in one chunk)
-    and :data:`EVAL_CHUNK`. On CUDA: :func:`lstpe.plan.chunk_plan` from the free memory
+    and :data:`EVAL_CHUNK`. On CUDA: :func:`lstpe.cost.chunk_plan` from the free memory
     (``torch.cuda.mem_get_info``, or ``free_bytes``), ``cfg.max_models`` overriding the
     models per chunk and ``eval_chunk`` the puzzles per call.
     """
     if device.type != "cuda" and free_bytes is None:
         return cfg.max_models or n_models, eval_chunk or EVAL_CHUNK
-    from lstpe.plan import chunk_plan
+    from lstpe.cost import chunk_plan
 
     free = free_bytes if free_bytes is not None else torch.cuda.mem_get_info(device)[0]
     plan = chunk_plan(cfg, n_models, free, graph=mode == "graph", n_val=n_val,

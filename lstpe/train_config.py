@@ -48,7 +48,7 @@ paper's model and data on a CPU for a few dozen epochs: hours, run in the backgr
 
 # --------------------------------------------------------------------------- value checks
 #
-# The config classes (TrainConfig here, lstpe.brain_train.BrainConfig) check every value by type
+# The config classes (TrainConfig here, lstpe.brain_config.BrainConfig) check every value by type
 # before using it, so the command line, the Python API (lstpe.experiments.run_config,
 # lstpe.runs.get_run) and papermill parameters (a chapter run by ``lstpe batch``) all give the
 # same ValueError naming the parameter and the bad value. The rules:

@@ -55,7 +55,7 @@ def test_benchmark_tiny_run_prints_ratio_floor_table_and_json(bench, tmp_path, c
                                                                               ["batched"])]
     assert [(r[0], r[1]) for r in table] == [("plain", "1"), ("batched", "1"), ("batched", "2")]
     assert table[0][4] == "1.00"  # the plain loop is the reference of the ratio column
-    for key in ("CPU precision flags:", "FLOP count used:", "lstpe.plan.flops_per_model_epoch",
+    for key in ("CPU precision flags:", "FLOP count used:", "lstpe.cost.flops_per_model_epoch",
                 "floor: torch.bmm in fp32", "engine at chosen setting:"):
         assert key in printed
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lstpe import brain, brain_task, engine
+from lstpe import brain, brain_config, brain_task, engine
 from lstpe import results as res
 from lstpe.analysis import networks as nw
 
@@ -396,7 +396,7 @@ def test_run_folder_of_another_run_is_refused(tiny, tmp_path):
 
 
 def test_rounds_of_steps():
-    assert brain_task.n_rounds(7, 3) == 3 and brain_task.n_rounds(6, 3) == 2
+    assert brain_config.n_rounds(7, 3) == 3 and brain_config.n_rounds(6, 3) == 2
     assert [list(brain_task.round_steps(r, 7, 3)) for r in range(4)] == [
         [], [1, 2, 3], [4, 5, 6], [7]]
     assert [brain_task.last_step(r, 7, 3) for r in range(4)] == [0, 3, 6, 7]

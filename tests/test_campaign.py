@@ -16,6 +16,7 @@ import torch
 
 from lstpe import campaign as cp
 from lstpe import campaign_run as cr
+from lstpe import campaign_status as cs
 from lstpe import results as res
 from lstpe.model import ModelConfig
 from lstpe.rundir import RunLock
@@ -136,9 +137,9 @@ def test_run_trains_publishes_and_get_run_merges(tmp_path, tiny):
                                            "rope": [2235]}
     only = get_run("table2", "preview", results_dir=results, seeds=[6312])
     assert only.manifest["seeds_per_pe"] == {"learn-0.2": [6312]}
-    table = cp.status(results)
+    table = cs.status(results)
     assert set(table.loc[table["state"] == "done", "unit"]) == set(keys)
-    assert "item 1: 2/21 units done" in cp.status_text(table)
+    assert "item 1: 2/21 units done" in cs.status_text(table)
     assert cr.run(5, results, device="cpu", units=keys, log=lambda m: None) == []
 
 
@@ -163,7 +164,7 @@ def test_edited_fragment_is_refused_naming_file_or_key(tmp_path, tiny):
     hist.write_text(hist.read_text().replace("learn-0.5", "learn-0.6", 1))
     with pytest.raises(res.DamagedFileError, match="history.csv"):
         cp.load_fragment(unit, results)
-    assert cp.status(results).set_index("unit").loc[key, "state"] == "damaged"
+    assert cs.status(results).set_index("unit").loc[key, "state"] == "damaged"
 
 
 def test_claimed_unit_is_not_trained_twice(tmp_path, tiny):
@@ -171,7 +172,7 @@ def test_claimed_unit_is_not_trained_twice(tmp_path, tiny):
     key = "table2/learn-1/2235"
     unit = cp.find_unit(key)
     with RunLock(cp._work(results) / "claims" / unit.slug):
-        assert cp.status(results).set_index("unit").loc[key, "state"] == "claimed"
+        assert cs.status(results).set_index("unit").loc[key, "state"] == "claimed"
         assert key not in [u.key for u in cr.free_units(results)]
         assert cr.run(5, results, device="cpu", units=[key], log=lambda m: None) == []
     assert not unit.path(results).exists()
@@ -189,7 +190,7 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     assert cr._train_chunk([unit], results, torch.device("cpu"), time.monotonic(), spec,
                            lambda m: None, {}) == []
     assert not unit.path(results).exists()
-    assert cp.status(results).set_index("unit").loc[key, "state"] == "paused"
+    assert cs.status(results).set_index("unit").loc[key, "state"] == "paused"
     done = cr.run(5, results, device="cpu", units=[key], log=lambda m: None)
     assert [u.key for u in done] == [key]
     a = cp.load_fragment(unit, results).history

@@ -228,8 +228,8 @@ def test_tf32_flags_unchanged_by_train_and_setup(tiny_cfg, small_splits, tmp_pat
 
 
 def test_table2_on_a_t4_is_split_into_chunks_that_fit():
+    from lstpe.cost import EVAL_MIN, HEADROOM, chunk_plan
     from lstpe.experiments import run_config
-    from lstpe.plan import EVAL_MIN, HEADROOM, chunk_plan
 
     cfg = run_config("table2", "paper")
     n = len(cfg.pes) * len(cfg.seeds)

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lstpe import brain_train
+from lstpe import brain_config
 from lstpe.experiments import run_config
 from lstpe.train_config import MAX_EPOCHS, TrainConfig, preset
 
@@ -92,7 +92,7 @@ def test_brain_config_refuses_a_value_of_the_wrong_type_naming_it(kw, name, show
 
 def test_brain_train_mask_of_a_chapter_is_checked():
     with pytest.raises(ValueError, match=r"train_mask must be a real number, got '0.5' \(str\)"):
-        brain_train.masks_for("preview", "0.5")
+        brain_config.masks_for("preview", "0.5")
 
 
 def test_valid_values_are_kept_and_whole_floats_and_numpy_ints_are_ints():
@@ -162,7 +162,7 @@ def test_brain_steps_rounds_and_data_sizes_are_bounded():
     with pytest.raises(ValueError, match=r"BrainConfig.steps must be <= 10000000"):
         run_config("brain", "preview", steps=100_000_000_000)
     with pytest.raises(ValueError, match=r"steps / eval_every must be <= 1000000"):
-        run_config("brain", "preview", steps=brain_train.MAX_STEPS, eval_every=1)
+        run_config("brain", "preview", steps=brain_config.MAX_STEPS, eval_every=1)
     with pytest.raises(ValueError, match=r"BrainConfig.n_train must be <= 2000000"):
         run_config("brain", "preview", n_train=10**10)
     for steps, every in ((200, 50), (210, 50), (1, 7), (7, 1)):
