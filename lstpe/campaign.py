@@ -16,8 +16,8 @@ the precision and why, the CPU's flags. No weights are stored: a fragment is abo
 
 :func:`plan` is the fixed, ordered list of units (order of value, see its docstring).
 :mod:`lstpe.campaign_run` trains them (``lstpe campaign run --minutes N``);
-:mod:`lstpe.campaign_status` says what is done; :func:`import_run` splits a finished multi-model run of the
-same recipe into fragments; :func:`lstpe.runs.get_run` merges the fragments of a run.
+:mod:`lstpe.campaign_status` says what is done; :func:`import_run` splits a finished
+multi-model run of the same recipe into fragments; :func:`lstpe.runs.get_run` merges the fragments of a run.
 
 Where the work happens (ignored by git): ``results/paper/.campaign/`` holds a claim per unit
 in training (a :class:`lstpe.rundir.RunLock`: two processes never train the same unit), the
