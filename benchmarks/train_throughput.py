@@ -26,7 +26,7 @@ projection, MLP, read-out; each forward GEMM and its backward's grad-input and g
 GEMMs), with ``torch.bmm`` in fp32 (TF32 on CUDA, as the engines run) on the same device and
 number of threads as the engines, best of ``--floor-repeats`` per shape. Their FLOPs over their
 summed time is the achieved GFLOP/s; divided by the FLOPs of one model-epoch
-(:func:`lstpe.plan.flops_per_model_epoch`: the last block computes its output projection and
+(:func:`lstpe.cost.flops_per_model_epoch`: the last block computes its output projection and
 MLP for the read-out token only, as the engine does; the plain loop computes all 16 tokens and
 is not credited the extra work) it gives the **floor** in model-epochs/s, the rate at which
 training would run if it were nothing but these matmuls. Each row reports its rate, its ratio
@@ -59,6 +59,7 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from lstpe import results as res
+from lstpe.cost import flops_per_model_epoch
 from lstpe.encodings import parse_pe
 from lstpe.engine import EagerStep, GraphStep, Running, resolve_mode
 from lstpe.experiments import table1_pes
@@ -73,7 +74,6 @@ from lstpe.floor import (  # noqa: F401  (the floor lives in the package; tests 
 )
 from lstpe.model import LSTTransformer, ModelConfig
 from lstpe.optim import StackedOptimizer
-from lstpe.plan import flops_per_model_epoch
 from lstpe.runtime import pick_device
 from lstpe.train import PAPER_SEEDS, PAPER_SIGMAS, LSTTask, ModelSlot, load_data, preset
 
@@ -286,7 +286,7 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         "cpu_flags": cpu_precision_flags(), "cpu_flags_checked": list(PRECISION_FLAGS),
         "cpu_capability": _cpu_capability(),
         "flops_per_model_epoch": fpme,
-        "flops_count": "lstpe.plan.flops_per_model_epoch: matmuls, forward + backward (3x "
+        "flops_count": "lstpe.cost.flops_per_model_epoch: matmuls, forward + backward (3x "
                        "forward), last block's output projection and MLP for the read-out "
                        "token only, as the engine computes",
         "all_tokens_flops_per_model_epoch": sum(
@@ -319,7 +319,7 @@ def format_report(out: dict[str, Any]) -> str:
         f"timed {out['timed_steps']} steps per engine after {out['warmup_steps']} warm-up steps "
         f"(= {out['timed_epochs']:.2f} epochs; median of 3 blocks, extrapolated to epochs); "
         f"amp={out['amp']}, step mode {out['mode']}, models: {out['mix']} (batched only)\n"
-        f"FLOP count used: {fpme:.4g} FLOP per model-epoch = lstpe.plan.flops_per_model_epoch "
+        f"FLOP count used: {fpme:.4g} FLOP per model-epoch = lstpe.cost.flops_per_model_epoch "
         f"(matmuls, forward + backward; the last block's output projection and MLP for the "
         f"read-out token only, as the engine computes; all tokens, as the plain loop computes: "
         f"{full:.4g}, not credited)\n"

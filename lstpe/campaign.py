@@ -12,12 +12,13 @@ A fragment is an ordinary run folder (:func:`lstpe.results.load` verifies every 
 the SHA-256 in its manifest) of a one-model configuration, with a ``campaign`` entry in its
 manifest: the unit, the chunk it trained in (units, wall time, the estimate made before),
 the precision and why, the CPU's flags. No weights are stored: a fragment is about 0.5 MB
-(history 0.1 MB, PEs at init and end 0.08 MB, validation attention maps 0.4 MB).
+(history 0.3 MB, PEs at init and end 0.08 MB, validation attention maps 0.2 MB).
 
 :func:`plan` is the fixed, ordered list of units (order of value, see its docstring).
 :mod:`lstpe.campaign_run` trains them (``lstpe campaign run --minutes N``);
 :mod:`lstpe.campaign_status` says what is done; :func:`import_run` splits a finished
-multi-model run of the same recipe into fragments; :func:`lstpe.runs.get_run` merges the fragments of a run.
+multi-model run of the same recipe into fragments; :func:`lstpe.runs.get_run` merges the
+fragments of a run.
 
 Where the work happens (ignored by git): ``results/paper/.campaign/`` holds a claim per unit
 in training (a :class:`lstpe.rundir.RunLock`: two processes never train the same unit), the
