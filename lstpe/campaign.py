@@ -12,7 +12,8 @@ A fragment is an ordinary run folder (:func:`lstpe.results.load` verifies every 
 the SHA-256 in its manifest) of a one-model configuration, with a ``campaign`` entry in its
 manifest: the unit, the chunk it trained in (units, wall time, the estimate made before),
 the precision and why, the CPU's flags. No weights are stored: a fragment is about 0.5 MB
-(history 0.3 MB, PEs at init and end 0.08 MB, validation attention maps 0.2 MB).
+(history 0.1 MB; artefacts 0.53 MB: validation attention maps at start and end 0.44 MB,
+PEs at start and end 0.08 MB; about 0.63 MB in all).
 
 :func:`plan` is the fixed, ordered list of units (order of value, see its docstring).
 :mod:`lstpe.campaign_run` trains them (``lstpe campaign run --minutes N``);
