@@ -11,7 +11,7 @@ authors' recipe (d=160, 4 blocks, batch 128, Adam lr 1e-4, their 8100/900 split,
 A fragment is an ordinary run folder (:func:`lstpe.results.load` verifies every file against
 the SHA-256 in its manifest) of a one-model configuration, with a ``campaign`` entry in its
 manifest: the unit, the chunk it trained in (units, wall time, the estimate made before),
-the precision and why, the CPU's flags. No weights are stored: a fragment is about 0.5 MB
+the precision and why, the CPU's flags. No weights are stored: a fragment is small
 (history 0.1 MB; artefacts 0.53 MB: validation attention maps at start and end 0.44 MB,
 PEs at start and end 0.08 MB; about 0.63 MB in all).
 
