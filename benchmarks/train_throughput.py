@@ -1,14 +1,15 @@
-"""Training throughput: a plain single-model loop vs the batched engine of ``lstpe.train``,
+"""Training throughput: a plain single-model loop vs the batched engine of ``lstpe.training.train``,
 and both against this machine's matmul floor, all measured in one run.
 
 Measures **model-epochs per second** (how many (model, epoch) pairs of training are done per
 second of wall time) of
 
-* ``plain``: one :class:`lstpe.model.LSTTransformer` trained the usual way, a
+* ``plain``: one :class:`lstpe.nn.model.LSTTransformer` trained the usual way, a
   ``torch.utils.data.DataLoader`` (shuffled, batch 128) and ``torch.optim.Adam``,
   ``for x, y in loader: loss.backward(); opt.step()``, fp32, eager; and
-* ``batched``: M models in one :class:`lstpe.model.BatchedLSTTransformer`, with the loop of
-  :func:`lstpe.train.train` (per-model data permutations from ``(seed, epoch)``, loss = sum of
+* ``batched``: M models in one :class:`lstpe.nn.model.BatchedLSTTransformer`, with the loop of
+  :func:`lstpe.training.train.train` (per-model data permutations from ``(seed, epoch)``, loss =
+  sum of
   the per-model mean losses, one optimizer over the stacked weights), optionally with bf16
   autocast (``--amp``) and ``torch.compile`` (``--compile``),
 
@@ -26,7 +27,8 @@ projection, MLP, read-out; each forward GEMM and its backward's grad-input and g
 GEMMs), with ``torch.bmm`` in fp32 (TF32 on CUDA, as the engines run) on the same device and
 number of threads as the engines, best of ``--floor-repeats`` per shape. Their FLOPs over their
 summed time is the achieved GFLOP/s; divided by the FLOPs of one model-epoch
-(:func:`lstpe.cost.flops_per_model_epoch`: the last block computes its output projection and
+(:func:`lstpe.training.cost.flops_per_model_epoch`: the last block computes its output projection
+and
 MLP for the read-out token only, as the engine does; the plain loop computes all 16 tokens and
 is not credited the extra work) it gives the **floor** in model-epochs/s, the rate at which
 training would run if it were nothing but these matmuls. Each row reports its rate, its ratio
@@ -58,12 +60,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from lstpe import results as res
-from lstpe.cost import flops_per_model_epoch
-from lstpe.encodings import parse_pe
-from lstpe.engine import EagerStep, GraphStep, Running, resolve_mode
-from lstpe.experiments import table1_pes
-from lstpe.floor import (  # noqa: F401  (the floor lives in the package; tests use these names)
+from lstpe.experiments.registry import table1_pes
+from lstpe.nn.encodings import parse_pe
+from lstpe.nn.model import LSTTransformer, ModelConfig
+from lstpe.runtime import pick_device
+from lstpe.store import results as res
+from lstpe.training.cost import flops_per_model_epoch
+from lstpe.training.engine import EagerStep, GraphStep, Running, resolve_mode
+from lstpe.training.floor import (  # noqa: F401  (the floor lives in the package; tests use these names)
     FLOOR_REPEATS,
     PRECISION_FLAGS,
     Gemm,
@@ -72,10 +76,8 @@ from lstpe.floor import (  # noqa: F401  (the floor lives in the package; tests 
     step_gemms,
     sync,
 )
-from lstpe.model import LSTTransformer, ModelConfig
-from lstpe.optim import StackedOptimizer
-from lstpe.runtime import pick_device
-from lstpe.train import PAPER_SEEDS, PAPER_SIGMAS, LSTTask, ModelSlot, load_data, preset
+from lstpe.training.optim import StackedOptimizer
+from lstpe.training.train import PAPER_SEEDS, PAPER_SIGMAS, LSTTask, ModelSlot, load_data, preset
 
 DEFAULT_STEPS = 6
 """Timed steps per engine when neither ``--epochs`` nor ``--steps`` is given."""
@@ -156,9 +158,9 @@ MIXES = {"sweep": sweep_models, "table1": mixed_models}
 
 def batched_step_fn(m: int, cfg, splits: dict, device: torch.device, amp: bool = False,
                     mode: str = "eager", mix: str = "sweep") -> Callable[[], None]:
-    """One step of the engine (:mod:`lstpe.engine`) over ``m`` stacked models per call: the
+    """One step of the engine (:mod:`lstpe.training.engine`) over ``m`` stacked models per call: the
     LST task's per-model batches and dropout keys, the per-model optimizer, the running
-    metrics, as :func:`lstpe.train.train` runs them; ``mode`` eager, compile or graph."""
+    metrics, as :func:`lstpe.training.train.train` runs them; ``mode`` eager, compile or graph."""
     pes, seeds = MIXES[mix](m)
     slots = [ModelSlot(0, i, parse_pe(p), sd) for i, (p, sd) in enumerate(zip(pes, seeds,
                                                                               strict=True))]
@@ -286,7 +288,7 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         "cpu_flags": cpu_precision_flags(), "cpu_flags_checked": list(PRECISION_FLAGS),
         "cpu_capability": _cpu_capability(),
         "flops_per_model_epoch": fpme,
-        "flops_count": "lstpe.cost.flops_per_model_epoch: matmuls, forward + backward (3x "
+        "flops_count": "lstpe.training.cost.flops_per_model_epoch: matmuls, forward + backward (3x "
                        "forward), last block's output projection and MLP for the read-out "
                        "token only, as the engine computes",
         "all_tokens_flops_per_model_epoch": sum(
@@ -319,7 +321,8 @@ def format_report(out: dict[str, Any]) -> str:
         f"timed {out['timed_steps']} steps per engine after {out['warmup_steps']} warm-up steps "
         f"(= {out['timed_epochs']:.2f} epochs; median of 3 blocks, extrapolated to epochs); "
         f"amp={out['amp']}, step mode {out['mode']}, models: {out['mix']} (batched only)\n"
-        f"FLOP count used: {fpme:.4g} FLOP per model-epoch = lstpe.cost.flops_per_model_epoch "
+        f"FLOP count used: {fpme:.4g} FLOP per model-epoch = "
+        f"lstpe.training.cost.flops_per_model_epoch "
         f"(matmuls, forward + backward; the last block's output projection and MLP for the "
         f"read-out token only, as the engine computes; all tokens, as the plain loop computes: "
         f"{full:.4g}, not credited)\n"
@@ -363,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog="See benchmarks/README.md for what the numbers mean.")
     p.add_argument("--size", default="preview", help="paper (ModelConfig()) or preview "
-                   "(lstpe.train.preset('preview').model and training subset)")
+                   "(lstpe.training.train.preset('preview').model and training subset)")
     p.add_argument("--models", type=int, nargs="+", default=[1, 4, 15, 30],
                    help="model counts M of the batched engine")
     p.add_argument("--epochs", type=float,

@@ -1,15 +1,20 @@
 """lstpe: positional encodings on the Latin Square Task (LST).
 
 A small package behind the Jupyter Book that reproduces Ito et al., "Learning positional
-encodings in transformers depends on initialization". One module per concern:
+encodings in transformers depends on initialization". Subpackages in the order data flows,
+each importing only those above it in this list:
 
-- :mod:`lstpe.lst`        puzzles, exact solver, relational complexity, generator, tensors
-- :mod:`lstpe.encodings`  positional encodings (sinusoidal 1-D/2-D, learnable, rotary, ALiBi, ...)
-- :mod:`lstpe.model`      the LST transformer (plain reference and batched "many models at once")
-- :mod:`lstpe.train`      batched training engine, checkpoints, presets
-- :mod:`lstpe.results`    tidy result tables + manifests on disk
-- :mod:`lstpe.analysis`   attention similarity, Procrustes, robustness, humans, statistics, networks
-- :mod:`lstpe.brain`      masked prediction on real HCP connectivity
+- :mod:`lstpe.runtime`      device, repository root, results folder, CPU flags (the bottom)
+- :mod:`lstpe.lst`          the task and its data: puzzles, exact solver, generator, splits
+- :mod:`lstpe.nn`           positional encodings, each PE's block, attention, the model
+- :mod:`lstpe.store`        run folders: atomic files, checksums, the Run type, locks, packs
+- :mod:`lstpe.training`     config and presets, optimizer, engine, LST task, noise, costs, train
+- :mod:`lstpe.brain`        masked prediction on real HCP connectivity (config to plots)
+- :mod:`lstpe.analysis`     attention similarity, Procrustes, humans, statistics, networks
+- :mod:`lstpe.experiments`  the registry of named runs, get_run, planner, campaign, GPU driver
+- :mod:`lstpe.chapters`     what the book's chapters call: setup, tables, text, batch runs
+- :mod:`lstpe.tutorial`     the checks and figures of the tutorial chapters
+- :mod:`lstpe.cli`, :mod:`lstpe.repo`  the ``lstpe`` command; the repository URL
 """
 
 __version__ = "0.1.0"

@@ -5,13 +5,14 @@ Subcommands::
     lstpe train --preset preview --pe learn-0.2 --pe 2d-fixed --out runs/demo
     lstpe sweep --preset paper --sigmas 0.1 0.2 0.5 --out runs/sweep
     lstpe batch book/chapter.ipynb --grid seeds=[2235],[6312] -p scale='"preview"' --out runs/nb
-    lstpe campaign run --minutes 120      # the reproduction, unit by unit (lstpe.campaign)
+    lstpe campaign run --minutes 120      # the reproduction, unit by unit
 
-``train`` and ``sweep`` build :func:`lstpe.train.preset` with the given overrides and run
-:func:`lstpe.train.train` on ``--out``. Before any training they check every value (device,
+``train`` and ``sweep`` build :func:`lstpe.training.train.preset` with the given overrides and run
+:func:`lstpe.training.train.train` on ``--out``. Before any training they check every value (device,
 data, ``--n-train``, seeds, learning rate...) and the output folder
-(:func:`lstpe.results.check_run_dir`: a writable folder that holds nothing, checkpoints of this
-configuration, or this finished run), and lock it (:class:`lstpe.results.RunLock`: a second
+(:func:`lstpe.store.results.check_run_dir`: a writable folder that holds nothing, checkpoints of
+this
+configuration, or this finished run), and lock it (:class:`lstpe.store.results.RunLock`: a second
 process training into the same ``--out`` is refused). Rerunning the same command on the same
 ``--out`` resumes from the last checkpoint (``--checkpoint-every``); a finished run with the
 same configuration is not retrained, its results are shown again; a finished run of another
@@ -50,7 +51,7 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.batch import (  # noqa: F401  (re-exported: the grammar and the runner live there)
+from lstpe.chapters.batch import (  # noqa: F401  (re-exported: the grammar and the runner live there)
     VALUE_SYNTAX,
     collect_results,
     grid_points,
@@ -65,16 +66,17 @@ from lstpe.batch import (  # noqa: F401  (re-exported: the grammar and the runne
 
 
 def build_config(preset_name: str, model: dict[str, int] | None = None, **overrides: Any):
-    """``lstpe.train.preset(preset_name, **overrides)`` with optional ModelConfig overrides,
+    """``lstpe.training.train.preset(preset_name, **overrides)`` with optional ModelConfig
+    overrides,
     checked by :func:`validate_config`.
 
     None values are ignored (the preset's value is kept); learning rate and weight decay
-    follow the optimizer unless given (see :func:`lstpe.train.preset`).
+    follow the optimizer unless given (see :func:`lstpe.training.train.preset`).
 
     Raises:
         ValueError: unknown preset, PE, optimizer, or an invalid value (naming it).
     """
-    from lstpe.train import preset
+    from lstpe.training.train import preset
 
     cfg = preset(preset_name, **{k: v for k, v in overrides.items() if v is not None})
     model = {k: v for k, v in (model or {}).items() if v is not None}
@@ -89,7 +91,7 @@ SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 
 
 def validate_config(cfg) -> None:
-    """Check the values :class:`lstpe.train.TrainConfig` itself does not (yet) check.
+    """Check the values :class:`lstpe.training.train.TrainConfig` itself does not (yet) check.
 
     Raises:
         ValueError: naming the value: a seed outside 64 bits, a non-finite or non-positive
@@ -120,11 +122,11 @@ def summary_table(history: pd.DataFrame, pes: Sequence[str] | None = None,
     val_acc_sd``.
 
     ``diverged`` counts the PE's models whose loss or logits became non-finite
-    (:func:`lstpe.results.diverged_models`); they are left out of ``seeds``, the mean and the
+    (:func:`lstpe.store.results.diverged_models`); they are left out of ``seeds``, the mean and the
     SD unless ``include_diverged`` (a PE whose every model diverged has NaN statistics).
     SD is over seeds with ddof=1 (NaN for one seed). Rows follow ``pes`` if given.
     """
-    from lstpe.results import final_table
+    from lstpe.store.results import final_table
 
     fin = final_table(history, "val", "all", include_diverged=True)
     keep = fin if include_diverged else fin[~fin["diverged"]]
@@ -150,7 +152,7 @@ def _format_table(tab: pd.DataFrame) -> str:
 
 def warn_diverged(history: pd.DataFrame, include_diverged: bool = False) -> pd.DataFrame:
     """Print a warning (stderr) naming the models that diverged; return them."""
-    from lstpe.results import describe_diverged, diverged_models
+    from lstpe.store.results import describe_diverged, diverged_models
 
     div = diverged_models(history)
     if not div.empty:
@@ -168,16 +170,16 @@ def run_training(cfg, out: str | Path, progress: bool = True,
 
     Everything that can be checked is checked before training: the config's values
     (:func:`validate_config`), the device, the data and ``n_train`` (loaded once), and the
-    folder (:func:`lstpe.results.check_run_dir`), which is locked while training
-    (:class:`lstpe.results.RunLock`).
+    folder (:func:`lstpe.store.results.check_run_dir`), which is locked while training
+    (:class:`lstpe.store.results.RunLock`).
 
     Raises:
         ValueError: an invalid value, a device this machine lacks, an output folder that is
             not writable, in use, damaged or holding another configuration's run.
     """
-    from lstpe import results as res
     from lstpe.runtime import pick_device
-    from lstpe.train import load_data, train
+    from lstpe.store import results as res
+    from lstpe.training.train import load_data, train
 
     out = Path(out)
     validate_config(cfg)
@@ -210,7 +212,7 @@ def run_training(cfg, out: str | Path, progress: bool = True,
 
 
 def _train_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    from lstpe.train import PAPER_SEEDS
+    from lstpe.training.train import PAPER_SEEDS
 
     seeds = args.seeds
     if args.n_seeds is not None:
@@ -247,7 +249,7 @@ def sweep_pes(sigmas: Sequence[float]) -> list[str]:
     Raises:
         ValueError: a negative or non-finite sigma, or one given twice (naming it).
     """
-    from lstpe.encodings import parse_pe
+    from lstpe.nn.encodings import parse_pe
 
     pes: list[str] = []
     for s in sigmas:
@@ -259,7 +261,7 @@ def sweep_pes(sigmas: Sequence[float]) -> list[str]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from lstpe.train import PAPER_SIGMAS
+    from lstpe.training.train import PAPER_SIGMAS
 
     pes = sweep_pes(args.sigmas or PAPER_SIGMAS)
     cfg = build_config(args.preset, _model_overrides(args), pes=pes, **_train_overrides(args))
@@ -289,9 +291,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    """``lstpe campaign plan | status | run | import`` (:mod:`lstpe.campaign`)."""
-    from lstpe import campaign as cp
-    from lstpe import campaign_status as cs
+    """``lstpe campaign plan | status | run | import`` (:mod:`lstpe.experiments.campaign`)."""
+    from lstpe.experiments import campaign as cp
+    from lstpe.experiments import campaign_status as cs
 
     if args.action == "plan":
         units = cp.plan()
@@ -305,7 +307,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(cs.status_text(table))
         return 1 if (table["state"] == "damaged").any() else 0
     elif args.action == "run":
-        from lstpe.campaign_run import run
+        from lstpe.experiments.campaign_run import run
 
         run(args.minutes, args.results, device=args.device or "auto", units=args.unit,
             max_units=args.max_units, allow_partial=args.allow_partial,
@@ -321,7 +323,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="preview",
-                   help="named configuration of lstpe.train.preset (preview, cpu, paper)")
+                   help="named configuration of lstpe.training.train.preset (preview, cpu, paper)")
     p.add_argument("--seeds", type=int, nargs="+", help="model seeds (default: the preset's)")
     p.add_argument("--n-seeds", type=int, help="use the first N of the paper's 15 seeds")
     p.add_argument("--epochs", type=int)
@@ -388,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("campaign", help="grow results/paper one (run, PE, seed) unit at a time",
                        description="The reproduction on CPUs: the paper's recipe, 200 epochs "
                        "per unit, each unit stored as a verified fragment under "
-                       "results/paper/<run>/<pe>/<seed>/ (lstpe.campaign).")
+                       "results/paper/<run>/<pe>/<seed>/ (lstpe.experiments.campaign).")
     csub = p.add_subparsers(dest="action", required=True)
     for name, text in (("plan", "list the units in order of value"),
                        ("status", "units done and left, hours spent and left")):

@@ -176,7 +176,7 @@ def choose_amp(device: torch.device | str, capability: tuple[int, int] | None = 
     * CUDA, compute capability >= 8.0 (A100, H100, RTX 30xx+): bf16 (tensor cores, no loss
       scaling);
     * older CUDA (V100 7.0, T4 7.5): fp16 with per-model dynamic loss scaling
-      (:class:`lstpe.engine.LossScaler`): these GPUs have fp16 tensor cores only;
+      (:class:`lstpe.training.engine.LossScaler`): these GPUs have fp16 tensor cores only;
     * CPU: bf16 if it has bf16 instructions (:func:`has_bf16`), else fp32 (bf16 would be
       emulated, about 50x slower);
     * MPS and anything else: fp32.

@@ -1,6 +1,7 @@
-"""Search for a CPU scale at which the paper's effects show (:mod:`lstpe.scale_search`).
+"""Search for a CPU scale at which the paper's effects show (:mod:`lstpe.experiments.scale_search`).
 
-Trains each configuration of :data:`lstpe.scale_search.CONFIGS` (every PE of the criteria, 3
+Trains each configuration of :data:`lstpe.experiments.scale_search.CONFIGS` (every PE of the
+criteria, 3
 seeds, one batched model on the CPU) and appends its results to ``results/cpu_scale/``
 (``search.csv``: mean and SD of the final validation accuracy per PE; ``configs.csv``: wall
 time, gaps and criteria met). A configuration already in ``configs.csv`` is skipped, so the
@@ -19,10 +20,10 @@ from dataclasses import asdict
 import pandas as pd
 import torch
 
-from lstpe import results as res
-from lstpe import scale_search as ss
-from lstpe.model import ModelConfig
-from lstpe.train import TrainConfig, train
+from lstpe.experiments import scale_search as ss
+from lstpe.nn.model import ModelConfig
+from lstpe.store import results as res
+from lstpe.training.train import TrainConfig, train
 
 
 def run_one(c: ss.ScaleConfig) -> tuple[pd.DataFrame, dict]:

@@ -3,7 +3,7 @@
 Trains one small mixed batch (every PE of Table 1, two seeds, dropout included) for two epochs
 with each step mode -- eager on the CPU (the reference), eager, graph and compile on CUDA --
 and compares final validation logits and weights with the CPU run, in fp32 (TF32 off, the
-default of ``lstpe.train.TF32``). Then checks that the device's mixed precision
+default of ``lstpe.training.train.TF32``). Then checks that the device's mixed precision
 (:func:`lstpe.runtime.choose_amp`: bf16 on capability >= 8.0, fp16 with per-model loss scaling
 on a T4 or V100) stays close, and that training left the global TF32 flags as they were.
 Prints one line per mode and exits non-zero on a mismatch, so a lease is never spent training
@@ -20,9 +20,9 @@ import time
 
 import torch
 
-from lstpe.experiments import table1_pes
-from lstpe.model import ModelConfig
-from lstpe.train import TrainConfig, train
+from lstpe.experiments.registry import table1_pes
+from lstpe.nn.model import ModelConfig
+from lstpe.training.train import TrainConfig, train
 
 
 def run(mode: str, device: str, amp: bool = False):
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("gpu_check: no CUDA device here", file=sys.stderr)
         return 2
-    # TF32 is off in train() unless lstpe.train.TF32 is set; the flags are restored after it
+    # TF32 is off in train() unless lstpe.training.train.TF32 is set; the flags are restored after
+    # it
     from lstpe.runtime import choose_amp
 
     print(f"amp on this GPU: {choose_amp('cuda')[1]}")

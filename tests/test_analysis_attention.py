@@ -16,7 +16,7 @@ from scipy.spatial.distance import jensenshannon  # noqa: E402
 
 from lstpe.analysis import attention as att  # noqa: E402
 from lstpe.analysis import plots  # noqa: E402
-from lstpe.model import BatchedLSTTransformer, ModelConfig  # noqa: E402
+from lstpe.nn.model import BatchedLSTTransformer, ModelConfig  # noqa: E402
 
 
 def random_maps(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

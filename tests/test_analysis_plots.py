@@ -65,16 +65,29 @@ def test_split_facets_one_panel_per_pe_and_dropout_only_where_it_differs():
         curves.plot_split_facets(history({"a": {"val": 0.5}}), splits=("val", "val_dropout"))
 
 
-def test_sigma_curves_colour_by_sigma_with_a_colour_bar():
+def test_sigma_curves_few_sigmas_get_distinct_colours_and_a_legend():
     acc = {f"learn-{s}": {"val": 0.9 - 0.2 * s} for s in (0.1, 0.5, 1.0, 2.0)}
     acc["2d-fixed"] = {"val": 0.95}
-    ax = curves.plot_sigma_curves(history(acc))
-    fig = ax.figure
-    assert len(fig.axes) == 2 and "σ" in fig.axes[1].get_ylabel()
+    ax = curves.plot_sigma_curves(history(acc), authors=False)
+    assert len(ax.figure.axes) == 1  # no colour bar
     colours = [tuple(ln.get_color()) for ln in ax.get_lines()[:4]]
     assert len(set(colours)) == 4
-    assert ax.get_legend() is not None  # 2d-fixed and chance only
-    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"2d-fixed", "chance"}
+    labels = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert labels == {"σ = 0.1", "σ = 0.5", "σ = 1", "σ = 2", "2d-fixed", "chance"}
+
+
+def test_sigma_curves_many_sigmas_get_a_colour_bar_and_the_authors_logs():
+    sig = [round(0.1 * k, 1) for k in range(1, 11)]
+    acc = {f"learn-{s:g}": {"val": 0.9 - 0.2 * s} for s in sig}  # lstpe labels: learn-1
+    acc["2d-fixed"] = {"val": 0.95}
+    ax = curves.plot_sigma_curves(history(acc, epochs=(0, 200)), "val")
+    fig = ax.figure
+    assert len(fig.axes) == 2 and "σ" in fig.axes[1].get_ylabel()
+    labels = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert labels == {"2d-fixed", "chance", "authors' logs (mean)"}
+    marks = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
+    # the authors logged 2d-fixed and learn-0.1 ... 2.0 at epochs 0 and 200 (<= our 200)
+    assert sum(len(ln.get_xdata()) for ln in marks) == 2 * 11
 
 
 def noise_table() -> pd.DataFrame:

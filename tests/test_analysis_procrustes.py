@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy.stats import ortho_group
 
-from lstpe import encodings as enc
 from lstpe.analysis import procrustes as pr
+from lstpe.nn import encodings as enc
 
 D = 16
 

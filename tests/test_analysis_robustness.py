@@ -8,8 +8,8 @@ import torch
 
 from lstpe.analysis import robustness as rob
 from lstpe.analysis._common import validation_split
-from lstpe.model import BatchedLSTTransformer, ModelConfig
-from lstpe.train import predict, score
+from lstpe.nn.model import BatchedLSTTransformer, ModelConfig
+from lstpe.training.train import predict, score
 
 CFG = ModelConfig(d_model=32, n_layers=2)
 PES = ["2d-fixed", "2d-fixed", "learn-0.2", "learn-0.2"]
@@ -129,7 +129,7 @@ def test_list_of_models_numbered_in_order(val):
 def test_end_to_end_on_a_train_result(val):
     """Every analysis runs on real training-run artefacts (1 epoch, tiny model and data)."""
     from lstpe.analysis import attention, humans, procrustes, stats
-    from lstpe.train import TrainConfig, train
+    from lstpe.training.train import TrainConfig, train
 
     splits = {"train": val, "test": val, "val": val}
     cfg = TrainConfig(pes=["2d-fixed", "learn-0.2", "rope"], seeds=[0, 1], epochs=1,

@@ -16,7 +16,7 @@ from scipy import stats as sps  # noqa: E402
 
 from lstpe.analysis import plots  # noqa: E402
 from lstpe.analysis import stats as st  # noqa: E402
-from lstpe.results import HISTORY_COLUMNS  # noqa: E402
+from lstpe.store.results import HISTORY_COLUMNS  # noqa: E402
 
 
 def test_mean_ci_hand_value():

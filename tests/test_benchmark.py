@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from lstpe import experiments as ex
-from lstpe import reproduce
-from lstpe import results as res
-from lstpe.train import PAPER_SEEDS
+from lstpe.experiments import reproduce
+from lstpe.store import results as res
+from lstpe.training.train import PAPER_SEEDS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,8 +55,9 @@ def test_benchmark_tiny_run_prints_ratio_floor_table_and_json(bench, tmp_path, c
                                                                               ["batched"])]
     assert [(r[0], r[1]) for r in table] == [("plain", "1"), ("batched", "1"), ("batched", "2")]
     assert table[0][4] == "1.00"  # the plain loop is the reference of the ratio column
-    for key in ("CPU precision flags:", "FLOP count used:", "lstpe.cost.flops_per_model_epoch",
-                "floor: torch.bmm in fp32", "engine at chosen setting:"):
+    for key in ("CPU precision flags:", "FLOP count used:",
+                "lstpe.training.cost.flops_per_model_epoch", "floor: torch.bmm in fp32",
+                "engine at chosen setting:"):
         assert key in printed
 
     d = json.loads(out.read_text())
@@ -111,8 +112,8 @@ def test_benchmark_tiny_run_prints_ratio_floor_table_and_json(bench, tmp_path, c
 
 def test_floor_gemms_are_the_models_shapes_and_flop_count(bench):
     """At the paper's size (no timing): the GEMMs of one step of M models, their FLOPs equal
-    lstpe.plan's count (last block: read-out token only), 3 kinds per forward GEMM."""
-    from lstpe.model import ModelConfig
+    lstpe.experiments.plan's count (last block: read-out token only), 3 kinds per forward GEMM."""
+    from lstpe.nn.model import ModelConfig
 
     cfg, M = ModelConfig(), 3
     gemms = bench.step_gemms(cfg, 128, M)
@@ -144,7 +145,7 @@ def test_cpu_precision_flags(bench, tmp_path):
 
 def test_flop_count_closed_form(bench):
     """At the paper's size: 3 x (forward matmul FLOPs) per puzzle, counted by hand."""
-    from lstpe.model import ModelConfig
+    from lstpe.nn.model import ModelConfig
 
     d, f, n = 160, 640, 16
     qkv, scores, out, mlp = 2 * d * 3 * d, 2 * 2 * n * d, 2 * d * d, 2 * 2 * d * f

@@ -12,9 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lstpe import brain, brain_config, brain_task, engine
-from lstpe import results as res
+from lstpe import brain
 from lstpe.analysis import networks as nw
+from lstpe.brain import config as brain_config
+from lstpe.brain import task as brain_task
+from lstpe.store import results as res
+from lstpe.training import engine
 
 # --------------------------------------------------------------------------- vendored data
 
@@ -423,7 +426,8 @@ def test_checkpoint_every_counts_whole_rounds(tiny, tmp_path, monkeypatch, every
 
 
 def test_brain_and_lst_runs_go_through_the_engine(tiny, small_splits, tiny_cfg, monkeypatch):
-    from lstpe import lst_task, train
+    from lstpe.training import task as lst_task
+    from lstpe.training import train
 
     real, seen = engine.run_chunk, []
 

@@ -14,14 +14,14 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe import campaign as cp
-from lstpe import campaign_run as cr
-from lstpe import campaign_status as cs
-from lstpe import results as res
-from lstpe.model import ModelConfig
-from lstpe.rundir import RunLock
-from lstpe.runs import get_run
-from lstpe.train import train
+from lstpe.experiments import campaign as cp
+from lstpe.experiments import campaign_run as cr
+from lstpe.experiments import campaign_status as cs
+from lstpe.experiments.runs import get_run
+from lstpe.nn.model import ModelConfig
+from lstpe.store import results as res
+from lstpe.store.rundir import RunLock
+from lstpe.training.train import train
 
 TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, epochs=2, eval_train_max=64,
             noise_levels=[0.05])

@@ -12,9 +12,9 @@ import torch
 
 from lstpe import chapters as ch
 from lstpe import lst
-from lstpe.notebook import Setup
-from lstpe.results import Run
+from lstpe.chapters.notebook import Setup
 from lstpe.runtime import repo_root
+from lstpe.store.results import Run
 
 
 def history(acc: dict[str, dict[str, float]], seeds=(1, 2), epochs=(0, 8),
@@ -97,7 +97,7 @@ def test_caveats_state_the_registry_reason_for_short_runs():
     exp = experiment(history({"learn-0.2": {"val": 0.95}}), name="table2", preset="paper",
                      epochs=200, seeds=range(15))
     (line,) = ch.caveats(exp, exp.final("val"))
-    from lstpe.experiments import REGISTRY
+    from lstpe.experiments.registry import REGISTRY
 
     assert "200 epochs, not the paper's 4000" in line and REGISTRY["table2"].why in line
 

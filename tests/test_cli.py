@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe import results as res
 from lstpe.cli import (
     build_config,
     grid_points,
@@ -22,7 +21,8 @@ from lstpe.cli import (
     split_top_level,
     sweep_pes,
 )
-from lstpe.engine import DIGEST_KEY, state_digest
+from lstpe.store import results as res
+from lstpe.training.engine import DIGEST_KEY, state_digest
 
 TINY = ["--epochs", "1", "--d-model", "16", "--n-layers", "1", "--n-train", "64",
         "--no-progress"]
@@ -175,12 +175,12 @@ def test_sweep_pes_keeps_sigma_and_rejects_duplicates():
 @pytest.mark.parametrize("with_checkpoint", [False, True])
 def test_ctrl_c_promises_a_resume_only_with_a_checkpoint(tmp_path, capsys, monkeypatch,
                                                          with_checkpoint):
-    import lstpe.train
+    import lstpe.training.train
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(lstpe.train, "train", interrupted)
+    monkeypatch.setattr(lstpe.training.train, "train", interrupted)
     out = tmp_path / "run"
     if with_checkpoint:
         res.save_torch({"epoch": 1}, out / "checkpoints" / "chunk0.pt")

@@ -15,14 +15,15 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from lstpe import dropout as drop
-from lstpe import engine, runtime
-from lstpe import notebook as nb
-from lstpe import train as train_mod
-from lstpe.brain_task import sum_device
-from lstpe.lst_task import LSTTask, ModelSlot
-from lstpe.model import BatchedLSTTransformer
-from lstpe.optim import StackedOptimizer
+from lstpe import runtime
+from lstpe.brain.task import sum_device
+from lstpe.chapters import notebook as nb
+from lstpe.nn import dropout as drop
+from lstpe.nn.model import BatchedLSTTransformer
+from lstpe.training import engine
+from lstpe.training import train as train_mod
+from lstpe.training.optim import StackedOptimizer
+from lstpe.training.task import LSTTask, ModelSlot
 
 MIXED = ["2d-fixed", "learn-0.2", "relative", "rope", "c-nope"]
 
@@ -228,8 +229,8 @@ def test_tf32_flags_unchanged_by_train_and_setup(tiny_cfg, small_splits, tmp_pat
 
 
 def test_table2_on_a_t4_is_split_into_chunks_that_fit():
-    from lstpe.cost import EVAL_MIN, HEADROOM, chunk_plan
-    from lstpe.experiments import run_config
+    from lstpe.experiments.registry import run_config
+    from lstpe.training.cost import EVAL_MIN, HEADROOM, chunk_plan
 
     cfg = run_config("table2", "paper")
     n = len(cfg.pes) * len(cfg.seeds)

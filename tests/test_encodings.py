@@ -1,4 +1,4 @@
-"""Tests of lstpe.encodings: closed-form properties of every positional encoding, the PE name
+"""Tests of lstpe.nn.encodings: closed-form properties of every positional encoding, the PE name
 parser, and the (non-)equivariance of the PE-free models."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from lstpe import encodings as enc
-from lstpe.model import LSTTransformer, ModelConfig, init_weights
+from lstpe.nn import encodings as enc
+from lstpe.nn.model import LSTTransformer, ModelConfig, init_weights
 
 # --------------------------------------------------------------------------- sinusoids
 

@@ -25,10 +25,10 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe import notebook as nb
-from lstpe import results as res
-from lstpe import runs
+from lstpe.chapters import notebook as nb
 from lstpe.cli import main
+from lstpe.experiments import runs
+from lstpe.store import results as res
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ["--epochs", "1", "--d-model", "16", "--n-layers", "1", "--n-train", "64",
@@ -93,7 +93,7 @@ def test_sigkill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_pat
     ckpt = tmp_path / "run" / "checkpoints" / "chunk0.pt"
     proc = spawn("""
         import sys, time, torch
-        from lstpe import results as res
+        from lstpe.store import results as res
         ckpt = sys.argv[1]
         res.save_torch({"epoch": 1, "w": torch.arange(1000.)}, ckpt)
         def slow(p):
@@ -118,7 +118,7 @@ def test_sigkill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_pat
 def test_sigkilled_trainer_leaves_a_stale_lock_that_is_reported_and_taken_over(tmp_path):
     proc = spawn("""
         import sys, time
-        from lstpe import results as res
+        from lstpe.store import results as res
         with res.RunLock(sys.argv[1]):
             print("locked", flush=True)
             time.sleep(600)
@@ -142,7 +142,7 @@ def test_train_into_a_folder_another_process_is_training_into_is_refused(tmp_pat
     out = tmp_path / "run"
     proc = spawn("""
         import sys, time
-        from lstpe import results as res
+        from lstpe.store import results as res
         with res.RunLock(sys.argv[1]):
             print("locked", flush=True)
             time.sleep(600)
@@ -185,7 +185,7 @@ def test_python_train_call_into_a_finished_run_of_another_config_is_refused(fini
     other = [a if a != "2235" else "29" for a in argv]
     assert main(other) == 2
     assert (out / "manifest.json").read_bytes() == before
-    # the check every entry point makes before training (lstpe.train.train included)
+    # the check every entry point makes before training (lstpe.training.train.train included)
     cfg = json.loads(before)["config"]
     with pytest.raises(res.ConfigMismatchError, match="seeds: \\[2235\\] there, \\[29\\] now"):
         res.check_run_dir(out, {**cfg, "seeds": [29]})
@@ -338,7 +338,7 @@ def fake_stored_run(results_dir: Path, name: str, seeds: list[int], epochs: int 
                     scale: str = "paper") -> Path:
     """A finished run under ``results_dir/<scale>/name`` with recognisable accuracy 0.999:
     the registry's ``name`` at ``scale`` with 2d-fixed only, the tiny model and data."""
-    from lstpe.experiments import run_config
+    from lstpe.experiments.registry import run_config
 
     cfg = run_config(name, scale, pes=["2d-fixed"], seeds=seeds, epochs=epochs, n_train=64,
                      model=TINY_MODEL).to_dict()
@@ -352,7 +352,7 @@ def fake_stored_run(results_dir: Path, name: str, seeds: list[int], epochs: int 
 
 
 def test_conflicts_split_what_was_asked_from_what_changed():
-    from lstpe.runs import conflicts
+    from lstpe.experiments.runs import conflicts
 
     stored = {"pes": ["2d-fixed", "learn-0.1", "learn-0.5"], "seeds": [1, 2], "epochs": 200,
               "optimizer": "adam", "n_train": None, "device": "cuda", "amp": True,
@@ -454,7 +454,7 @@ def _chapter_like_notebook(path: Path) -> Path:
     params = book.new_code_cell("seeds = None\nresults_dir = None\nresults_out = None")
     params.metadata["tags"] = ["parameters"]
     body = book.new_code_cell(textwrap.dedent(f"""
-        from lstpe import notebook as nb
+        from lstpe.chapters import notebook as nb
         S = nb.setup("preview", "cpu", results_dir)
         exp = S.get_run("table2", pes=["2d-fixed"], seeds=seeds, epochs=1, n_train=64,
                         model={TINY_MODEL!r}, cache=False)
@@ -515,7 +515,7 @@ def test_pick_device_names_devices_this_machine_lacks():
 
 def test_reproduce_refuses_a_finished_part_of_another_configuration(tmp_path, capsys,
                                                                      monkeypatch):
-    from lstpe import reproduce
+    from lstpe.experiments import reproduce
 
     args = ["--scale", "preview", "--parts", "long4000", "--epochs", "1", "--d-model", "16",
             "--n-layers", "1", "--n-train", "64", "--out", str(tmp_path), "--no-progress"]
@@ -536,7 +536,7 @@ def test_reproduce_refuses_a_finished_part_of_another_configuration(tmp_path, ca
 def test_disk_full_while_locking_leaves_no_lock(tmp_path, monkeypatch):
     import errno
 
-    from lstpe.rundir import RunLock
+    from lstpe.store.rundir import RunLock
 
     real = os.write
 

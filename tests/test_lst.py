@@ -19,7 +19,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lstpe import lst, lst_data, lst_generate
+from lstpe import lst
+from lstpe.lst import data as lst_data
+from lstpe.lst import generator as lst_generate
 
 LINES = [[4 * r + c for c in range(4)] for r in range(4)] + [
     [4 * r + c for r in range(4)] for c in range(4)

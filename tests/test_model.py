@@ -1,4 +1,4 @@
-"""Tests of lstpe.model: the plain and the batched transformer compute the same function for
+"""Tests of lstpe.nn.model: the plain and the batched transformer compute the same function for
 every PE, and both match a per-sample reference forward written here from the weights dict."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from lstpe import encodings as enc
 from lstpe import lst
-from lstpe.dropout import keys_tensor
-from lstpe.model import (
+from lstpe.nn import encodings as enc
+from lstpe.nn.dropout import keys_tensor
+from lstpe.nn.model import (
     BatchedLSTTransformer,
     LSTTransformer,
     ModelConfig,
@@ -96,7 +96,7 @@ def gelu(v: np.ndarray) -> np.ndarray:
 
 def authors_block(spec: enc.PESpec) -> dict:
     """The block of the authors' code, written down here from their source (independent of
-    lstpe.architecture): which projections exist, causal mask, temperature, relative offsets."""
+    lstpe.nn.architecture): which projections exist, causal mask, temperature, relative offsets."""
     paper = spec.variant == "paper"
     return {
         "out_proj": not (paper and spec.name == "relative"),
@@ -447,7 +447,7 @@ def test_relative_equals_the_skewed_music_transformer_scores():
     ref = (q[0, 0] @ k[0, 0].T + srel) / math.sqrt(dh)
     ref = ref.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
     table = torch.cat([er, torch.zeros(n - 1, dh)])  # rows 0..15 = offsets -15..0
-    from lstpe.model import attention
+    from lstpe.nn.model import attention
 
     _, w = attention(q, k, v, enc.parse_pe("relative"), table)
     torch.testing.assert_close(w[0, 0], ref.softmax(-1))
@@ -490,7 +490,7 @@ def test_batched_dropout_masks_are_per_model(x, tiny_cfg):
     torch.testing.assert_close(alone(x, dropout_keys=keys_tensor([7], 1, 0))[0], d1[2],
                                atol=1e-5, rtol=0)
     # about 10% of the units are dropped
-    from lstpe.dropout import keep_mask
+    from lstpe.nn.dropout import keep_mask
 
     keep = keep_mask(k1, (64, 16, 32), b.drop_p)
     assert abs((keep == 0).float().mean().item() - 0.1) < 0.01

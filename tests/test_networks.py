@@ -253,7 +253,7 @@ def test_network_order_groups_modules():
 
 def _one_d_fixed(n: int = 20, d: int = 16, blocks: int = 3) -> torch.Tensor:
     """A 1d-fixed PE as the brain model adds it: the same sinusoid at every block, (L, n, d)."""
-    from lstpe.encodings import sinusoid_1d
+    from lstpe.nn.encodings import sinusoid_1d
 
     return sinusoid_1d(n, d).expand(blocks, n, d).float()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from lstpe.optim import StackedOptimizer
+from lstpe.training.optim import StackedOptimizer
 
 
 def _run(rules, lrs, wds, steps=5, seed=0):

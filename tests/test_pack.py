@@ -1,4 +1,5 @@
-"""lstpe.pack: finished runs packed into small pieces and unpacked without loss or overwrite."""
+"""lstpe.store.pack: finished runs packed into small pieces and unpacked without loss or
+overwrite."""
 
 from __future__ import annotations
 
@@ -16,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lstpe import pack
-from lstpe import results as res
+from lstpe.store import pack
+from lstpe.store import results as res
 
 
 def make_run(path, tag: str, payload: int = 0) -> None:
-    """A finished run as lstpe.results writes it (its manifest records every file), with
+    """A finished run as lstpe.store.results writes it (its manifest records every file), with
     ``payload`` random (incompressible) bytes in its artefacts, and a checkpoint folder."""
     history = pd.DataFrame({"model": [0], "accuracy": [0.5], "tag": [tag]})
     res.save_run(path, history, {"git_commit": tag}, artifacts={"payload": os.urandom(payload)},
@@ -313,7 +314,7 @@ def test_pack_volume_copy_disk_full_keeps_the_pack(tmp_path, monkeypatch):
 
 def cli(argv):
     """Run ``reproduce.main(argv)``; return (exit status, stderr)."""
-    from lstpe import reproduce
+    from lstpe.experiments import reproduce
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -1,4 +1,4 @@
-"""Tests of lstpe.results: atomic writes, run directories, manifests, final tables, file
+"""Tests of lstpe.store.results: atomic writes, run directories, manifests, final tables, file
 checks, divergence, run-folder checks and locks."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe import results, rundir
+from lstpe.store import results, rundir
 
 
 class WriterFailed(RuntimeError):

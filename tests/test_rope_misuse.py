@@ -6,7 +6,7 @@ import torch
 
 from lstpe import lst
 from lstpe.analysis import rope_misuse as rm
-from lstpe.model import LSTTransformer, ModelConfig
+from lstpe.nn.model import LSTTransformer, ModelConfig
 
 
 def _batch(n: int = 6) -> torch.Tensor:

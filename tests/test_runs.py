@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lstpe import experiments as ex
-from lstpe import runs
-from lstpe.model import ModelConfig
+from lstpe.experiments import runs
+from lstpe.nn.model import ModelConfig
 from lstpe.runtime import PAPER_SEEDS, has_bf16
 
 
@@ -52,8 +52,19 @@ def test_cache_key_follows_config_and_code():
     b = ex.run_config("table1", "preview", seeds=[1]).to_dict()
     assert runs.cache_key(a) == runs.cache_key(dict(a)) != runs.cache_key(b)
     assert all(p.endswith(".py") or p.endswith(".csv") for p in runs.TRAINING_SOURCES)
+
+
+def test_source_hash_covers_every_training_module_and_refuses_a_dead_pattern(monkeypatch):
     from pathlib import Path
 
-    root = Path(runs.__file__).parent
-    missing = [p for p in runs.TRAINING_SOURCES if "*" not in p and not (root / p).exists()]
-    assert missing == []  # a renamed module would silently drop out of the key
+    import lstpe
+
+    root = Path(lstpe.__file__).parent
+    covered = {p for pat in runs.TRAINING_SOURCES for p in root.glob(pat)}
+    for pkg in ("lst", "nn", "store", "training", "brain"):  # every module training runs
+        assert set((root / pkg).glob("*.py")) <= covered, pkg
+    runs.source_hash.cache_clear()
+    monkeypatch.setattr(runs, "TRAINING_SOURCES", (*runs.TRAINING_SOURCES, "gone/*.py"))
+    with pytest.raises(FileNotFoundError, match="'gone/\\*.py' matches no file"):
+        runs.source_hash()
+    runs.source_hash.cache_clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lstpe import scale_search as ss
+from lstpe.experiments import scale_search as ss
 
 
 def accs(over: dict[str, float] | None = None) -> pd.Series:
@@ -47,7 +47,7 @@ def test_config_keys_are_unique_and_labels_canonical():
 
 
 def fake_run(accs: dict[str, float], seeds=(1, 2, 3)):
-    from lstpe.results import HISTORY_COLUMNS, Run
+    from lstpe.store.results import HISTORY_COLUMNS, Run
 
     rows = [{"model": i * len(seeds) + j, "pe": pe, "pe_name": pe.split("-")[0], "sigma": 0.0,
              "seed": s, "optimizer": "adam", "epoch": 12, "split": "val", "condition": "all",
@@ -75,7 +75,7 @@ def test_run_row_without_the_nope_pes_reports_only_criterion_a():
 
 
 def test_stored_cpu_accuracy_reads_results_cpu(tmp_path):
-    from lstpe.results import make_manifest, save_run
+    from lstpe.store.results import make_manifest, save_run
 
     assert ss.stored_cpu_accuracy(tmp_path) is None
     run = fake_run({"learn-0.5": 0.6, "learn-2": 0.25})

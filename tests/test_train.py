@@ -1,4 +1,5 @@
-"""Tests of lstpe.train: batched training is sequential training, checkpoints resume exactly,
+"""Tests of lstpe.training.train: batched training is sequential training, checkpoints resume
+exactly,
 configs are validated, and a tiny preview run learns."""
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe import lst_task, results, train
-from lstpe.model import LSTTransformer, ModelConfig
+from lstpe.nn.model import LSTTransformer, ModelConfig
+from lstpe.store import results
+from lstpe.training import task as lst_task
+from lstpe.training import train
 
 
 def tiny_train_cfg(tiny_cfg: ModelConfig, **kw) -> train.TrainConfig:
@@ -369,7 +372,7 @@ def test_deadline_pauses_with_a_checkpoint_and_resumes_exactly(tiny_cfg, small_s
     with the same history as a run never paused."""
     import time
 
-    from lstpe.engine import Paused
+    from lstpe.training.engine import Paused
 
     cfg = tiny_train_cfg(tiny_cfg, pes=["2d-fixed", "learn-0.5"], epochs=3, checkpoint_every=0)
     ref = train.train(cfg, progress=False, splits=small_splits)

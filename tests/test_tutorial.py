@@ -215,7 +215,7 @@ def test_relative_demo_logits_toeplitz_weights_not() -> None:
 
 
 def test_variants_table_lists_every_pe_compactly() -> None:
-    from lstpe import encodings as enc
+    from lstpe.nn import encodings as enc
     from lstpe.tutorial import rotary as rt
 
     t = rt.variants_table()

@@ -10,9 +10,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lstpe import brain_config
-from lstpe.experiments import run_config
-from lstpe.train_config import MAX_EPOCHS, TrainConfig, preset
+from lstpe.brain import config as brain_config
+from lstpe.experiments.registry import run_config
+from lstpe.training.config import MAX_EPOCHS, TrainConfig, preset
 
 
 def _cfg(**kw) -> TrainConfig:
@@ -112,7 +112,7 @@ def test_valid_values_are_kept_and_whole_floats_and_numpy_ints_are_ints():
 def test_get_run_refuses_a_bad_chapter_parameter_before_training(tmp_path):
     """Chapter 6 passes its papermill parameters to ``S.get_run``: ``epochs="abc"`` and
     ``epochs=2.5`` are a ValueError naming epochs (was a TypeError without a name)."""
-    from lstpe import runs
+    from lstpe.experiments import runs
 
     for bad, shown in (("abc", "'abc' (str)"), (2.5, "2.5 (float)")):
         with pytest.raises(ValueError, match="epochs") as e:
@@ -187,7 +187,7 @@ def test_papermill_parameters_of_a_chapter_get_the_same_error(tmp_path, monkeypa
     params = nbformat.v4.new_code_cell("epochs = None")
     params.metadata["tags"] = ["parameters"]
     body = nbformat.v4.new_code_cell(
-        "from lstpe.experiments import run_config\n"
+        "from lstpe.experiments.registry import run_config\n"
         "cfg = run_config('table2', 'preview', epochs=epochs)\n")
     doc = nbformat.v4.new_notebook(cells=[params, body])
     doc.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",

@@ -1,6 +1,6 @@
 """Shared helpers of the analysis modules: reading training artefacts and the validation split.
 
-The artefacts are the dict of :class:`lstpe.results.Run`:
+The artefacts are the dict of :class:`lstpe.store.results.Run`:
 ``labels`` (list[str], one PE label per model), ``seeds`` (list[int]), ``pe_init`` /
 ``pe_final`` (M, L, 16, d), ``val_logits`` (M, 108, 4), ``val_attention`` /
 ``val_attention_init`` (M, 108, L, 16, 16) float16. Model ``m`` of the artefacts is model ``m``
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstpe.encodings import parse_pe
+from lstpe.nn.encodings import parse_pe
 
 ID_COLUMNS = ["model", "pe", "pe_name", "sigma", "seed"]
 """Columns identifying a model in every per-model table (as in the history table)."""

@@ -22,7 +22,7 @@ from scipy import stats
 
 from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
-from lstpe.encodings import parse_pe
+from lstpe.nn.encodings import parse_pe
 
 __all__ = ["authors_logs", "authors_at", "compare_with_authors", "AUTHORS_LOGS_FILE",
            "AUTHORS_LOGS_COLUMNS", "SPLIT_TO_PHASE"]

@@ -1,6 +1,6 @@
 """Learning curves: accuracy over epochs, summarised over seeds, and their plot.
 
-The training history (:data:`lstpe.results.HISTORY_COLUMNS`) holds one row per model, epoch,
+The training history (:data:`lstpe.store.results.HISTORY_COLUMNS`) holds one row per model, epoch,
 split and condition; a learning curve is its mean and t confidence interval over seeds per PE
 and epoch (:func:`lstpe.analysis.stats.summarize`).
 """

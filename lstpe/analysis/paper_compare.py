@@ -20,7 +20,7 @@ import pandas as pd
 from scipy import stats
 
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, summarize
-from lstpe.encodings import parse_pe
+from lstpe.nn.encodings import parse_pe
 
 __all__ = [
     "Equivalence", "equivalence_test_from_summary", "load_paper_tables", "compare_to_paper",

@@ -70,7 +70,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from lstpe import encodings as enc
+from lstpe.nn import encodings as enc
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -42,8 +42,8 @@ import pandas as pd
 import torch
 from scipy.linalg import orthogonal_procrustes
 
-from lstpe import encodings as enc
 from lstpe.analysis._common import ID_COLUMNS, as_array, check_stage, model_table, require
+from lstpe.nn import encodings as enc
 
 __all__ = [
     "target_pe", "procrustes_align", "procrustes_distance", "pe_alignment", "pe_movement",

@@ -16,7 +16,7 @@ This module rebuilds that computation from scratch (our own code, not the author
 random-weight LST transformer with post-LN blocks whose attention is the sequence-first rotary
 attention applied to batch-first input, and :func:`dependence_table`, which measures on a real
 minibatch what each model's output for a puzzle depends on, beside the correct rotary model of
-:class:`lstpe.model.LSTTransformer`.
+:class:`lstpe.nn.model.LSTTransformer`.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def dependence_table(x: torch.Tensor, seed: int = 0, d_model: int = 32,
     not of the weights). Entries are the largest absolute change of puzzle 0's four logits; an
     exact 0 means "does not depend on it at all".
     """
-    from lstpe.model import LSTTransformer, ModelConfig
+    from lstpe.nn.model import LSTTransformer, ModelConfig
 
     x = x.double()
     cfg = ModelConfig(d_model=d_model, n_layers=n_layers)

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lstpe.encodings import parse_pe
+from lstpe.nn.encodings import parse_pe
 
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
@@ -72,7 +72,7 @@ def summarize(table: pd.DataFrame, value: str = "accuracy", by: str | Sequence[s
     """Mean, SD, SEM and t confidence interval of ``value`` per group (e.g. over seeds).
 
     Args:
-        table: per-seed rows (e.g. ``lstpe.results.final_table(history)``).
+        table: per-seed rows (e.g. ``lstpe.store.results.final_table(history)``).
         value: the column to summarise.
         by: grouping column(s), kept in first-seen order.
     Returns:
@@ -238,7 +238,7 @@ def with_accuracy(table: pd.DataFrame, history: pd.DataFrame, split: str = "val"
     Raises:
         ValueError: empty tables, no ``model`` column, or models missing from the history.
     """
-    from lstpe.results import final_table
+    from lstpe.store.results import final_table
 
     if table.empty:
         raise ValueError("the table is empty")

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstpe import encodings as enc
+from lstpe.nn import encodings as enc
 from lstpe.tutorial.sinusoid import toeplitz_gap
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def _heatmap(fig, ax, M, title: str, xlabel: str = "key j", ylabel: str = "query
 
 
 def plot_rotation_2d(theta: float = 0.6, m_max: int = 7, q=(1.0, 0.35)) -> Figure:
-    r"""A 2-D query rotated by :math:`m\theta`, m = 0..m_max (``lstpe.encodings.rotate``)."""
+    r"""A 2-D query rotated by :math:`m\theta`, m = 0..m_max (``lstpe.nn.encodings.rotate``)."""
     qv = torch.tensor(q, dtype=torch.float64)
     rot = enc.rotate(qv.expand(m_max + 1, 2), torch.arange(m_max + 1.0)[:, None] * theta)
     fig, axes = _figure(figsize=(4.2, 4.0))
@@ -89,7 +89,7 @@ def shift_invariance(d: int = 16, shifts=(1, 5, 100), seed: int = 0) -> pd.Serie
 
 def constant_content_scores(d: int = 16, seed: int = 0) -> dict[str, np.ndarray]:
     """RoPE scores of one query and one key repeated at all 16 positions, for ``rope`` and
-    ``rope-2d`` in both variants of :func:`lstpe.encodings.apply_rope`."""
+    ``rope-2d`` in both variants of :func:`lstpe.nn.encodings.apply_rope`."""
     g = torch.Generator().manual_seed(seed)
     q, k = torch.randn(2, d, generator=g, dtype=torch.float64)
     out = {}
@@ -213,9 +213,9 @@ def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125)) -> Figure:
 
 def variants_table(d_head: int = 160) -> pd.DataFrame:
     """For every PE of the package: where it acts, and how its block is built in the ``paper``
-    and ``textbook`` variants (:func:`lstpe.architecture.block_structure`), one compact
+    and ``textbook`` variants (:func:`lstpe.nn.architecture.block_structure`), one compact
     "paper / textbook" entry per property where they differ, so the table fits the page."""
-    from lstpe.architecture import block_structure
+    from lstpe.nn.architecture import block_structure
 
     def both(name: str, f) -> str:
         vals = [f(enc.parse_pe(name, variant=v), block_structure(enc.parse_pe(name, variant=v)))

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstpe import encodings as enc
+from lstpe.nn import encodings as enc
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -44,7 +44,7 @@ def frequencies(d: int, base: float = 10000.0) -> np.ndarray:
 def permutation_residual(n: int = 16, d_h: int = 8, seed: int = 0) -> float:
     r"""max :math:`|\mathrm{Attn}(PX) - P\,\mathrm{Attn}(X)|` for random q, k, v and a random
     permutation, with the attention of the LST models and no PE."""
-    from lstpe.model import attention
+    from lstpe.nn.model import attention
 
     g = torch.Generator().manual_seed(seed)
     q, k, v = torch.randn(3, 1, n, d_h, generator=g, dtype=torch.float64)
@@ -58,7 +58,7 @@ def permutation_residual(n: int = 16, d_h: int = 8, seed: int = 0) -> float:
 def shuffle_change(x: torch.Tensor, pes=("nope", "2d-fixed"), d_model: int = 32,
                    n_layers: int = 2, seed: int = 0) -> pd.Series:
     """Largest logit change of small untrained LST models when cells 0-14 are shuffled."""
-    from lstpe.model import LSTTransformer, ModelConfig
+    from lstpe.nn.model import LSTTransformer, ModelConfig
 
     g = torch.Generator().manual_seed(seed)
     shuffle = torch.cat([torch.randperm(15, generator=g), torch.tensor([15])])

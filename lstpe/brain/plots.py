@@ -1,0 +1,233 @@
+"""Figures of the brain experiment: matrices grouped by network, MSE bars, PE similarities,
+network measures (matplotlib is imported when a function is called)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from lstpe.brain.data import TEST_MASK
+
+
+def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], ax=None,
+                    title: str = "", sort: bool = True, **imshow_kw):
+    """Show an (R, R) matrix with tokens grouped by network (boundaries and network names).
+
+    Args:
+        w: (R, R) matrix in token order.
+        networks: (R,) network code of each token; names: the codes' names.
+        sort: group the tokens by network (False: token order, networks as a colour strip).
+    """
+    import matplotlib.pyplot as plt
+
+    from lstpe.analysis.networks import network_order
+
+    ax = ax or plt.gca()
+    codes = np.asarray(networks)
+    order = network_order(codes, range(len(names))) if sort else np.arange(len(codes))
+    im = ax.imshow(np.asarray(w)[np.ix_(order, order)], interpolation="nearest", **imshow_kw)
+    ax.grid(False)
+    if sort:
+        sizes = np.bincount(codes, minlength=len(names))
+        edges = np.cumsum(sizes)
+        for e in edges[:-1]:
+            ax.axhline(e - 0.5, color="w", lw=0.6)
+            ax.axvline(e - 0.5, color="w", lw=0.6)
+        centres = edges - sizes / 2 - 0.5
+        keep = sizes > 0
+        ax.set_xticks(centres[keep], np.asarray(names)[keep], rotation=90, fontsize=7)
+        ax.set_yticks(centres[keep], np.asarray(names)[keep], fontsize=7)
+    else:
+        ax.set_xlabel("token (region) index")
+        ax.set_ylabel("token (region) index")
+    ax.set_title(title)
+    return im
+
+
+def plot_mse_bars(summary: pd.DataFrame, baseline: float | None = None, ax=None,
+                  title: str = ""):
+    """Final train and test MSE per PE as paired bars with SD error bars (the paper's Fig. 3D).
+
+    Args:
+        summary: :func:`mse_summary` output (sorted as it should be drawn).
+        baseline: the linear predictor's test MSE, drawn as a dashed line.
+    """
+    import matplotlib.pyplot as plt
+
+    ax = ax or plt.subplots(figsize=(8, 3.8))[1]
+    x = np.arange(len(summary))
+    ax.bar(x - 0.2, summary["train_mean"], 0.4, yerr=summary["train_std"].fillna(0),
+           label="train (main)")
+    ax.bar(x + 0.2, summary["test_mean"], 0.4, yerr=summary["test_std"].fillna(0),
+           label="test (holdout)")
+    lows = [summary[["train_mean", "test_mean"]].min().min()]
+    if baseline is not None:
+        ax.axhline(baseline, color="k", ls="--", lw=1, label="linear baseline (test)")
+        lows.append(baseline)
+    ax.set_ylim(0.9 * min(lows), None)
+    ax.set_xticks(x, summary["pe"], rotation=30)
+    ax.set(ylabel=f"MSE at {TEST_MASK:.0%} masked", title=title)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0.0,
+                         vmax: float = 1.0, align: str = "none"):
+    """One :func:`plot_by_network` panel of :func:`~lstpe.analysis.networks.pe_similarity`
+    per model (additive PEs). Returns the Figure.
+
+    Args:
+        artifacts: a run's artefacts (``pe_final`` (M, L, R, d), ``labels``, ``networks``,
+            ``network_names``).
+        models: indices of the models to show.
+        align: ``"none"`` (plain distances, default) or ``"pair"`` (per-pair Procrustes); with
+            ``"pair"`` a PE whose distances are all equal (``1d-fixed``) gets a note instead
+            of a panel, since its similarity is undefined.
+    """
+    import matplotlib.pyplot as plt
+
+    from lstpe.analysis.networks import pe_similarity
+
+    names, nets = artifacts["network_names"], np.asarray(artifacts["networks"])
+    cols = max(1, (len(models) + 1) // 2)
+    fig, axes = plt.subplots(2, cols, figsize=(3.3 * cols, 7), squeeze=False)
+    im = None
+    for ax, i in zip(axes.flat, models, strict=False):
+        label = artifacts["labels"][i]
+        try:
+            im = plot_by_network(pe_similarity(artifacts["pe_final"][i], align), nets, names,
+                                 ax=ax, title=label, vmin=vmin, vmax=vmax)
+        except ValueError as e:  # all distances equal (1d-fixed, align="pair"): W undefined
+            if "distances are equal" not in str(e):
+                raise
+            ax.text(0.5, 0.5, f"all distances equal\n(align={align!r})", ha="center",
+                    va="center")
+            ax.set_title(label)
+            ax.axis("off")
+    for ax in axes.flat[len(models):]:
+        ax.axis("off")
+    if im is not None:
+        fig.colorbar(im, ax=axes, fraction=0.02, label="1 - scaled distance")
+    return fig
+
+
+def plot_network_measures(table: pd.DataFrame, order: Sequence[str]):
+    """Modularity and network clustering per PE: after training (mean, SD over seeds), at
+    initialisation, and the shuffled-network null mean (:func:`network_table` output with
+    stages ``init`` and ``final``). Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    x = np.arange(len(order))
+    g = table.groupby(["stage", "pe"])
+    for ax, m in zip(axes, ["modularity", "clustering"], strict=True):
+        mean, sd = g[m].mean(), g[m].std().fillna(0)
+        ax.errorbar(x, mean["final"][order], yerr=sd["final"][order], fmt="o", capsize=3,
+                    label="after training (mean, SD over seeds)")
+        ax.plot(x, mean["init"][order], "o", mfc="none", color="k", label="at initialisation")
+        ax.plot(x, g[f"{m}_null_mean"].mean()["final"][order], "_", ms=18, color="r",
+                label="shuffled-network null (mean)")
+        ax.set_xticks(x, list(order), rotation=30)
+        ax.set(ylabel=m, title=f"{m} of the PE vs the Yeo-7 networks")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_token_order(fc: np.ndarray, file_codes: np.ndarray, token_codes: np.ndarray,
+                     names: Sequence[str]):
+    """The FC in file order and grouped by network, and each token's network in file order and
+    in the model's token order (one figure, three panels).
+
+    Args:
+        fc: (R, R) functional connectivity in file order.
+        file_codes: (R,) network code of each region in file order.
+        token_codes: (R,) network code of each token in the model's order.
+        names: the network names of the codes.
+    Returns:
+        The figure.
+    """
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(11, 4.6))
+    ax1, ax2, ax3 = (fig.add_subplot(1, 3, k) for k in (1, 2, 3))
+    plot_by_network(fc, file_codes, names, ax=ax1, sort=False, vmin=-0.2, vmax=1,
+                    title="HCP FC (main group), file order")
+    im = plot_by_network(fc, file_codes, names, ax=ax2, vmin=-0.2, vmax=1,
+                         title="the same, grouped by network")
+    fig.colorbar(im, ax=ax2, fraction=0.046, label="correlation")
+    ax3.imshow(np.stack([file_codes, token_codes]), aspect="auto", cmap="tab10", vmin=0,
+               vmax=9, interpolation="nearest")
+    ax3.set(yticks=[0, 1], yticklabels=["file", "shuffled"], xlabel="token index",
+            title="network of each token")
+    ax3.grid(False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_surrogate_fit(data, fcs: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Scatter the surrogate splits' correlations against the HCP group FCs, and return the
+    mean absolute difference of each split from each group.
+
+    Args:
+        data: a :class:`lstpe.brain.data.BrainData` (train and test splits, token order).
+        fcs: group name (``main``, ``holdout``) -> (R, R) FC in file order.
+    Returns:
+        (2, 2) table: rows train/test, columns the groups.
+    """
+    import matplotlib.pyplot as plt
+
+    iu = np.triu_indices(data.n_regions, 1)
+    o = np.asarray(data.order)
+    fcs = {g: np.asarray(f)[np.ix_(o, o)] for g, f in fcs.items()}
+    emp = {s: np.corrcoef(getattr(data, s).numpy(), rowvar=False) for s in ("train", "test")}
+    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8), sharey=True)
+    for ax, (split, group) in zip(axes, [("train", "main"), ("test", "holdout")], strict=True):
+        ax.plot(fcs[group][iu], emp[split][iu], ".", ms=1, alpha=0.3)
+        ax.plot([-0.3, 1], [-0.3, 1], "k--", lw=0.8)
+        ax.set(xlabel=f"HCP FC, {group} group", ylabel=f"surrogate correlation ({split})",
+               title=f"{split} split ({len(getattr(data, split))} time points)")
+    fig.tight_layout()
+    return pd.DataFrame({g: {s: float(np.abs(emp[s] - fcs[g])[iu].mean()) for s in emp}
+                         for g in fcs}).rename_axis("split")
+
+
+def plot_curves(history: pd.DataFrame, baseline: dict, train_mask: float):
+    """Mean MSE over seeds per step and PE: training split at ``train_mask``, test split at the
+    test mask, each with the linear predictor's MSE (``baseline``: ``"split@ratio"`` -> MSE)."""
+    import matplotlib.pyplot as plt
+
+    from lstpe.brain.analysis import curves
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, (split, ratio) in zip(axes, [("train", train_mask), ("test", TEST_MASK)],
+                                  strict=True):
+        curves(history, split, ratio, train_mask).plot(ax=ax, marker=".", lw=1)
+        ax.axhline(baseline[f"{split}@{ratio:g}"], color="k", ls="--", lw=1,
+                   label="linear baseline")
+        ax.set(xlabel="training step", ylabel="MSE on masked regions",
+               title=f"{split} split, {ratio:.0%} masked (trained at {train_mask:.0%})")
+        ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def plot_mse_by_mask(history: pd.DataFrame, masks: Sequence[float]):
+    """Test MSE per PE (at the test mask) for each training mask ratio, one panel each."""
+    import matplotlib.pyplot as plt
+
+    from lstpe.brain.analysis import mse_summary
+
+    fig, axes = plt.subplots(1, len(masks), figsize=(3.2 * len(masks), 3.6), sharey=True,
+                             squeeze=False)
+    for ax, m in zip(axes[0], masks, strict=True):
+        s = mse_summary(history, m)
+        ax.bar(s["pe"], s["test_mean"], yerr=s["test_std"].fillna(0))
+        ax.set_ylim(0.9 * s["test_mean"].min(), None)
+        ax.set_title(f"trained at {m:.0%}, tested at {TEST_MASK:.0%}")
+        ax.tick_params(axis="x", rotation=90)
+    axes[0][0].set_ylabel("test MSE")
+    fig.tight_layout()
+    return fig

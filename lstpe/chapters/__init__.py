@@ -1,0 +1,107 @@
+"""What the chapters print and tabulate, kept out of their cells.
+
+The book's chapters (5-11) call these as ``ch.<name>`` (``from lstpe import chapters as ch``) so
+that a cell stays a few lines long and every chapter words its results the same way. This
+package face gathers the names of three modules, one job each:
+
+* :mod:`lstpe.chapters.text` -- printing and caveats: when a run can (not) test the paper:
+
+  * :func:`chance_test`, :func:`caveats`, :func:`warn`: say next to the numbers when a run
+    cannot test the paper -- ``preview`` scale, fewer seeds than an interval needs, fewer
+    epochs than the paper, or accuracies within noise of chance (0.25);
+  * :func:`say`, :func:`source_note`, :func:`show_run`: wrapped printing, and where a run's
+    numbers come from and what that source can show;
+  * :func:`describe_setup`: the chapter's setup line without local paths.
+
+* :mod:`lstpe.chapters.tables` -- tables and sentences about one run:
+
+  * :func:`compare_splits`, :func:`compact`, :func:`summary`: a paper table lined up against
+    ours, like for like (the paper's validation accuracy against ours evaluated as the authors
+    did, its training accuracy against our running training accuracy), with the other
+    evaluation beside it and the columns formatted so that the table fits the page;
+  * :func:`complexity_table`, :func:`complexity_sentence`: accuracy per relational complexity,
+    and a sentence that says what this table shows (not what people do);
+  * :func:`pe_kernel`, :func:`pe_kernels`: the position x position cosine of learned PEs;
+  * :func:`noise_loss`: accuracy per noise level and the accuracy lost to the largest one;
+  * :func:`human_table`, :func:`constant_cosine`, :func:`human_summary`: the
+    models-and-humans table in a few columns, the cosine any constant model reaches, the
+    chapter's "this run" line;
+  * :func:`run_summary`: the "this run" line of a chapter's takeaways;
+  * :func:`like_for_like`: our units beside the authors' logs at epoch 200 and the paper.
+
+* :mod:`lstpe.chapters.report` -- the reproduction report (chapter 11):
+
+  * :func:`outside_paper_interval`, :func:`explain_rows`: which rows of the report fall
+    outside the paper's 95% interval, and the reason the evidence gives for each;
+  * :func:`paper_report`, :func:`verdict_table`, :func:`both_evaluations`,
+    :func:`outside_rows`, :func:`report_summary`: every paper table against our runs like for
+    like, the verdict counts per table, both evaluations of the PEs with dropout, the rows
+    outside the paper's interval grouped by reason, and the verdict in words.
+
+Accuracy columns are the history's (:data:`lstpe.store.results.HISTORY_COLUMNS`); comparisons are
+:func:`lstpe.analysis.stats.compare_to_paper` tables.
+
+Imports go one way: ``text`` <- ``tables`` <- ``report`` <- this face (``notebook`` and
+``batch`` stand beside them). A test that patches a helper patches it where it is used (e.g.
+``lstpe.chapters.text.caveats``), not here.
+"""
+
+from __future__ import annotations
+
+from lstpe.chapters.report import (
+    PAPER_ROUNDING,
+    REPORT_ROWS,
+    both_evaluations,
+    explain_rows,
+    outside_paper_interval,
+    outside_rows,
+    paper_report,
+    report_summary,
+    verdict_table,
+)
+from lstpe.chapters.tables import (
+    SHORT_VERDICT,
+    SPLIT_LABELS,
+    compact,
+    compare_splits,
+    complexity_sentence,
+    complexity_table,
+    constant_cosine,
+    human_summary,
+    human_table,
+    like_for_like,
+    like_summary,
+    noise_loss,
+    pe_kernel,
+    pe_kernels,
+    run_summary,
+    summary,
+)
+from lstpe.chapters.text import (
+    CHANCE,
+    N_VAL_PUZZLES,
+    PAPER_EPOCHS,
+    PAPER_SEEDS,
+    PRINT_WIDTH,
+    caveats,
+    chance_test,
+    describe_setup,
+    say,
+    show_run,
+    source_note,
+    warn,
+    why_no_correlation,
+)
+
+__all__ = [
+    # lstpe.chapters.text
+    "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
+    "caveats", "say", "source_note", "show_run", "warn", "why_no_correlation", "describe_setup",
+    # lstpe.chapters.tables
+    "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
+    "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",
+    "constant_cosine", "human_summary", "run_summary", "like_for_like", "like_summary",
+    # lstpe.chapters.report
+    "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
+    "verdict_table", "both_evaluations", "outside_rows", "report_summary",
+]

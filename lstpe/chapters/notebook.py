@@ -1,0 +1,180 @@
+"""Helpers shared by the book's chapters: the chapter's settings, plot style, result tables.
+
+Every chapter starts with the same cells: an install cell (Colab), a papermill ``parameters``
+cell (``scale``, ``device``, ``results_dir``, ``results_out`` and only the parameters the
+chapter uses), then :func:`setup`, whose :meth:`Setup.get_run` fetches the chapter's runs
+(:func:`lstpe.experiments.runs.get_run`: stored, else cached, else trained).
+
+Where the stored runs are (:func:`lstpe.runtime.find_results`), first found wins:
+``$LSTPE_RESULTS``; the ``results/`` of the repository above the current folder; that of the
+repository the installed ``lstpe`` lives in (an editable install from a clone); that of a
+clone made by the install cell (``/content/lstpe`` on Colab, ``~/lstpe``); else ``./results``,
+where nothing is stored, and :func:`setup` says loudly that the chapter will train.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+from lstpe.experiments.runs import get_run, used_runs
+from lstpe.runtime import (
+    default_results_dir,
+    find_results,
+    pick_device,
+    repo_root,
+    stored_counts,
+)
+from lstpe.store.results import Run
+from lstpe.training.config import SCALES
+
+__all__ = ["SCALES", "Setup", "default_results_dir", "pick_device", "repo_root", "save_tables",
+           "setup"]
+
+
+@dataclass
+class Setup:
+    """What a chapter needs after its parameters cell."""
+
+    scale: str
+    device: torch.device
+    results_dir: Path
+
+    def get_run(self, name: str, **asked: Any) -> Run:
+        """The run ``name`` for this chapter: :func:`lstpe.experiments.runs.get_run` at the
+        chapter's
+        scale, results folder and device (``asked``: seeds, sigmas, epochs... None = the
+        registry's)."""
+        asked.setdefault("progress", self.scale != "preview")  # long runs show their progress
+        return get_run(name, self.scale, results_dir=self.results_dir, device=str(self.device),
+                       **asked)
+
+    def __str__(self) -> str:
+        """The setup line chapters print (:func:`lstpe.chapters.text.describe_setup`)."""
+        from lstpe.chapters.text import describe_setup
+
+        return describe_setup(self)
+
+
+def setup(scale: str = "preview", device: str = "auto", results_dir: str | None = None,
+          verbose: bool = True) -> Setup:
+    """Validate the chapter parameters, pick the device, set the plot style, find the stored
+    runs (:func:`lstpe.runtime.find_results`, the search order of the module docstring) and,
+    with ``verbose``, print what was found (:func:`stored_message`). TF32 and every other
+    global torch flag but the thread count are left as they are.
+
+    Raises:
+        ValueError: unknown scale or device.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
+    dev = pick_device(device)
+    torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+    style()
+    rd, how = (Path(results_dir), "results_dir") if results_dir else find_results()
+    if verbose:
+        print(stored_message(rd, how, scale), flush=True)
+    return Setup(scale, dev, rd)
+
+
+def stored_message(results_dir: Path, how: str, scale: str) -> str:
+    """What the chapter will show: the stored runs found (fragments of the paper campaign,
+    CPU runs) and where, or a WARNING that none was found and the chapter trains at
+    ``scale``."""
+    n = stored_counts(results_dir)
+    where = {"LSTPE_RESULTS": "$LSTPE_RESULTS", "repository": "the repository",
+             "package": "the installed package's repository", "clone": "the clone",
+             "results_dir": "results_dir"}.get(how, "the current folder")
+    if n["paper"] or n["cpu"]:
+        return (f"stored runs: {n['paper']} fragment(s) of the paper campaign under paper/, "
+                f"{n['cpu']} run(s) under cpu/ (results folder from {where}: {results_dir})")
+    return (f"WARNING: no stored runs found (results folder from {where}: {results_dir}); "
+            f"this chapter will TRAIN its runs at {scale!r} scale instead of showing the "
+            "stored reproduction. On Colab run the install cell (it clones the repository "
+            "with its results/), or set LSTPE_RESULTS to a results folder.")
+
+
+def style() -> None:
+    """The book's matplotlib style (consistent sizes, no top/right spines)."""
+    import matplotlib as mpl
+
+    mpl.rcParams.update({
+        "figure.figsize": (6.4, 4.0),
+        "figure.dpi": 110,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.titlesize": 11,
+        "axes.labelsize": 10,
+        "legend.frameon": False,
+        "image.cmap": "viridis",
+    })
+
+
+PROVENANCE_COLUMNS = ("source", "run", "run_preset", "run_epochs", "run_seeds",
+                      "run_optimizer", "run_commit")
+"""Columns :func:`save_tables` adds to every table: where its numbers come from."""
+
+
+def provenance(experiments: Sequence[Run]) -> dict[str, Any]:
+    """The provenance columns of tables computed from ``experiments`` (runs).
+
+    ``source`` (stored / cached / live), ``run`` (the run's name), and the actual config:
+    ``run_preset``, ``run_epochs``, ``run_seeds`` (JSON), ``run_optimizer``, ``run_commit``.
+    With several experiments each value is ``"name=value; name=value"``.
+    """
+    if not experiments:
+        return {}
+    one = len(experiments) == 1
+
+    def col(get) -> Any:
+        vals = [get(e) for e in experiments]
+        return vals[0] if one else "; ".join(f"{e.name}={v}"
+                                             for e, v in zip(experiments, vals, strict=True))
+
+    return {
+        "source": col(lambda e: e.source),
+        "run": "; ".join(e.name for e in experiments),
+        "run_preset": col(lambda e: e.config.get("preset")),
+        "run_epochs": col(lambda e: e.config.get("epochs", e.config.get("steps"))),
+        "run_seeds": col(lambda e: json.dumps(e.config.get("seeds"))),
+        "run_optimizer": col(lambda e: e.config.get("optimizer")),
+        "run_commit": col(lambda e: str(e.manifest.get("git_commit"))[:12]),
+    }
+
+
+def save_tables(results_out: str | Path | None, /, *experiments: Run,
+                **tables: pd.DataFrame) -> list[Path]:
+    """Write a chapter's result tables as ``<results_out>/<name>.csv`` (atomic writes).
+
+    ``lstpe batch`` passes ``results_out`` to every notebook it runs and collects these CSVs;
+    with ``results_out=None`` (reading the book) nothing is written. Every table gets the
+    :func:`provenance` columns of ``experiments`` (default: every run this kernel got from
+    :func:`lstpe.experiments.runs.get_run`), so a collected row says whether it comes from a stored,
+    cached or live run and with which seeds and epochs. A column a table already has is
+    kept; the provenance one is then written as ``run_<name>``.
+    """
+    if results_out is None:
+        return []
+    from lstpe.store.results import save_table
+
+    prov = provenance(list(experiments) or used_runs())
+    out = []
+    for name, t in tables.items():
+        t = t.copy()
+        for col, value in prov.items():
+            target = col if col not in t.columns else f"run_{col}"
+            if target not in t.columns:
+                t[target] = value
+        out.append(save_table(t, Path(results_out) / f"{name}.csv"))
+    return out

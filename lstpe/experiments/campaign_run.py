@@ -1,0 +1,321 @@
+"""Training the campaign's units: measure this machine, take what fits, train, publish.
+
+``lstpe campaign run --minutes N`` (:func:`run`):
+
+1. resumes a chunk that stopped with a checkpoint, if its units are still free;
+2. otherwise measures this machine (:func:`probe`: a few real training steps and one
+   evaluation of the paper-size model, in the precision chosen by :func:`choose_precision`),
+   estimates the wall time of a unit from it, and takes the next free units of the plan that
+   fit in the time left (at least one unit must fit, unless ``allow_partial``);
+3. claims them (one :class:`~lstpe.store.rundir.RunLock` per unit: two processes never train the
+   same unit), trains them as one batch of models (:func:`lstpe.training.train.train_many`,
+   checkpointed every :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs, pausing cleanly
+   before
+   the deadline), then verifies and publishes each unit as its fragment
+   (:func:`lstpe.experiments.campaign.publish`);
+4. repeats while another unit fits.
+
+The estimate is made as follows: seconds per model-epoch = (median step time x steps per
+epoch + evaluation time x evaluations per epoch) / models in the probe, times the chunk's
+models and epochs, plus the evaluations and noise test after training. Each fragment's manifest
+keeps the estimate beside the measured wall time (``campaign.estimate_s``, ``unit_wall_s``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lstpe.experiments import campaign as cp
+from lstpe.experiments import campaign_status as cs
+from lstpe.runtime import BF16_FLAGS, pick_device
+from lstpe.runtime import cpu_flags as runtime_cpu_flags
+from lstpe.store import results as res
+
+REPORTED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
+
+MAX_UNITS = 8
+"""At most this many units per chunk (they all finish together at the end)."""
+
+MARGIN_S = 120.0
+"""Seconds kept free at the end of a budget (final evaluation, noise test, publishing)."""
+
+
+def cpu_flags() -> list[str]:
+    """The :data:`REPORTED_FLAGS` this CPU has (``/proc/cpuinfo``; empty off Linux)."""
+    return runtime_cpu_flags(REPORTED_FLAGS)
+
+
+def choose_precision(device: torch.device) -> tuple[str, str]:
+    """The campaign's precision on ``device`` and why: always fp32 for now.
+
+    bf16 would be used only where the CPU has native bf16 instructions *and* the precision pair
+    (fp32 and bf16 runs of the same seeds, chapter 11) shows it leaves validation accuracy
+    within the seed-to-seed spread; no machine this project ran on had them, so no pair has
+    been measured and every unit trains in fp32.
+    """
+    if device.type != "cpu":
+        return "fp32", f"fp32 on {device.type}: the authors' V100 precision (no bf16 pair yet)"
+    flags = cpu_flags()
+    if not any(f in flags for f in BF16_FLAGS):
+        return "fp32", ("fp32: this CPU has no bf16 instructions (flags: "
+                        f"{' '.join(flags) or 'unknown'}), where bf16 matmuls are emulated")
+    return "fp32", ("fp32: this CPU has bf16 instructions, but no fp32/bf16 pair has shown "
+                    "that bf16 leaves the results unchanged")
+
+
+def machine() -> dict[str, Any]:
+    """What the manifest records of the machine: processor, threads, CPU flags."""
+    return {"processor": platform.processor() or platform.machine(),
+            "cpu_model": _cpu_model(), "threads": torch.get_num_threads(),
+            "cpu_flags": cpu_flags()}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+# --------------------------------------------------------------------------- probe
+
+
+def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
+          **overrides: Any) -> dict[str, Any]:
+    """Time real training steps and one evaluation of ``units`` batched together.
+
+    Returns:
+        ``models``, ``step_s`` (median of ``steps`` timed steps after 2 warm-up steps),
+        ``eval_s``, ``epoch_s`` (steps per epoch x step_s), ``evals_per_epoch`` and
+        ``s_per_model_epoch`` (training and evaluation, per model).
+    """
+    from lstpe.training.config import load_data
+    from lstpe.training.engine import EagerStep, Running
+    from lstpe.training.optim import StackedOptimizer
+    from lstpe.training.task import LSTTask, ModelSlot, _stratified_subset
+
+    cfgs = [u.config(device=str(device), **overrides) for u in units]
+    base = cfgs[0]
+    splits = load_data(base)
+    sub = {"train": _stratified_subset(splits["train"].vectors, base.eval_train_max,
+                                       base.split_seed),
+           "test": _stratified_subset(splits["test"].vectors, base.eval_test_max,
+                                      base.split_seed)}
+    slots = [ModelSlot(i, 0, c.specs[0], c.seeds[0]) for i, c in enumerate(cfgs)]
+    task = LSTTask(base, slots, [c.setting for c in cfgs], splits, sub, device)
+    opt = StackedOptimizer(task.model.parameters(), [c.optimizer for c in cfgs],
+                           [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
+    step = EagerStep(task, opt, task.model, Running.zeros(len(units), device), device, False)
+    times = []
+    task.model.train()
+    epoch = 0
+    while len(times) < steps:  # (tiny test recipes have one step per epoch)
+        epoch += 1
+        for s, batch in task.batches(epoch):
+            t0 = time.perf_counter()
+            step(batch, task.dropout_keys(epoch, s))
+            if epoch > 1 or s >= 2:  # two warm-up steps
+                times.append(time.perf_counter() - t0)
+            if len(times) >= steps:
+                break
+    task.model.eval()
+    t0 = time.perf_counter()
+    task.evaluate(1, False, None)
+    eval_s = time.perf_counter() - t0
+    n_steps = -(-len(splits["train"]) // base.batch_size)
+    evals = len(base.schedule()) / base.epochs
+    step_s = statistics.median(times)
+    per = (step_s * n_steps + eval_s * evals) / len(units)
+    return {"models": len(units), "step_s": round(step_s, 4), "eval_s": round(eval_s, 3),
+            "epoch_s": round(step_s * n_steps, 2), "evals_per_epoch": round(evals, 3),
+            "s_per_model_epoch": round(per, 3)}
+
+
+def floor_of(cfg: Any, models: int, device: torch.device) -> dict[str, Any]:
+    """This machine's fp32 matmul floor at the chunk's shapes
+    (:func:`lstpe.training.floor.measure_floor`):
+    GFLOP/s and model-epochs/s, for the manifest beside the measured rate."""
+    from lstpe.training.config import load_data
+    from lstpe.training.floor import measure_floor
+
+    n_train = len(load_data(cfg)["train"])
+    fl = measure_floor(cfg.model, cfg.batch_size, max(1, models), n_train, device, repeats=3)
+    return {"gflops": round(fl["gflops"], 1),
+            "model_epochs_per_s": round(fl["model_epochs_per_s"], 4),
+            "flops_per_model_epoch": fl["flops_per_model_epoch"]}
+
+
+def estimate_s(n_units: int, s_per_model_epoch: float, epochs: int) -> float:
+    """Seconds for a chunk of ``n_units`` (per-model cost taken as constant in the chunk size,
+    which the probe's batch of models supports on 2 cores)."""
+    return n_units * epochs * s_per_model_epoch + MARGIN_S
+
+
+# --------------------------------------------------------------------------- run
+
+
+def free_units(results_dir: str | Path | None = None, only: Sequence[str] | None = None
+               ) -> list[cp.Unit]:
+    """Units not stored, not claimed by a live process, not waiting in a paused chunk
+    (``only``: these unit keys), in plan order."""
+    table = cs.status(results_dir, verify=False)
+    free = set(table.loc[table["state"] == "todo", "unit"])
+    units = cp.plan()
+    if only is not None:
+        keys = [cp.find_unit(k, units).key for k in only]
+        units = [u for u in units if u.key in keys]
+    return [u for u in units if u.key in free]
+
+
+def run(minutes: float, results_dir: str | Path | None = None, device: str = "auto",
+        units: Sequence[str] | None = None, max_units: int = MAX_UNITS,
+        allow_partial: bool = False, log=print, **overrides: Any) -> list[cp.Unit]:
+    """Train the next units that fit in ``minutes`` (module docstring); return those published.
+
+    Args:
+        minutes: the time budget (wall clock) of this command.
+        results_dir: the results folder (default: the repository's ``results/``).
+        device: where to train.
+        units: train only these unit keys (``run/pe/seed``), e.g. one per SLURM array task.
+        max_units: at most this many units per chunk.
+        allow_partial: start one unit even if it does not fit (its checkpoint is kept; a later
+            ``run`` on the same machine resumes it).
+        overrides: recipe overrides (tests only: a tiny model).
+    """
+    if not (minutes > 0):
+        raise ValueError(f"--minutes must be > 0, got {minutes}")
+    if max_units < 1:
+        raise ValueError(f"--max-units must be >= 1, got {max_units}")
+    deadline = time.monotonic() + 60.0 * minutes
+    dev = pick_device(device)
+    precision, why = choose_precision(dev)
+    log(f"campaign: {precision} ({why}); device {res.device_name(dev)}; budget {minutes:g} min")
+    published: list[cp.Unit] = []
+    chunks = {str(v): v for v in cs.paused_units(results_dir).values()}
+    for _, chunk in sorted(chunks.items()):
+        spec = json.loads((chunk / "chunk.json").read_text())
+        if units is not None and not set(spec["units"]) <= set(units):
+            continue
+        log(f"resuming the paused chunk {chunk.name}: {', '.join(spec['units'])}")
+        done = _train_chunk([cp.find_unit(k) for k in spec["units"]], results_dir, dev,
+                            deadline, spec, log, overrides)
+        published += done
+        if not done:
+            return published
+    while True:
+        free = free_units(results_dir, units)
+        if not free:
+            log("campaign: no free unit left" + (" of those asked for" if units else ""))
+            return published
+        left = deadline - time.monotonic()
+        head = free[:max(1, min(max_units, 2))]
+        p = probe(head, dev, **overrides)
+        epochs = head[0].config(**overrides).epochs
+        n = 0
+        while n < min(max_units, len(free)) and \
+                estimate_s(n + 1, p["s_per_model_epoch"], epochs) <= left:
+            n += 1
+        log(f"probe: {p['models']} model(s), {p['step_s']} s/step, eval {p['eval_s']} s -> "
+            f"{p['s_per_model_epoch']} s per model-epoch; {left / 60:.1f} min left: "
+            f"{n} unit(s) fit")
+        if n == 0:
+            if not allow_partial or published:
+                log("campaign: no further unit fits in the time left")
+                return published
+            n = 1
+        spec = {"units": [u.key for u in free[:n]], "probe": p,
+                "floor": floor_of(head[0].config(**overrides), n, dev),
+                "setting": {"precision": precision, "step_mode": "eager", "models": n,
+                            "threads": torch.get_num_threads()},
+                "estimate_s": round(estimate_s(n, p["s_per_model_epoch"], epochs), 1),
+                "started_at": res._now(), "machine": machine(), "precision": precision,
+                "precision_reason": why}
+        done = _train_chunk(free[:n], results_dir, dev, deadline, spec, log, overrides)
+        published += done
+        if not done:
+            return published
+
+
+def _chunk_dir(results_dir: str | Path | None, keys: Sequence[str]) -> Path:
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
+    return cp._work(results_dir) / "chunks" / digest
+
+
+def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
+                 dev: torch.device, deadline: float, spec: dict, log,
+                 overrides: dict) -> list[cp.Unit]:
+    """Claim, train, verify and publish one chunk; [] if it paused or was claimed."""
+    import contextlib
+
+    from lstpe.store.rundir import RunLock, RunLockedError
+    from lstpe.training.engine import Paused
+    from lstpe.training.train import train_many
+
+    work = cp._work(results_dir)
+    cdir = _chunk_dir(results_dir, spec["units"])
+    with contextlib.ExitStack() as claims:
+        try:
+            for u in chunk:
+                claims.enter_context(RunLock(work / "claims" / u.slug))
+        except RunLockedError as e:
+            log(f"campaign: a unit of this chunk is claimed by another process ({e}); skipped")
+            return []
+        stored = [u.key for u in chunk if u.path(results_dir).exists()]
+        if stored:
+            log(f"campaign: {', '.join(stored)} stored meanwhile; chunk not trained")
+            shutil.rmtree(cdir, ignore_errors=True)
+            return []
+        if not (cdir / "chunk.json").exists():
+            res.save_json(spec, cdir / "chunk.json")
+        cfgs = [u.config(device=str(dev), **overrides) for u in chunk]
+        stages = [work / "staging" / u.slug for u in chunk]
+        for stage in stages:  # saved but not published (killed in between): the chunk's
+            if stage.exists() and not (cdir / "checkpoints").is_dir():  # checkpoint is gone
+                shutil.rmtree(stage)
+            elif (stage / "manifest.json").exists():  # its final checkpoint redoes the end
+                shutil.rmtree(stage)
+        log(f"training {len(chunk)} unit(s): {', '.join(u.key for u in chunk)} "
+            f"(estimate {spec['estimate_s'] / 60:.1f} min)")
+        t0 = time.monotonic()
+        try:
+            runs = train_many(cfgs, stages, progress=False, work_dir=cdir / "checkpoints",
+                              deadline=deadline)
+        except Paused as e:
+            log(f"campaign: {e}")
+            return []
+        wall = time.monotonic() - t0
+        out = []
+        for u, stage, r in zip(chunk, stages, runs, strict=True):
+            man = r.manifest
+            man["campaign"] = {
+                "unit": u.key, "chunk": spec["units"], "unit_wall_s":
+                round(float(man["wall_time_s"]) / len(chunk), 1),
+                "estimate_s": spec["estimate_s"], "probe": spec["probe"],
+                "floor": spec.get("floor"), "setting": spec.get("setting"),
+                "precision": spec["precision"], "precision_reason": spec["precision_reason"],
+                "machine": spec["machine"], "pid": os.getpid()}
+            res.update_manifest(stage, campaign=man["campaign"])
+            cp.publish(stage, u, results_dir)
+            out.append(u)
+        shutil.rmtree(cdir, ignore_errors=True)
+        rate = len(chunk) * cfgs[0].epochs / wall
+        floor = (spec.get("floor") or {}).get("model_epochs_per_s")
+        log(f"published {len(out)} fragment(s) in {wall / 60:.1f} min (estimate "
+            f"{spec['estimate_s'] / 60:.1f} min): {', '.join(u.key for u in out)}; "
+            f"{rate:.3f} model-epochs/s" + (f" = {rate / floor:.2f} of the fp32 floor"
+                                            if floor else ""))
+        return out

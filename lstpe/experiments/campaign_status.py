@@ -1,0 +1,151 @@
+"""What the campaign has done: units done, claimed, paused or damaged; hours spent and left.
+
+``lstpe campaign status`` prints :func:`status_text` of :func:`status`; chapter 11 shows
+:func:`progress` (per item of the plan) and :func:`stored_units` (one row per stored fragment).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from lstpe.experiments.campaign import _work, done_units, load_fragment, plan, unit_seconds
+from lstpe.store import results as res
+
+
+def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.DataFrame:
+    """One row per unit: ``unit, item, state, seconds, device, precision, commit, epochs``.
+
+    ``state``: ``done`` (fragment stored, and verified when ``verify``), ``damaged`` (it fails
+    verification: the ``error`` column says why), ``claimed`` (a live process trains it),
+    ``paused`` (a checkpoint waits for it), ``todo``.
+    """
+    from lstpe.store.rundir import RunLock
+
+    rows = []
+    work = _work(results_dir)
+    paused = paused_units(results_dir)
+    for u in plan():
+        row: dict[str, Any] = {"unit": u.key, "item": u.item, "state": "todo", "seconds": 0.0,
+                               "device": "", "precision": "", "commit": "", "epochs": 0,
+                               "error": ""}
+        if (u.path(results_dir) / "manifest.json").exists():
+            try:
+                f = load_fragment(u, results_dir, artifacts=verify) if verify else \
+                    res.Run(pd.DataFrame(), res.read_manifest(u.path(results_dir),
+                                                                 verify=False))
+                man = f.manifest
+                camp = man.get("campaign") or {}
+                row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
+                           precision=camp.get("precision", ""),
+                           commit=str(man.get("git_commit"))[:7],
+                           epochs=man["config"].get("epochs"))
+            except (ValueError, OSError) as e:
+                row.update(state="damaged", error=str(e)[:200])
+        elif u.path(results_dir).exists():
+            row.update(state="damaged", error=f"{u.path(results_dir)} has no manifest.json")
+        else:
+            lock = RunLock(work / "claims" / u.slug)
+            info = lock.read() if lock.path.exists() else None
+            mine = bool(info) and info.get("pid") == os.getpid() and \
+                info.get("host") == socket.gethostname()
+            if info is not None and (mine or lock._stale_reason(info) is None):
+                row["state"] = "claimed"
+            elif u.key in paused:
+                row["state"] = "paused"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def paused_units(results_dir: str | Path | None = None) -> dict[str, Path]:
+    """Units of chunks that stopped with a checkpoint: unit key -> chunk folder."""
+    out: dict[str, Path] = {}
+    chunks = _work(results_dir) / "chunks"
+    for d in sorted(chunks.glob("*")) if chunks.is_dir() else []:
+        spec = d / "chunk.json"
+        if spec.is_file() and any(d.glob("checkpoints/*.pt")):
+            try:
+                keys = json.loads(spec.read_text())["units"]
+            except (OSError, json.JSONDecodeError, KeyError):
+                continue
+            for k in keys:
+                out[k] = d
+    return out
+
+
+def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> str:
+    """What ``lstpe campaign status`` prints: per item done / left, hours spent and left."""
+    lines = []
+    for item, g in table.groupby("item"):
+        done = int((g["state"] == "done").sum())
+        lines.append(f"item {item}: {done}/{len(g)} units done"
+                     + (f", {int((g['state'] != 'done').sum())} left" if done < len(g) else ""))
+    done = table[table["state"] == "done"]
+    spent = done["seconds"].sum() / 3600
+    lines.append(f"all: {len(done)}/{len(table)} units done; {spent:.2f} machine-hours spent "
+                 f"({torch.get_num_threads()} threads here)")
+    if seconds_per_unit is None and len(done):
+        seconds_per_unit = float(done["seconds"].median())
+    left = table[table["state"] != "done"]
+    if seconds_per_unit:
+        for item, g in left.groupby("item"):
+            lines.append(f"  item {item}: {len(g)} units left = "
+                         f"{len(g) * seconds_per_unit / 3600:.1f} machine-hours at "
+                         f"{seconds_per_unit / 60:.1f} min per unit (median of the stored units)")
+    for state in ("claimed", "paused", "damaged"):
+        sel = table[table["state"] == state]
+        if len(sel):
+            lines.append(f"{state}: " + ", ".join(sel["unit"])
+                         + ("" if state != "damaged" else f" ({sel['error'].iloc[0]})"))
+    return "\n".join(lines)
+
+
+def progress(table: pd.DataFrame) -> pd.DataFrame:
+    """Per item of the plan: units, done, left, machine-hours spent, hours left at the median
+    cost of the stored units (``table``: :func:`status`)."""
+    done = table[table["state"] == "done"]
+    per_unit = float(done["seconds"].median()) if len(done) else math.nan
+    rows = []
+    for item, g in table.groupby("item"):
+        d = g[g["state"] == "done"]
+        left = len(g) - len(d)
+        rows.append({"item": item, "what": ITEMS.get(item, ""), "units": len(g),
+                     "done": len(d), "left": left,
+                     "hours spent": round(d["seconds"].sum() / 3600, 2),
+                     "hours left": round(left * per_unit / 3600, 1)})
+    return pd.DataFrame(rows).set_index("item")
+
+
+ITEMS: dict[int, str] = {
+    1: "Table 2 core: 2d-fixed and six sigmas, seeds 1-3",
+    2: "Table 1's other PEs, seeds 1-3",
+    3: "seeds 4-5 of items 1 and 2",
+    4: "the other 14 sigmas of Table 2, seeds 1-5",
+    5: "Table 4 (Adam, SGD) and Tables 5-6 (AdamW), seeds 1-3",
+}
+"""What each item of :func:`plan` is."""
+
+
+def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
+    """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit,
+    how`` (trained by the campaign, or imported from a run of the same recipe)."""
+    rows = []
+    for u in done_units(results_dir):
+        man = res.read_manifest(u.path(results_dir))
+        camp = man.get("campaign") or {}
+        mach = camp.get("machine") or {}
+        rows.append({"unit": u.key, "epochs": man["config"].get("epochs"),
+                     "precision": camp.get("precision", ""),
+                     "hours": round(unit_seconds(man) / 3600, 2),
+                     "device": man.get("device", ""),
+                     "cpu flags": " ".join(mach.get("cpu_flags", [])) or "-",
+                     "commit": str(man.get("git_commit"))[:7],
+                     "how": "imported" if "imported_from" in camp else "campaign"})
+    return pd.DataFrame(rows)

@@ -1,0 +1,302 @@
+"""The GPU driver: train the paper's named runs, batch by batch, resumably; plan, pack, unpack.
+
+``python scripts/reproduce.py`` (or ``python -m lstpe.experiments.reproduce``) loops over the
+registry
+(:mod:`lstpe.experiments.registry`): runs that share a number of epochs train as one batch of models
+(:func:`lstpe.training.train.train_many`), each written to ``<out>/<name>/`` with its manifest. A
+run
+whose folder holds a finished run of the same configuration is skipped; one of another
+configuration stops the driver (nothing is overwritten). An interrupted batch resumes from its
+checkpoints in ``<out>/_work/``.
+
+Subcommands::
+
+    python scripts/reproduce.py run  [--parts table2 table1 ...] [--minutes 9]   (default)
+    python scripts/reproduce.py plan [--parts ...] [--rate 250] [--memory-gib 70]
+    python scripts/reproduce.py pack --out PACKDIR [--runs table2 ...] [--volume K --to DIR]
+    python scripts/reproduce.py unpack PACKDIR [PACKDIR ...] [--into results/paper]
+
+Parts: the run names of the registry, ``bench`` (the throughput benchmark) and ``brain``
+(only when named: the brain experiment at the scale's preset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from lstpe.experiments.registry import REGISTRY, bundles, run_config
+from lstpe.runtime import default_results_dir, repo_root
+from lstpe.store import results as res
+from lstpe.store.storage import WriteError
+from lstpe.training.config import SCALES
+
+DEFAULT_PARTS: list[str] = ["table2", "table1", "table4/adam", "table4/sgd", "tables56",
+                            "long4000", "bench"]
+"""The order of the paper's issue: Table 2, Table 1, Tables 4-6, the long run, the benchmark."""
+
+EXTRA_PARTS = ("bench", "brain")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    model = {k: v for k, v in (("d_model", args.d_model), ("n_layers", args.n_layers))
+             if v is not None}
+    ov: dict[str, Any] = dict(epochs=args.epochs, seeds=args.seeds, device=args.device,
+                              amp=args.amp or None, max_models=args.max_models,
+                              checkpoint_every=args.checkpoint_every, n_train=args.n_train,
+                              step_mode=args.step_mode)
+    if model:
+        from lstpe.training.train import preset
+
+        ov["model"] = {**preset(args.scale).model.to_dict(), **model}
+    return ov
+
+
+def _check_parts(parts: list[str]) -> None:
+    bad = [p for p in parts if p not in REGISTRY and p not in EXTRA_PARTS]
+    if bad:
+        raise ValueError(f"unknown part(s) {', '.join(map(repr, bad))}; valid parts: "
+                         f"{', '.join([*REGISTRY, *EXTRA_PARTS])}")
+
+
+def _finished(run_dir: Path, cfg_dict: dict) -> bool:
+    """True if ``run_dir`` holds this finished run (files verified); raises
+    :class:`lstpe.store.results.RunDirError` if it holds another run, a damaged one, or is not a
+    writable run folder (:func:`lstpe.store.results.check_run_dir`)."""
+    return res.check_run_dir(run_dir, cfg_dict) == "finished"
+
+
+def preflight(runs: list[str], args: argparse.Namespace, out: Path) -> None:
+    """Every check that can fail before any training: the device, and every run folder."""
+    from lstpe.runtime import pick_device
+
+    pick_device(args.device or "auto")
+    ov = _overrides(args)
+    for n in runs:
+        _finished(out / n, run_config(n, args.scale, **ov).to_dict())
+
+
+def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Train the unfinished runs of one bundle together; return what the summary records."""
+    from lstpe.training.train import train_many
+
+    ov = _overrides(args)
+    cfgs = {n: run_config(n, args.scale, **ov) for n in names}
+    todo = [n for n in names if not _finished(out / n, cfgs[n].to_dict())]
+    if not todo:
+        print(f"  {' + '.join(names)}: finished run of this configuration exists, skipped")
+        return {"result": "skipped"}
+    models = sum(len(cfgs[n].pes) * len(cfgs[n].seeds) for n in todo)
+    epochs = cfgs[todo[0]].epochs
+    print(f"  {' + '.join(todo)}: {models} models, {epochs} epochs", flush=True)
+    work = out / "_work" / "+".join(todo).replace("/", "_")
+    t0 = time.perf_counter()
+    deadline = getattr(args, "deadline", None)
+    results = train_many([cfgs[n] for n in todo], [out / n for n in todo],
+                         progress=not args.no_progress, work_dir=work, deadline=deadline)
+    wall = time.perf_counter() - t0
+    shutil.rmtree(work, ignore_errors=True)
+    for n, r in zip(todo, results, strict=True):
+        fin = r.final("val")
+        print(f"    {n}: " + ", ".join(f"{pe} {acc:.3f}" for pe, acc in
+                                        fin.groupby("pe", sort=False)["accuracy"].mean().items()))
+    total_wall = results[0].manifest.get("wall_time_s", wall)
+    return {"result": "trained", "runs": todo, "models": models, "epochs": epochs,
+            "train_wall_s": round(wall, 1), "wall_total_s": total_wall,
+            "model_epochs_per_s": round(models * epochs / max(total_wall, 1e-9), 2),
+            "device": results[0].manifest.get("device")}
+
+
+def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The throughput benchmark into ``out/bench/bench.json`` unless it exists."""
+    target = out / "bench" / "bench.json"
+    if target.exists():
+        print(f"  bench: {target} exists, skipped")
+        return {"result": "skipped"}
+    root = repo_root(Path(__file__).resolve().parent) or Path.cwd()
+    cmd = [sys.executable, str(root / "benchmarks" / "train_throughput.py"), "--size",
+           args.scale, "--json", str(target), "--steps", "20" if args.scale == "paper" else "2",
+           "--models", *(["1", "15", "60", "150", "300"] if args.scale == "paper" else
+                         ["1", "4"])]
+    for flag, val in (("--device", args.device), ("--mode", args.step_mode or "auto")):
+        if val:
+            cmd += [flag, val]
+    cmd += ["--amp"] if args.amp else []
+    print("  bench: " + " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True)
+    return {"result": "trained"}
+
+
+def run_brain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The brain experiment (:func:`lstpe.brain.train_brain`) into ``out/brain``."""
+    from lstpe import brain
+
+    run_dir = out / "brain"
+    cfg = run_config("brain", args.scale, seeds=args.seeds, device=args.device,
+                     max_models=args.max_models)
+    if _finished(run_dir, cfg.to_dict()):
+        print("  brain: finished run of this configuration exists, skipped")
+        return {"result": "skipped"}
+    t0 = time.perf_counter()
+    brain.train_brain(cfg, run_dir=run_dir, progress=not args.no_progress)  # locks the folder
+    shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+    return {"result": "trained", "train_wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def _save_summary(out: Path, part: str, entry: dict[str, Any]) -> None:
+    path = out / "reproduce_summary.json"
+    summary = json.loads(path.read_text()) if path.exists() else {}
+    summary[part] = entry
+    res.save_json(summary, path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Train the parts; 0 when all finished, 1 when one failed, 3 when paused by --minutes."""
+    from lstpe.training.engine import Paused
+
+    args.deadline = time.monotonic() + 60 * args.minutes if args.minutes else None
+    parts = args.parts or DEFAULT_PARTS
+    _check_parts(parts)
+    runs = [p for p in parts if p in REGISTRY]
+    ov = _overrides(args)
+    groups = bundles(runs, args.scale, **ov) if runs else []  # validates every config
+    out = Path(args.out) if args.out else default_results_dir() / args.scale
+    preflight(runs, args, out)
+    print(f"reproduce: scale {args.scale}, parts {' '.join(parts)} -> {out}")
+    failed, paused = [], False
+    steps: list[tuple[str, Any]] = [("+".join(g), g) for g in groups]
+    steps += [(p, p) for p in parts if p in EXTRA_PARTS]
+    for label, what in steps:
+        print(f"[{label}]", flush=True)
+        t0 = time.perf_counter()
+        if paused:
+            print(f"[{label}] not started: the time budget is spent", flush=True)
+            continue
+        try:
+            if what == "bench":
+                entry = run_bench(args, out)
+            elif what == "brain":
+                entry = run_brain(args, out)
+            else:
+                entry = run_bundle(what, args, out)
+            status = "ok"
+        except Paused as e:
+            entry, status, paused = {}, f"paused: {e}", True
+            print(f"  {status}", flush=True)
+        except Exception as e:  # noqa: BLE001 - keep going with the other parts
+            entry, status = {}, f"failed: {type(e).__name__}: {e}"
+            failed.append(label)
+            print(f"  {status}", file=sys.stderr, flush=True)
+        wall = time.perf_counter() - t0
+        print(f"[{label}] {status}, wall time {wall:.1f} s", flush=True)
+        _save_summary(out, label, {**entry, "status": status, "wall_s": round(wall, 1),
+                                   "scale": args.scale})
+    if failed:
+        print(f"reproduce: failed: {' '.join(failed)} (rerun to resume them)", file=sys.stderr)
+        return 1
+    if paused:
+        print("reproduce: paused by --minutes; rerun the same command to resume", flush=True)
+        return 3
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from lstpe.experiments.plan import plan_table
+
+    parts = [p for p in (args.parts or DEFAULT_PARTS) if p in REGISTRY]
+    _check_parts(args.parts or [])
+    table = plan_table(parts, args.scale, rate=args.rate, memory_gib=args.memory_gib,
+                       **_overrides(args))
+    print(table.to_string(index=False))
+    total = table["minutes_at_rate"].sum()
+    print(f"\ntotal: {int(table['model_epochs'].sum()):,} model-epochs, {total:.1f} min of "
+          f"training at {args.rate:g} model-epochs/s (plus ~2 min to start a machine); a lease "
+          "holds 30 min, one command 10 min (a cut-off part resumes in the next command)")
+    return 0
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    from lstpe.store import pack
+
+    root = Path(args.root) if args.root else default_results_dir() / "paper"
+    index = pack.pack(root, args.out, runs=args.runs)
+    print(f"packed {len(index['runs'])} runs into {len(index['pieces'])} pieces "
+          f"({index['bytes'] / 2**20:.1f} MiB) in {args.out}")
+    if args.to is not None:
+        pack.copy_volume(index, args.out, args.volume, args.to)
+        print(f"volume {args.volume} -> {args.to}")
+    return 0
+
+
+def cmd_unpack(args: argparse.Namespace) -> int:
+    from lstpe.store import pack
+
+    root = Path(args.into) if args.into else default_results_dir() / "paper"
+    written = pack.unpack(args.dirs, root)
+    print(f"unpacked into {root}: {', '.join(written) if written else 'nothing new'}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="reproduce", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd")
+    for name in ("run", "plan"):
+        s = sub.add_parser(name)
+        s.add_argument("--parts", nargs="+", metavar="PART",
+                       help=f"default: {' '.join(DEFAULT_PARTS)}")
+        s.add_argument("--scale", default="paper", choices=list(SCALES))
+        s.add_argument("--out", help="results folder (default: results/<scale>)")
+        s.add_argument("--epochs", type=int, help="override every run's epochs (dry runs)")
+        s.add_argument("--seeds", type=int, nargs="+", help="override the seeds (dry runs)")
+        s.add_argument("--d-model", type=int, help="override the model width (dry runs)")
+        s.add_argument("--n-layers", type=int, help="override the number of blocks")
+        s.add_argument("--n-train", type=int, help="stratified training subset (dry runs)")
+        s.add_argument("--device", help="auto (default), cuda, cpu")
+        s.add_argument("--amp", action="store_true", help="bf16 autocast")
+        s.add_argument("--step-mode", help="auto (graph on CUDA), eager, compile, graph")
+        s.add_argument("--max-models", type=int, help="models per chunk at most (memory)")
+        s.add_argument("--checkpoint-every", type=int, help="epochs between checkpoints")
+        s.add_argument("--no-progress", action="store_true")
+        if name == "run":
+            s.add_argument("--minutes", type=float, help="stop cleanly (checkpointed, exit 3) "
+                           "before this many minutes have passed; rerun to resume")
+        if name == "plan":
+            s.add_argument("--rate", type=float, default=250.0,
+                           help="assumed model-epochs per second (default 250: the target)")
+            s.add_argument("--memory-gib", type=float, default=70.0)
+    s = sub.add_parser("pack")
+    s.add_argument("--root", help="results folder to pack (default results/paper)")
+    s.add_argument("--out", required=True, help="empty folder for the pieces")
+    s.add_argument("--runs", nargs="+", help="run folders relative to the root")
+    s.add_argument("--volume", type=int, default=0, help="volume to copy with --to")
+    s.add_argument("--to", help="copy one volume (7 pieces + index) here, e.g. $OUT")
+    s = sub.add_parser("unpack")
+    s.add_argument("dirs", nargs="+", help="folders holding the pieces and the index")
+    s.add_argument("--into", help="results folder (default results/paper)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """0 if everything asked finished, 1 if a part failed, 2 on bad arguments, a refused or
+    damaged pack, or a failed write (one line naming the file)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0].startswith("-"):
+        argv = ["run", *argv]
+    args = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack,
+                "unpack": cmd_unpack}[args.cmd](args)
+    except (ValueError, WriteError) as e:  # both name the file and what was kept
+        print(f"reproduce: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

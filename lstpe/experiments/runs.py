@@ -1,0 +1,309 @@
+"""Get a named run: stored, else cached, else trained and saved.
+
+:func:`get_run` is the one door to a run for the chapters, ``lstpe`` and the GPU driver::
+
+    run = get_run("table2")                      # a chapter at preview scale
+    run = get_run("table1", "cpu", seeds=[29])   # another seed: trained, not the stored run
+
+What a name means at each scale is :func:`lstpe.experiments.registry.run_config` (the registry).
+Where
+the numbers come from, best first:
+
+1. the campaign's **fragments** of the run under ``<results_dir>/paper/<name>/<pe>/<seed>/``
+   (:func:`campaign_run`: 200-epoch units of the paper's recipe, merged; each PE with the seeds
+   stored so far), then a **stored** run ``<results_dir>/<scale>/<name>`` of a scale at least
+   as large as the one asked for (``paper`` > ``cpu`` > ``preview``): the paper-scale run
+   from a GPU, then the run of the paper's model trained on a CPU. It is used when it
+   *fits*: its config is the registry's config at its scale, with whatever the caller set
+   (``seeds``, ``sigmas``, ``epochs``, ...) equal to the caller's values (the PEs asked for
+   may be a subset of the stored ones). If it differs only in what the caller set, it is
+   passed over with a message (the caller asked for another run). If it differs in anything
+   else, it is refused with a :class:`StoredRunMismatch` naming the keys: the registry changed
+   since it was trained, and its numbers would be shown as something they are not.
+2. a **cached** run of exactly this config and code (:func:`cache_dir`).
+3. otherwise the run is **trained** now (``live``) and saved: at ``paper`` or ``cpu`` scale,
+   into ``<results_dir>/<scale>/<name>`` when the caller set nothing and no run is there
+   (resumable from checkpoints), else into the cache.
+
+Every run returned is remembered (:func:`used_runs`) so a chapter's tables can say where their
+numbers come from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from lstpe.experiments.registry import BRAIN_RUN, REGISTRY, run_config
+from lstpe.runtime import default_results_dir
+from lstpe.store import results as res
+from lstpe.training.config import SCALES
+
+STORED_SCALES: tuple[str, ...] = ("paper", "cpu")
+"""Scales whose runs are stored under ``results/<scale>/``, best first."""
+
+FIT_IGNORE: tuple[str, ...] = (*res.EXECUTION_KEYS, "amp", "progress")
+"""Config keys that never make a stored run unfit: how it was executed, including bf16
+autocast (a stored run's ``describe()`` says when it used it)."""
+
+
+SUBSET_KEYS: tuple[str, ...] = ("pes", "train_masks")
+"""List-valued keys for which a stored run fits when it holds at least what is wanted (a
+chapter shows the PEs it asks for out of a run that has more)."""
+
+
+class StoredRunMismatch(ValueError):
+    """A stored run whose config is not the registry's: refused, naming the keys."""
+
+
+def cache_dir() -> Path:
+    """Where trained runs are cached: ``$LSTPE_CACHE`` or ``~/.cache/lstpe``.
+
+    A run is keyed by its full configuration *and* a hash of the code and data training
+    depends on (:data:`TRAINING_SOURCES`), so a cached run is what training would produce now
+    (training on the CPU is deterministic). Chapters that need the same run, and a second
+    execution of the book (nbmake, then the book build), train it once.
+    """
+    return Path(os.environ.get("LSTPE_CACHE") or Path.home() / ".cache" / "lstpe")
+
+
+TRAINING_SOURCES = ("runtime.py", "lst/*.py", "nn/*.py", "store/*.py", "training/*.py",
+                    "brain/*.py", "data/lst/*.csv", "data/brain/*.csv")
+"""What determines what a training run produces (the cache key hashes them): every module of
+the subpackages below the experiments, and the vendored data. Each pattern must match a file:
+a pattern that matches none (a folder moved or renamed) is an error, never a key that
+silently stops covering the code."""
+
+
+@lru_cache(maxsize=1)
+def source_hash() -> str:
+    """A hash of every file of :data:`TRAINING_SOURCES` (paths and bytes).
+
+    Raises:
+        FileNotFoundError: a pattern matches no file (naming it).
+    """
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for pattern in TRAINING_SOURCES:
+        files = sorted(root.glob(pattern))
+        if not files:
+            raise FileNotFoundError(f"lstpe.experiments.runs.TRAINING_SOURCES: {pattern!r} "
+                                    f"matches no file under {root}; update the list")
+        for p in files:
+            h.update(p.relative_to(root).as_posix().encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cache_key(config: dict) -> str:
+    """The cache key of a config dict (with :func:`source_hash`)."""
+    blob = json.dumps(config, sort_keys=True, default=str) + source_hash()
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+_USED: dict[str, res.Run] = {}
+
+
+def used_runs() -> list[res.Run]:
+    """The runs :func:`get_run` returned in this process, the latest of each name."""
+    return list(_USED.values())
+
+
+def _use(run: res.Run) -> res.Run:
+    _USED[run.name] = run
+    return run
+
+
+def conflicts(stored: dict, wanted: dict, asked: Iterable[str]) -> tuple[list[str], list[str]]:
+    """How a stored run's config differs from the one wanted.
+
+    Returns:
+        (differences in keys the caller set, other differences), each as
+        ``"key: stored X, wanted Y"``. A :data:`SUBSET_KEYS` key differs only if a wanted
+        entry is not stored.
+    """
+    asked = set(asked)
+    stored, wanted = _sorted_seeds(stored), _sorted_seeds(wanted)
+    diff = res.config_diff(stored, wanted, ignore=FIT_IGNORE)
+    mine: list[str] = []
+    other: list[str] = []
+    for key in diff:
+        top = key.split(".")[0]
+        if top in SUBSET_KEYS and isinstance(stored.get(top), list) \
+                and set(wanted.get(top) or []) <= set(stored[top]):
+            continue
+        line = f"{key}: stored {_get(stored, key)}, wanted {_get(wanted, key)}"
+        (mine if top in asked or (top == "pes" and "sigmas" in asked) else other).append(line)
+    return mine, other
+
+
+def _sorted_seeds(config: dict) -> dict:
+    """The seeds in order: a run's models are the same whatever order its seeds were listed."""
+    seeds = config.get("seeds")
+    return {**config, "seeds": sorted(seeds)} if isinstance(seeds, list) else config
+
+
+def _get(d: Any, key: str) -> str:
+    for part in key.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    text = json.dumps(d, default=str)
+    return text if len(text) <= 60 else text[:56] + "...]"
+
+
+def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None = None,
+               verbose: bool = True, **asked: Any) -> res.Run | None:
+    """The best stored run of ``name`` that fits (see the module docstring), or None.
+
+    Raises:
+        StoredRunMismatch: a stored run differs from the registry in keys the caller did not
+            set (naming the run and the keys).
+        lstpe.store.results.DamagedFileError: a stored run is damaged (naming the file).
+    """
+    base = Path(results_dir) if results_dir else default_results_dir()
+    asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
+    for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
+        if src == "paper" and name in REGISTRY and name not in NO_FRAGMENTS:
+            merged = campaign_run(name, base, verbose, **asked)
+            if merged is not None:
+                return merged
+        run = res.find(f"{src}/{name}", base)
+        if run is None:
+            continue
+        mine, other = conflicts(run.config, run_config(name, src, **asked).to_dict(), asked)
+        if other:
+            raise StoredRunMismatch(
+                f"the stored run {run.path} was not trained with the registry's {name!r} at "
+                f"{src} scale ({'; '.join(other)}); retrain it (scripts/reproduce.py run "
+                f"--scale {src} --parts {name}) or move it out of {base}")
+        if mine:
+            if verbose:
+                print(f"the stored run {run.path} does not fit what was asked "
+                      f"({'; '.join(mine)}); not used", flush=True)
+            continue
+        run.name = name
+        return run
+    return None
+
+
+NO_FRAGMENTS: tuple[str, ...] = ("long4000",)
+"""Runs the campaign's 200-epoch units never stand in for: ``long4000`` exists to measure
+what 4000 epochs change."""
+
+FRAGMENT_ASKED = ("pes", "seeds", "sigmas", "epochs")
+"""What a caller may ask of a campaign run: which PEs and seeds (a subset of the fragments),
+and the epochs (fragments of other epochs are passed over)."""
+
+
+def campaign_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
+                 **asked: Any) -> res.Run | None:
+    """The campaign's fragments of ``name`` (:mod:`lstpe.experiments.campaign`) merged into one
+    run, or
+    None if none is stored that fits what was asked.
+
+    Each fragment is verified on load and must have its unit's recipe (else
+    :class:`lstpe.experiments.campaign.RecipeMismatch` names the fragment and the keys). The PEs
+    and seeds
+    asked for select fragments; ``epochs`` keeps the fragments of that many epochs. Anything
+    else asked (an optimizer, a learning rate...) is not what the campaign trained: the
+    fragments are passed over with a message. The run's ``manifest["seeds_per_pe"]`` says
+    which seeds each PE has; PEs without a fragment are absent.
+    """
+    from lstpe.experiments import campaign as cp
+
+    other = sorted(k for k in asked if k not in FRAGMENT_ASKED)
+    base = Path(results_dir) if results_dir else default_results_dir()
+    if not (base / "paper").is_dir():
+        return None
+    if other:
+        if verbose:
+            print(f"the campaign's fragments of {name!r} were trained with the registry's "
+                  f"{', '.join(other)}; asked for others: not used", flush=True)
+        return None
+    pes = asked.get("pes") or run_config(name, "paper", sigmas=asked.get("sigmas")).pes
+    frags = cp.fragments_of(name, pes, base, seeds=asked.get("seeds"))
+    if asked.get("epochs") is not None:
+        frags = [f for f in frags if f.config.get("epochs") == asked["epochs"]]
+    if not frags:
+        return None
+    return cp.merge(frags, name)
+
+
+def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None = None,
+            device: str = "auto", stored: bool = True, cache: bool = True,
+            require_stored: bool = False, progress: bool = False, **asked: Any) -> res.Run:
+    """The run ``name`` at ``scale``: stored, else cached, else trained (module docstring).
+
+    Args:
+        name: a registry name (``table1``, ``table2``, ``table4/adam``, ``table4/sgd``,
+            ``tables56``, ``long4000``) or ``brain``.
+        scale: ``preview``, ``cpu`` or ``paper``: what to train if nothing fits.
+        results_dir: the results folder (default: the repository's ``results/``).
+        device: where to train (``auto``: cuda > mps > cpu).
+        stored: look for stored runs at all.
+        cache: reuse (and fill) the cache of trained runs.
+        require_stored: raise instead of training when no stored run fits.
+        progress: progress bars while training.
+        **asked: values that replace the registry's (``seeds``, ``epochs``, ``sigmas``,
+            ``pes``, ``optimizer``...; brain: ``steps``, ``train_masks``...); None = the
+            registry's.
+    Raises:
+        ValueError: an unknown name or scale, or an invalid value (naming it).
+        StoredRunMismatch: a stored run was trained with another config than the registry's.
+        FileNotFoundError: ``require_stored`` and no stored run fits.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
+    if name not in REGISTRY and name != BRAIN_RUN:
+        raise ValueError(f"unknown run {name!r}; valid runs: {', '.join(REGISTRY)}, {BRAIN_RUN}")
+    asked = {k: v for k, v in asked.items() if v is not None}
+    cfg = run_config(name, scale, **asked, device=device)  # validates every value
+    base = Path(results_dir) if results_dir else default_results_dir()
+    if stored or require_stored:
+        found = stored_run(name, scale, base, **asked)
+        if found is not None:
+            return _use(found)
+        if require_stored:
+            raise FileNotFoundError(f"no stored run of {name!r} fits under {base} "
+                                    f"({', '.join(s for s in STORED_SCALES)} scales)")
+    cached = cache_dir() / scale / f"{name.replace('/', '_')}-{cache_key(cfg.to_dict())}"
+    if cache and (cached / "manifest.json").exists():
+        run = res.load(cached)
+        run.name, run.source = name, "cached"
+        return _use(run)
+    run_dir = None
+    if scale in STORED_SCALES:
+        home = base / scale / name
+        run_dir = home if not asked and not (home / "manifest.json").exists() else cached
+    run = _train(name, cfg, run_dir, progress)
+    if run_dir is None and cache:
+        _save_cached(cached, run)
+    run.name = name
+    return _use(run)
+
+
+def _train(name: str, cfg: Any, run_dir: Path | None, progress: bool) -> res.Run:
+    if name == BRAIN_RUN:
+        from lstpe.brain.train import train_brain
+
+        return train_brain(cfg, run_dir=run_dir, progress=progress)
+    from lstpe.training.train import train
+
+    return train(cfg, run_dir=run_dir, progress=progress)
+
+
+def _save_cached(cached: Path, run: res.Run) -> None:
+    """Save a trained run to the cache unless another process is saving it right now."""
+    from lstpe.store.rundir import RunLock, RunLockedError
+
+    try:
+        with RunLock(cached):
+            if not (cached / "manifest.json").exists():
+                res.save_run(cached, run.history, run.manifest, run.artifacts, run.tables)
+                run.path = cached
+    except RunLockedError:
+        pass  # another process is caching the same run

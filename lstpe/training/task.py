@@ -1,0 +1,201 @@
+"""The LST task for the training engine: batches, losses and evaluation of stacked models.
+
+:class:`LSTTask` is what :func:`lstpe.training.engine.run_chunk` trains for the puzzles: every model
+reads its own minibatch (a permutation drawn from ``(seed, epoch)``) from the training puzzles
+resident on the device, has its own dropout keys (``(seed, epoch, step)``), and is evaluated in
+eval mode on the splits, once more on the validation puzzles with dropout active (the authors'
+evaluation), and by the running training metrics of the epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from lstpe.nn import dropout as drop
+from lstpe.nn.encodings import PESpec
+from lstpe.nn.model import BatchedLSTTransformer
+from lstpe.training.engine import autocast
+
+if TYPE_CHECKING:
+    from lstpe.training.config import TrainConfig
+
+SPLITS = ("train", "test", "val")
+"""Splits evaluated in eval mode (``val_dropout`` and ``train_running`` are added)."""
+
+
+def epoch_permutation(seed: int, epoch: int, n: int) -> torch.Tensor:
+    """The data order of one model in one epoch: a permutation of ``range(n)``.
+
+    Drawn from ``(seed, epoch)`` only, so a model sees the same order whether it is trained
+    alone or batched with others, and a resumed run continues the same sequence.
+    """
+    g = torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % (2**62))
+    return torch.randperm(n, generator=g)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@torch.no_grad()
+def predict(model: BatchedLSTTransformer, x: torch.Tensor, chunk: int = 2048,
+            return_attention: bool = False, amp: bool | torch.dtype | None = False, **kw: Any):
+    """Logits (M, N, 4) [and attention (M, N, L, n, n)] of all models on x (N, 16, 5)."""
+    device = next(model.parameters()).device
+    outs, maps = [], []
+    for i in range(0, x.shape[0], chunk):
+        xb = x[i:i + chunk].to(device)
+        with autocast(device, amp):
+            out = model(xb, return_attention=return_attention, **kw)
+        if return_attention:
+            outs.append(out[0].float())
+            maps.append(out[1].float())
+        else:
+            outs.append(out.float())
+    logits = torch.cat(outs, 1)
+    return (logits, torch.cat(maps, 1)) if return_attention else logits
+
+
+def score(logits: torch.Tensor, y: torch.Tensor, vectors: torch.Tensor) -> dict[str, tuple]:
+    """Accuracy and mean cross-entropy per condition.
+
+    Args:
+        logits: (M, N, 4); y, vectors: (N,).
+    Returns:
+        ``{"all"|"1"|"2"|"3": (accuracy (M,), loss (M,))}`` as numpy arrays.
+    """
+    y, vectors = y.to(logits.device), vectors.to(logits.device)
+    M, N, C = logits.shape
+    loss = F.cross_entropy(logits.reshape(-1, C), y.repeat(M), reduction="none").view(M, N)
+    correct = (logits.argmax(-1) == y).float()
+    out = {"all": (correct.mean(1), loss.mean(1))}
+    for v in (1, 2, 3):
+        sel = vectors == v
+        if sel.any():
+            out[str(v)] = (correct[:, sel].mean(1), loss[:, sel].mean(1))
+    return {k: (a.cpu().numpy(), b.cpu().numpy()) for k, (a, b) in out.items()}
+
+
+def _stratified_subset(vectors: torch.Tensor, n: int | None, seed: int) -> torch.Tensor:
+    """Indices of a stratified (by condition) subset of at most n rows, deterministic."""
+    from lstpe.lst import stratified_sample
+
+    if n is None or n >= vectors.shape[0]:
+        return torch.arange(vectors.shape[0])
+    rng = np.random.default_rng(seed)
+    return torch.from_numpy(stratified_sample(vectors.numpy(), int(n), rng))
+
+
+# --------------------------------------------------------------------------- the LST task
+
+
+@dataclass(frozen=True)
+class ModelSlot:
+    """One model of a bundle: which config it belongs to and its id within that config."""
+
+    config: int
+    local_id: int
+    spec: PESpec
+    seed: int
+
+
+class LSTTask:
+    """The LST task for one chunk of models (see :class:`lstpe.training.engine.Task`).
+
+    ``eval_chunk``: puzzles per forward call of an evaluation (memory: each call holds the
+    activations of ``eval_chunk`` puzzles for every model of the chunk).
+    """
+
+    def __init__(self, cfg: TrainConfig, slots: list[ModelSlot], settings: list[str],
+                 splits: dict, sub: dict, device: torch.device, eval_chunk: int = 2048) -> None:
+        self.cfg, self.slots, self.settings, self.splits, self.sub = cfg, slots, settings, \
+            splits, sub
+        self.device = device
+        self.eval_chunk = int(eval_chunk)
+        # built on the host, then moved: the dropout models' seeds are read here once (a host
+        # read of the device's drop_idx per step would stall the GPU's queue)
+        model = BatchedLSTTransformer([s.spec for s in slots], [s.seed for s in slots],
+                                      cfg.model)
+        self.dropout_seeds: list[int] = model.dropout_seeds
+        self.model = model.to(device)
+        self.n_models = len(slots)
+        tr = splits["train"]
+        self.x, self.y = tr.x.to(device), tr.y.to(device)
+        self.diverged = np.zeros(self.n_models, dtype=bool)
+        self._keys_epoch: int | None = None
+        self._keys = torch.zeros(0, dtype=torch.int64)
+
+    def batches(self, epoch: int) -> Iterator[tuple[int, torch.Tensor]]:
+        N, bs = self.x.shape[0], self.cfg.batch_size
+        seeds = sorted({s.seed for s in self.slots})  # models of one seed share the order
+        orders = torch.stack([epoch_permutation(sd, epoch, N) for sd in seeds])
+        perm = orders[[seeds.index(s.seed) for s in self.slots]].to(self.device)
+        for step, b in enumerate(range(0, N, bs)):
+            yield step, perm[:, b:b + bs]
+
+    def dropout_keys(self, epoch: int, step: int) -> torch.Tensor | None:
+        """(K,) keys of the dropout models; one host-to-device copy per epoch, not per step."""
+        seeds = self.dropout_seeds
+        if not seeds:
+            return None
+        if self._keys_epoch != epoch:
+            n_steps = -(-self.x.shape[0] // self.cfg.batch_size)
+            keys = [[drop.step_key(sd, epoch, s) for sd in seeds] for s in range(n_steps)]
+            self._keys = torch.tensor(keys, dtype=torch.int64).to(self.device)
+            self._keys_epoch = epoch
+        return self._keys[step]
+
+    def losses(self, fwd, idx: torch.Tensor, keys: torch.Tensor | None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = fwd(self.x[idx], dropout_keys=keys).float()
+        y = self.y[idx]
+        M = idx.shape[0]
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                               reduction="none").view(M, -1).mean(1)
+        acc = (logits.argmax(-1) == y).float().mean(1)
+        return loss, acc
+
+    def _rows(self, epoch: int, split: str, scores: dict[str, tuple]) -> list[dict]:
+        rows = []
+        for cond, (acc, loss) in scores.items():
+            for j, s in enumerate(self.slots):
+                rows.append({
+                    "_config": s.config, "model": s.local_id, "pe": s.spec.label,
+                    "pe_name": s.spec.name,
+                    "sigma": s.spec.sigma if s.spec.sigma is not None else math.nan,
+                    "seed": s.seed, "optimizer": self.settings[j], "epoch": epoch,
+                    "split": split, "condition": cond, "accuracy": float(acc[j]),
+                    "loss": float(loss[j]), "diverged": bool(self.diverged[j]),
+                })
+        return rows
+
+    def evaluate(self, epoch: int, final: bool, running: dict | None) -> list[dict]:
+        model, cfg = self.model, self.cfg
+        if running is not None:
+            self.diverged |= running["nonfinite"]
+        out = []
+        evals = [(split, None) for split in SPLITS] + [("val_dropout", "val")]
+        for name, source in evals:
+            split = source or name
+            s = self.splits[split]
+            idx = self.sub[split] if (split in self.sub and not final) else torch.arange(len(s))
+            keys = None
+            if name == "val_dropout":
+                seeds = self.dropout_seeds
+                keys = drop.keys_tensor(seeds, epoch, drop.EVAL_STEP, self.device) \
+                    if seeds else None
+            logits = predict(model, s.x[idx], chunk=self.eval_chunk, amp=cfg.amp,
+                             dropout_keys=keys)
+            self.diverged |= ~torch.isfinite(logits).all(-1).all(-1).cpu().numpy()
+            out.append((name, score(logits, s.y[idx], s.vectors[idx])))
+        if running is not None:
+            out.append(("train_running", {"all": (running["accuracy"], running["loss"])}))
+        return [r for name, sc in out for r in self._rows(epoch, name, sc)]
+
+
