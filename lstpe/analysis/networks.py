@@ -95,18 +95,20 @@ def _token_matrices(pe) -> np.ndarray:
 
 
 def procrustes_distance(a, b) -> float:
-    r"""Frobenius distance after the best orthogonal rotation of ``a`` onto ``b``.
+    r"""Frobenius distance after the best orthogonal rotation of ``a`` onto ``b`` for one pair of
+    tokens (:func:`lstpe.analysis.procrustes.procrustes_distance` of the token PEs).
 
     :math:`\min_{R\in O(d)} \lVert aR - b\rVert_F` for one pair of token PEs.
 
     Args:
         a, b: (L, d) or (d,) arrays of the same shape.
     """
+    from lstpe.analysis.procrustes import procrustes_distance as distance
+
     a, b = np.atleast_2d(_as_numpy(a)), np.atleast_2d(_as_numpy(b))
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    nuc = np.linalg.svd(a.T @ b, compute_uv=False).sum()
-    return float(np.sqrt(max((a * a).sum() + (b * b).sum() - 2 * nuc, 0.0)))
+    return distance(a, b)  # one implementation: lstpe.analysis.procrustes
 
 
 def pe_distance_matrix(pe, align: str = DEFAULT_ALIGN, chunk: int = 64) -> np.ndarray:

@@ -79,9 +79,9 @@ from lstpe.chapters.tables import (
 )
 from lstpe.chapters.text import (
     CHANCE,
+    N_PAPER_SEEDS,
     N_VAL_PUZZLES,
     PAPER_EPOCHS,
-    PAPER_SEEDS,
     PRINT_WIDTH,
     caveats,
     chance_test,
@@ -95,7 +95,7 @@ from lstpe.chapters.text import (
 
 __all__ = [
     # lstpe.chapters.text
-    "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
+    "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
     "caveats", "say", "source_note", "show_run", "warn", "why_no_correlation", "describe_setup",
     # lstpe.chapters.tables
     "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",

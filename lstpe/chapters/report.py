@@ -25,7 +25,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from lstpe.chapters.tables import SHORT_VERDICT, compare_splits
-from lstpe.chapters.text import PAPER_EPOCHS, PAPER_SEEDS, _cfg
+from lstpe.chapters.text import N_PAPER_SEEDS, PAPER_EPOCHS, _cfg
 
 __all__ = [
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
@@ -39,7 +39,7 @@ less than this, and no interval is narrower than ± this."""
 
 
 def outside_paper_interval(cmp: pd.DataFrame, level: float = 0.95,
-                           n_paper: int = PAPER_SEEDS) -> pd.Series:
+                           n_paper: int = N_PAPER_SEEDS) -> pd.Series:
     """True where our mean lies outside the t interval of the paper's mean (its mean ± t *
     SD / sqrt(15), at least ± :data:`PAPER_ROUNDING`); False where inside; None where we have
     too few seeds to say."""

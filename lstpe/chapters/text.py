@@ -1,6 +1,6 @@
 """Printing and caveats of the chapters: when a run's numbers can (not) test the paper.
 
-* :data:`CHANCE`, :data:`N_VAL_PUZZLES`, :data:`PAPER_EPOCHS`, :data:`PAPER_SEEDS`: the
+* :data:`CHANCE`, :data:`N_VAL_PUZZLES`, :data:`PAPER_EPOCHS`, :data:`N_PAPER_SEEDS`: the
   numbers the caveats compare a run with;
 * :func:`chance_test`: is each group's accuracy above chance (0.25), beyond what guessing gives;
 * :func:`caveats`, :func:`warn`: why a run cannot (fully) test the paper -- ``preview`` scale,
@@ -29,7 +29,7 @@ import pandas as pd
 from scipy import stats as sps
 
 __all__ = [
-    "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
+    "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
     "caveats", "say", "source_note", "show_run", "warn", "describe_setup",
 ]
 
@@ -42,7 +42,7 @@ N_VAL_PUZZLES = 108
 PAPER_EPOCHS = 4000
 """Epochs the authors trained every model."""
 
-PAPER_SEEDS = 15
+N_PAPER_SEEDS = 15
 
 
 # --------------------------------------------------------------------------- noise and scale
@@ -127,8 +127,8 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
             f"{name} is a PREVIEW-scale run ({len(seeds)} seed(s), {epochs} epochs, "
             f"d_model={model.get('d_model')}, {model.get('n_layers')} blocks, "
             f"{cfg.get('n_train') or 'all'} training puzzles): it checks that the pipeline "
-            f"runs end to end; its numbers cannot test the paper ({PAPER_SEEDS} seeds, d_model=160,"
-            f" 4 blocks, {PAPER_EPOCHS} epochs).")
+            f"runs end to end; its numbers cannot test the paper ({N_PAPER_SEEDS} seeds, "
+            f"d_model=160, 4 blocks, {PAPER_EPOCHS} epochs).")
     if 0 < len(seeds) < min_seeds:
         some = " for some PEs" if per_pe else ""
         out.append(f"{name} has {len(seeds)} seed(s){some}: no confidence interval and no "
