@@ -80,14 +80,15 @@ a pattern that matches none (a folder moved or renamed) is an error, never a key
 silently stops covering the code."""
 
 
-@lru_cache(maxsize=1)
-def source_hash() -> str:
-    """A hash of every file of :data:`TRAINING_SOURCES` (paths and bytes).
+@lru_cache(maxsize=4)
+def source_hash(root: Path | None = None) -> str:
+    """A hash of every file of :data:`TRAINING_SOURCES` (paths and bytes) under ``root``
+    (default: this package's folder).
 
     Raises:
         FileNotFoundError: a pattern matches no file (naming it).
     """
-    root = Path(__file__).resolve().parents[1]
+    root = Path(root) if root is not None else Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for pattern in TRAINING_SOURCES:
         files = sorted(root.glob(pattern))
