@@ -42,7 +42,6 @@ another run...), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -66,9 +65,9 @@ from lstpe.chapters.batch import (  # noqa: F401  (re-exported: the grammar and 
 
 
 def build_config(preset_name: str, model: dict[str, int] | None = None, **overrides: Any):
-    """``lstpe.training.train.preset(preset_name, **overrides)`` with optional ModelConfig
-    overrides,
-    checked by :func:`validate_config`.
+    """``lstpe.training.config.preset(preset_name, **overrides)`` with optional ModelConfig
+    overrides, checked by :class:`lstpe.training.config.TrainConfig` (every value, by type and
+    range).
 
     None values are ignored (the preset's value is kept); learning rate and weight decay
     follow the optimizer unless given (see :func:`lstpe.training.train.preset`).
@@ -82,38 +81,7 @@ def build_config(preset_name: str, model: dict[str, int] | None = None, **overri
     model = {k: v for k, v in (model or {}).items() if v is not None}
     if model:
         cfg = replace(cfg, model=replace(cfg.model, **model))
-    validate_config(cfg)
     return cfg
-
-
-SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
-"""Seeds must fit in a signed 64-bit integer (torch generators)."""
-
-
-def validate_config(cfg) -> None:
-    """Check the values :class:`lstpe.training.train.TrainConfig` itself does not (yet) check.
-
-    Raises:
-        ValueError: naming the value: a seed outside 64 bits, a non-finite or non-positive
-            learning rate, a negative or non-finite weight decay, ``max_models`` < 1,
-            ``checkpoint_every`` < 0, or ``n_train`` < 1.
-    """
-    for s in cfg.seeds:
-        if not SEED_MIN <= int(s) <= SEED_MAX:
-            raise ValueError(f"seed {s} does not fit in 64 bits (seeds must be integers in "
-                             f"{SEED_MIN}..{SEED_MAX})")
-    if not (math.isfinite(cfg.lr) and cfg.lr > 0):
-        raise ValueError(f"the learning rate (--lr) must be a finite number > 0, got {cfg.lr}")
-    if not (math.isfinite(cfg.weight_decay) and cfg.weight_decay >= 0):
-        raise ValueError("the weight decay (--weight-decay) must be a finite number >= 0, got "
-                         f"{cfg.weight_decay}")
-    if cfg.max_models is not None and cfg.max_models < 1:
-        raise ValueError(f"--max-models must be >= 1, got {cfg.max_models}")
-    if cfg.checkpoint_every is None or cfg.checkpoint_every < 0:
-        raise ValueError("--checkpoint-every must be >= 0 (0 = no checkpoints), got "
-                         f"{cfg.checkpoint_every}")
-    if cfg.n_train is not None and cfg.n_train < 1:
-        raise ValueError(f"--n-train must be >= 1, got {cfg.n_train}")
 
 
 def summary_table(history: pd.DataFrame, pes: Sequence[str] | None = None,
@@ -169,9 +137,9 @@ def run_training(cfg, out: str | Path, progress: bool = True,
     final table.
 
     Everything that can be checked is checked before training: the config's values
-    (:func:`validate_config`), the device, the data and ``n_train`` (loaded once), and the
-    folder (:func:`lstpe.store.results.check_run_dir`), which is locked while training
-    (:class:`lstpe.store.results.RunLock`).
+    (:class:`~lstpe.training.config.TrainConfig`), the device, the data and ``n_train``
+    (loaded once), and the folder (:func:`lstpe.store.rundir.check_run_dir`), which is locked
+    while training (:class:`lstpe.store.rundir.RunLock`).
 
     Raises:
         ValueError: an invalid value, a device this machine lacks, an output folder that is
@@ -182,7 +150,6 @@ def run_training(cfg, out: str | Path, progress: bool = True,
     from lstpe.training.train import load_data, train
 
     out = Path(out)
-    validate_config(cfg)
     device = pick_device(cfg.device)
     splits = load_data(cfg)  # --data / --n-train errors before any training
     with res.RunLock(out):
