@@ -85,6 +85,7 @@ from lstpe.chapters.text import (
     PRINT_WIDTH,
     caveats,
     chance_test,
+    comparable,
     describe_setup,
     say,
     show_run,
@@ -96,7 +97,8 @@ from lstpe.chapters.text import (
 __all__ = [
     # lstpe.chapters.text
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
-    "caveats", "say", "source_note", "show_run", "warn", "why_no_correlation", "describe_setup",
+    "caveats", "comparable", "say", "source_note", "show_run", "warn", "why_no_correlation",
+    "describe_setup",
     # lstpe.chapters.tables
     "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
     "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",

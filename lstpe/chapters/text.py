@@ -231,6 +231,20 @@ def why_no_correlation(final: pd.DataFrame, n_points: int, what: str = "σ",
     return None
 
 
+def comparable(*runs: Any) -> str | None:
+    """Why these runs' accuracies must not be set side by side, or None when they may: they
+    differ in scale (preset), epochs or model size (a preview beside the paper's recipe)."""
+    keys = ("preset", "epochs")
+    seen = {(r.name, tuple(str(_cfg(r).get(k)) for k in keys),
+             str((_cfg(r).get("model") or {}).get("d_model"))) for r in runs}
+    if len({s[1:] for s in seen}) <= 1:
+        return None
+    what = "; ".join(f"{n}: {v[0]} scale, {v[1]} epochs, d_model={d}"
+                     for n, v, d in sorted(seen))
+    return (f"Not set side by side: the runs differ in scale or length ({what}), so a "
+            "difference between them would say more about the runs than about the optimiser.")
+
+
 _WARNED: set[str] = set()
 """Caveats already printed in this kernel: a page says each one once."""
 
