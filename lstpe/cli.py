@@ -42,6 +42,7 @@ another run...), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -407,6 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code) if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # the reader went away (``lstpe campaign plan | head``)
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more is printed
+        return 0
     except (ValueError, OSError) as e:
         print(f"lstpe: error: {e}", file=sys.stderr)
         return 2

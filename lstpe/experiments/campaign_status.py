@@ -89,8 +89,9 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
                      + (f", {int((g['state'] != 'done').sum())} left" if done < len(g) else ""))
     done = table[table["state"] == "done"]
     spent = done["seconds"].sum() / 3600
-    lines.append(f"all: {len(done)}/{len(table)} units done; {spent:.2f} machine-hours spent "
-                 f"({torch.get_num_threads()} threads here)")
+    threads = torch.get_num_threads()
+    lines.append(f"all: {len(done)}/{len(table)} units done; {spent:.2f} hours of the whole "
+                 f"machine spent ({spent * threads:.1f} CPU core-hours at {threads} threads)")
     if seconds_per_unit is None and len(done):
         seconds_per_unit = float(done["seconds"].median())
     left = table[table["state"] != "done"]
