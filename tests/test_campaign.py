@@ -100,6 +100,9 @@ def test_import_splits_a_run_into_fragments_exactly(tmp_path, tiny):
         assert frag.manifest["campaign"]["imported_from"]["model"] == m
     with pytest.raises(FileExistsError, match="never overwritten"):
         cp.import_run(src.path, results)
+    table = cs.status(results)
+    assert not table.loc[table["state"] == "done", "measured"].any()  # imported, not measured
+    assert "median of the 2 stored units" in cs.status_text(table)
 
 
 def test_import_refuses_another_recipe_naming_the_key(tmp_path, tiny):
@@ -140,6 +143,8 @@ def test_run_trains_publishes_and_get_run_merges(tmp_path, tiny):
     table = cs.status(results)
     assert set(table.loc[table["state"] == "done", "unit"]) == set(keys)
     assert "item 1: 2/21 units done" in cs.status_text(table)
+    assert table.loc[table["state"] == "done", "measured"].all()
+    assert "median of the 3 units the campaign trained" in cs.status_text(table)
     assert cr.run(5, results, device="cpu", units=keys, log=lambda m: None) == []
 
 

@@ -34,6 +34,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
     paused = paused_units(results_dir)
     for u in plan():
         row: dict[str, Any] = {"unit": u.key, "item": u.item, "state": "todo", "seconds": 0.0,
+                               "measured": False,
                                "device": "", "precision": "", "commit": "", "epochs": 0,
                                "error": ""}
         if (u.path(results_dir) / "manifest.json").exists():
@@ -46,7 +47,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                 row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
                            precision=camp.get("precision", ""),
                            commit=str(man.get("git_commit"))[:7],
-                           epochs=man["config"].get("epochs"))
+                           epochs=man["config"].get("epochs"), measured="probe" in camp)
             except (ValueError, OSError) as e:
                 row.update(state="damaged", error=str(e)[:200])
         elif u.path(results_dir).exists():
@@ -80,6 +81,18 @@ def paused_units(results_dir: str | Path | None = None) -> dict[str, Path]:
     return out
 
 
+def unit_rate(table: pd.DataFrame) -> tuple[float, str]:
+    """Seconds of the machine per unit, and what that rests on: the median over the units the
+    campaign trained itself (whole chunks on an otherwise idle machine, as it runs), else over
+    every stored unit (imported ones included)."""
+    done = table[table["state"] == "done"]
+    own = done[done["measured"].astype(bool)]
+    if len(own):
+        return (float(own["seconds"].median()),
+                f"median of the {len(own)} units the campaign trained")
+    return float(done["seconds"].median()), f"median of the {len(done)} stored units"
+
+
 def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> str:
     """What ``lstpe campaign status`` prints: per item done / left, hours spent and left."""
     lines = []
@@ -92,14 +105,15 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
     threads = torch.get_num_threads()
     lines.append(f"all: {len(done)}/{len(table)} units done; {spent:.2f} hours of the whole "
                  f"machine spent ({spent * threads:.1f} CPU core-hours at {threads} threads)")
+    basis = "as given"
     if seconds_per_unit is None and len(done):
-        seconds_per_unit = float(done["seconds"].median())
+        seconds_per_unit, basis = unit_rate(table)
     left = table[table["state"] != "done"]
     if seconds_per_unit:
         for item, g in left.groupby("item"):
             lines.append(f"  item {item}: {len(g)} units left = "
                          f"{len(g) * seconds_per_unit / 3600:.1f} machine-hours at "
-                         f"{seconds_per_unit / 60:.1f} min per unit (median of the stored units)")
+                         f"{seconds_per_unit / 60:.1f} min per unit ({basis})")
     for state in ("claimed", "paused", "damaged"):
         sel = table[table["state"] == state]
         if len(sel):
@@ -112,7 +126,7 @@ def progress(table: pd.DataFrame) -> pd.DataFrame:
     """Per item of the plan: units, done, left, machine-hours spent, hours left at the median
     cost of the stored units (``table``: :func:`status`)."""
     done = table[table["state"] == "done"]
-    per_unit = float(done["seconds"].median()) if len(done) else math.nan
+    per_unit = unit_rate(table)[0] if len(done) else math.nan
     rows = []
     for item, g in table.groupby("item"):
         d = g[g["state"] == "done"]
