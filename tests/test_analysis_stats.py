@@ -405,3 +405,13 @@ def test_compare_to_paper_bad_inputs():
     c = st.compare_to_paper(ours.iloc[:16], 1).set_index("pe")  # 2d-fixed x 15 + learn-0.2 x 1
     assert len(c) == 2 and c.loc["learn-0.2", "verdict"] == "too few seeds (n<5)"
     assert c.loc["2d-fixed", "verdict"] in {"equivalent", "inconclusive"}
+
+
+def test_rank_correlation_of_a_constant_column_is_nan_without_a_warning():
+    import warnings
+
+    t = pd.DataFrame({"sigma": [0.1, 0.2, 0.5], "accuracy": [0.25, 0.25, 0.25]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # scipy's ConstantInputWarning would fail the book build
+        r = st.rank_correlation(t, "sigma")
+    assert math.isnan(r["rho"]) and math.isnan(r["pvalue"]) and r["n"] == 3

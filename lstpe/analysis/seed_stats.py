@@ -261,7 +261,7 @@ def rank_correlation(table: pd.DataFrame, x: str, y: str = "accuracy",
             paper's Fig. 4B and 10C); ``"model"`` -- correlate the rows as given (one per model,
             e.g. after :func:`lstpe.analysis.attention.average_layers`).
     Returns:
-        ``{"rho", "pvalue", "n"}``.
+        ``{"rho", "pvalue", "n"}``; rho and pvalue are NaN when either column is constant.
     Raises:
         ValueError: unknown level or column, fewer than 3 points.
     """
@@ -277,5 +277,7 @@ def rank_correlation(table: pd.DataFrame, x: str, y: str = "accuracy",
         t = t.groupby("sigma")[cols].mean().reset_index()
     if len(t) < 3:
         raise ValueError(f"a rank correlation needs at least 3 points, got {len(t)}")
+    if t[x].nunique() < 2 or t[y].nunique() < 2:  # undefined, not a warning on the page
+        return {"rho": math.nan, "pvalue": math.nan, "n": len(t)}
     r = stats.spearmanr(t[x], t[y])
     return {"rho": float(r.statistic), "pvalue": float(r.pvalue), "n": len(t)}
