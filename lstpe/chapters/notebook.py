@@ -86,6 +86,21 @@ def setup(scale: str = "preview", device: str = "auto", results_dir: str | None 
     return Setup(scale, dev, rd)
 
 
+def _shown(results_dir: Path) -> str:
+    """The results folder as a page may show it: relative to the repository or the home
+    folder, never the build machine's absolute path."""
+    from lstpe.runtime import repo_root
+
+    p = Path(results_dir).resolve()
+    for base, label in ((repo_root(), "<repository>"), (Path.home(), "~")):
+        if base is not None:
+            try:
+                return f"{label}/{p.relative_to(base.resolve()).as_posix()}"
+            except ValueError:
+                pass
+    return f"a folder named {p.name!r}"
+
+
 def stored_message(results_dir: Path, how: str, scale: str) -> str:
     """What the chapter will show: the stored runs found (fragments of the paper campaign,
     CPU runs) and where, or a WARNING that none was found and the chapter trains at
@@ -94,10 +109,11 @@ def stored_message(results_dir: Path, how: str, scale: str) -> str:
     where = {"LSTPE_RESULTS": "$LSTPE_RESULTS", "repository": "the repository",
              "package": "the installed package's repository", "clone": "the clone",
              "results_dir": "results_dir"}.get(how, "the current folder")
+    shown = _shown(results_dir)
     if n["paper"] or n["cpu"]:
         return (f"stored runs: {n['paper']} fragment(s) of the paper campaign under paper/, "
-                f"{n['cpu']} run(s) under cpu/ (results folder from {where}: {results_dir})")
-    return (f"WARNING: no stored runs found (results folder from {where}: {results_dir}); "
+                f"{n['cpu']} run(s) under cpu/ (results folder from {where}: {shown})")
+    return (f"WARNING: no stored runs found (results folder from {where}: {shown}); "
             f"this chapter will TRAIN its runs at {scale!r} scale instead of showing the "
             "stored reproduction. On Colab run the install cell (it clones the repository "
             "with its results/), or set LSTPE_RESULTS to a results folder.")
