@@ -19,6 +19,7 @@ from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments.runs import get_run
 from lstpe.nn.model import ModelConfig
+from lstpe.runtime import BF16_FLAGS
 from lstpe.store import results as res
 from lstpe.store.rundir import RunLock
 from lstpe.training.train import train
@@ -230,4 +231,4 @@ def test_precision_is_fp32_and_says_why():
     prec, why = cr.choose_precision(torch.device("cpu"))
     assert prec == "fp32"
     flags = cr.cpu_flags()
-    assert ("no bf16 instructions" in why) == (not any(f in flags for f in cr.BF16_FLAGS))
+    assert ("no bf16 instructions" in why) == (not any(f in flags for f in BF16_FLAGS))

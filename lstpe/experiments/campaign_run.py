@@ -38,8 +38,8 @@ import torch
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
-from lstpe.runtime import BF16_FLAGS, pick_device
 from lstpe.runtime import cpu_flags as runtime_cpu_flags
+from lstpe.runtime import has_bf16, pick_device
 from lstpe.store import results as res
 
 REPORTED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
@@ -67,7 +67,7 @@ def choose_precision(device: torch.device) -> tuple[str, str]:
     if device.type != "cpu":
         return "fp32", f"fp32 on {device.type}: the authors' V100 precision (no bf16 pair yet)"
     flags = cpu_flags()
-    if not any(f in flags for f in BF16_FLAGS):
+    if not has_bf16():
         return "fp32", ("fp32: this CPU has no bf16 instructions (flags: "
                         f"{' '.join(flags) or 'unknown'}), where bf16 matmuls are emulated")
     return "fp32", ("fp32: this CPU has bf16 instructions, but no fp32/bf16 pair has shown "
@@ -99,7 +99,8 @@ def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
     """Time real training steps and one evaluation of ``units`` batched together.
 
     Returns:
-        ``models``, ``step_s`` (median of ``steps`` timed steps after 2 warm-up steps),
+        ``models``, ``n_train`` (training puzzles per epoch), ``step_s`` (median of
+        ``steps`` timed steps after 2 warm-up steps),
         ``eval_s``, ``epoch_s`` (steps per epoch x step_s), ``evals_per_epoch`` and
         ``s_per_model_epoch`` (training and evaluation, per model).
     """
@@ -140,19 +141,19 @@ def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
     evals = len(base.schedule()) / base.epochs
     step_s = statistics.median(times)
     per = (step_s * n_steps + eval_s * evals) / len(units)
-    return {"models": len(units), "step_s": round(step_s, 4), "eval_s": round(eval_s, 3),
+    return {"models": len(units), "n_train": len(splits["train"]),
+            "step_s": round(step_s, 4), "eval_s": round(eval_s, 3),
             "epoch_s": round(step_s * n_steps, 2), "evals_per_epoch": round(evals, 3),
             "s_per_model_epoch": round(per, 3)}
 
 
-def floor_of(cfg: Any, models: int, device: torch.device) -> dict[str, Any]:
+def floor_of(cfg: Any, models: int, n_train: int, device: torch.device) -> dict[str, Any]:
     """This machine's fp32 matmul floor at the chunk's shapes
-    (:func:`lstpe.training.floor.measure_floor`):
-    GFLOP/s and model-epochs/s, for the manifest beside the measured rate."""
-    from lstpe.training.config import load_data
+    (:func:`lstpe.training.floor.measure_floor`; ``n_train``: training puzzles per epoch, as
+    the probe read them): GFLOP/s and model-epochs/s, for the manifest beside the measured
+    rate."""
     from lstpe.training.floor import measure_floor
 
-    n_train = len(load_data(cfg)["train"])
     fl = measure_floor(cfg.model, cfg.batch_size, max(1, models), n_train, device, repeats=3)
     return {"gflops": round(fl["gflops"], 1),
             "model_epochs_per_s": round(fl["model_epochs_per_s"], 4),
@@ -238,7 +239,7 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
                 return published
             n = 1
         spec = {"units": [u.key for u in free[:n]], "probe": p,
-                "floor": floor_of(head[0].config(**overrides), n, dev),
+                "floor": floor_of(head[0].config(**overrides), n, p["n_train"], dev),
                 "setting": {"precision": precision, "step_mode": "eager", "models": n,
                             "threads": torch.get_num_threads()},
                 "estimate_s": round(estimate_s(n, p["s_per_model_epoch"], epochs), 1),

@@ -10,7 +10,7 @@ Where
 the numbers come from, best first:
 
 1. the campaign's **fragments** of the run under ``<results_dir>/paper/<name>/<pe>/<seed>/``
-   (:func:`campaign_run`: 200-epoch units of the paper's recipe, merged; each PE with the seeds
+   (:func:`fragments_run`: 200-epoch units of the paper's recipe, merged; each PE with the seeds
    stored so far), then a **stored** run ``<results_dir>/<scale>/<name>`` of a scale at least
    as large as the one asked for (``paper`` > ``cpu`` > ``preview``): the paper-scale run
    from a GPU, then the run of the paper's model trained on a CPU. It is used when it
@@ -169,7 +169,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
     asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
     for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
         if src == "paper" and name in REGISTRY and name not in NO_FRAGMENTS:
-            merged = campaign_run(name, base, verbose, **asked)
+            merged = fragments_run(name, base, verbose, **asked)
             if merged is not None:
                 return merged
         run = res.find(f"{src}/{name}", base)
@@ -200,7 +200,7 @@ FRAGMENT_ASKED = ("pes", "seeds", "sigmas", "epochs")
 and the epochs (fragments of other epochs are passed over)."""
 
 
-def campaign_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
+def fragments_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
                  **asked: Any) -> res.Run | None:
     """The campaign's fragments of ``name`` (:mod:`lstpe.experiments.campaign`) merged into one
     run, or
