@@ -61,23 +61,23 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from lstpe.experiments.registry import table1_pes
+from lstpe.nn.architecture import ModelConfig
 from lstpe.nn.encodings import parse_pe
-from lstpe.nn.model import LSTTransformer, ModelConfig
-from lstpe.runtime import pick_device
+from lstpe.nn.model import LSTTransformer
+from lstpe.runtime import PAPER_SEEDS, PRECISION_FLAGS, cpu_flags, pick_device
 from lstpe.store import results as res
+from lstpe.training.config import PAPER_SIGMAS, load_data, preset
 from lstpe.training.cost import flops_per_model_epoch
 from lstpe.training.engine import EagerStep, GraphStep, Running, resolve_mode
 from lstpe.training.floor import (  # noqa: F401  (the floor lives in the package; tests use these names)
     FLOOR_REPEATS,
-    PRECISION_FLAGS,
     Gemm,
-    cpu_precision_flags,
     measure_floor,
     step_gemms,
     sync,
 )
 from lstpe.training.optim import StackedOptimizer
-from lstpe.training.train import PAPER_SEEDS, PAPER_SIGMAS, LSTTask, ModelSlot, load_data, preset
+from lstpe.training.task import LSTTask, ModelSlot
 
 DEFAULT_STEPS = 6
 """Timed steps per engine when neither ``--epochs`` nor ``--steps`` is given."""
@@ -285,7 +285,7 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
         "steps_per_epoch": steps_per_epoch, "timed_steps": n_steps, "warmup_steps": warmup,
         "timed_epochs": n_steps / steps_per_epoch, "amp": amp, "compile": compile,
         "mode": mode, "mix": mix, "threads": torch.get_num_threads(),
-        "cpu_flags": cpu_precision_flags(), "cpu_flags_checked": list(PRECISION_FLAGS),
+        "cpu_flags": cpu_flags(), "cpu_flags_checked": list(PRECISION_FLAGS),
         "cpu_capability": _cpu_capability(),
         "flops_per_model_epoch": fpme,
         "flops_count": "lstpe.training.cost.flops_per_model_epoch: matmuls, forward + backward (3x "
@@ -366,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 epilog="See benchmarks/README.md for what the numbers mean.")
     p.add_argument("--size", default="preview", help="paper (ModelConfig()) or preview "
-                   "(lstpe.training.train.preset('preview').model and training subset)")
+                   "(lstpe.training.config.preset('preview').model and training subset)")
     p.add_argument("--models", type=int, nargs="+", default=[1, 4, 15, 30],
                    help="model counts M of the batched engine")
     p.add_argument("--epochs", type=float,

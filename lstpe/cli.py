@@ -6,8 +6,10 @@ Subcommands::
     lstpe sweep --preset paper --sigmas 0.1 0.2 0.5 --out runs/sweep
     lstpe batch book/chapter.ipynb --grid seeds=[2235],[6312] -p scale='"preview"' --out runs/nb
     lstpe campaign run --minutes 120      # the reproduction, unit by unit
+    lstpe reproduce run --parts table2    # the paper's named runs on a GPU (plan, pack, unpack)
+    lstpe repo set-url https://github.com/you/fork   # where the book installs from
 
-``train`` and ``sweep`` build :func:`lstpe.training.train.preset` with the given overrides and run
+``train`` and ``sweep`` build :func:`lstpe.training.config.preset` with the given overrides and run
 :func:`lstpe.training.train.train` on ``--out``. Before any training they check every value (device,
 data, ``--n-train``, seeds, learning rate...) and the output folder
 (:func:`lstpe.store.results.check_run_dir`: a writable folder that holds nothing, checkpoints of
@@ -51,18 +53,9 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.chapters.batch import (  # noqa: F401  (re-exported: the grammar and the runner live there)
-    VALUE_SYNTAX,
-    collect_results,
-    grid_points,
-    notebook_parameters,
-    parse_grid,
-    parse_params,
-    parse_value,
-    point_name,
-    run_batch,
-    split_top_level,
-)
+from lstpe import repo
+from lstpe.chapters.batch import VALUE_SYNTAX, parse_grid, parse_params, run_batch
+from lstpe.experiments import reproduce
 
 
 def build_config(preset_name: str, model: dict[str, int] | None = None, **overrides: Any):
@@ -71,12 +64,12 @@ def build_config(preset_name: str, model: dict[str, int] | None = None, **overri
     range).
 
     None values are ignored (the preset's value is kept); learning rate and weight decay
-    follow the optimizer unless given (see :func:`lstpe.training.train.preset`).
+    follow the optimizer unless given (see :func:`lstpe.training.config.preset`).
 
     Raises:
         ValueError: unknown preset, PE, optimizer, or an invalid value (naming it).
     """
-    from lstpe.training.train import preset
+    from lstpe.training.config import preset
 
     cfg = preset(preset_name, **{k: v for k, v in overrides.items() if v is not None})
     model = {k: v for k, v in (model or {}).items() if v is not None}
@@ -148,7 +141,8 @@ def run_training(cfg, out: str | Path, progress: bool = True,
     """
     from lstpe.runtime import pick_device
     from lstpe.store import results as res
-    from lstpe.training.train import load_data, train
+    from lstpe.training.config import load_data
+    from lstpe.training.train import train
 
     out = Path(out)
     device = pick_device(cfg.device)
@@ -180,7 +174,7 @@ def run_training(cfg, out: str | Path, progress: bool = True,
 
 
 def _train_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    from lstpe.training.train import PAPER_SEEDS
+    from lstpe.runtime import PAPER_SEEDS
 
     seeds = args.seeds
     if args.n_seeds is not None:
@@ -210,28 +204,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def sweep_pes(sigmas: Sequence[float]) -> list[str]:
-    """``learn-<sigma>`` for every sigma, as given (no rounding beyond the PE label's 12
-    significant digits).
-
-    Raises:
-        ValueError: a negative or non-finite sigma, or one given twice (naming it).
-    """
-    from lstpe.nn.encodings import parse_pe
-
-    pes: list[str] = []
-    for s in sigmas:
-        label = parse_pe("learn", sigma=float(s)).label
-        if label in pes:
-            raise ValueError(f"sigma {s!r} is given twice in --sigmas")
-        pes.append(label)
-    return pes
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from lstpe.training.train import PAPER_SIGMAS
+    from lstpe.experiments.registry import learn_pes
+    from lstpe.training.config import PAPER_SIGMAS
 
-    pes = sweep_pes(args.sigmas or PAPER_SIGMAS)
+    pes = learn_pes(args.sigmas or PAPER_SIGMAS)
     cfg = build_config(args.preset, _model_overrides(args), pes=pes, **_train_overrides(args))
     run_training(cfg, args.out, progress=not args.no_progress,
                  include_diverged=args.include_diverged)
@@ -291,7 +268,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="preview",
-                   help="named configuration of lstpe.training.train.preset (preview, cpu, paper)")
+                   help="named configuration of lstpe.training.config.preset (preview, cpu, paper)")
     p.add_argument("--seeds", type=int, nargs="+", help="model seeds (default: the preset's)")
     p.add_argument("--n-seeds", type=int, help="use the first N of the paper's 15 seeds")
     p.add_argument("--epochs", type=int)
@@ -379,6 +356,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--note", help="a line kept in each fragment's manifest")
     q.add_argument("--results", help="results folder (default: the repository's)")
     p.set_defaults(func=cmd_campaign)
+
+    reproduce.add_parser(sub)
+    p = sub.add_parser("repo", help="the repository URL the book installs from (show, check, "
+                       "set-url)", description=repo.__doc__.split("\n")[0])
+    repo.add_arguments(p)
     return parser
 
 

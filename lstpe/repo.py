@@ -7,11 +7,12 @@ repository follows it:
 * the install cell of every chapter (``lstpe @ git+<url>@<branch>``),
 * ``README.md`` (the same pip line, ``git clone <url>`` and the Colab links).
 
-Command line (run from anywhere inside the repository)::
+Command line (run from anywhere inside the repository; ``python -m lstpe.repo`` is the same
+command where the ``lstpe`` script is not installed)::
 
-    python -m lstpe.repo show                      # the configured url and branch
-    python -m lstpe.repo check                     # exit 1 and list what disagrees
-    python -m lstpe.repo set-url https://github.com/you/fork [--branch main]
+    lstpe repo show                      # the configured url and branch
+    lstpe repo check                     # exit 1 and list what disagrees
+    lstpe repo set-url https://github.com/you/fork [--branch main]
 
 ``set-url`` rewrites ``_config.yml``, ``README.md`` and the install cell of every notebook under
 ``book/`` by plain text substitution, so every other byte of those files stays as it was.
@@ -183,8 +184,8 @@ def set_url(root: Path, url: str, branch: str | None = None) -> list[Path]:
     return changed
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lstpe.repo", description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The arguments of ``lstpe repo`` (and ``python -m lstpe.repo``): show, check, set-url."""
     ap.add_argument("--root", type=Path, default=None, help="repository root (default: found "
                     "upwards from the current folder)")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -193,7 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("set-url", help="point _config.yml, README and every install cell at a fork")
     s.add_argument("url", help="https://github.com/OWNER/NAME")
     s.add_argument("--branch", default=None, help="branch to install from (default: keep)")
-    args = ap.parse_args(argv)
+    ap.set_defaults(func=run_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lstpe.repo``: the same command as ``lstpe repo``, for a checkout where the
+    ``lstpe`` script is not installed (stdlib only)."""
+    ap = argparse.ArgumentParser(prog="python -m lstpe.repo", description=__doc__.split("\n")[0])
+    add_arguments(ap)
+    return run_command(ap.parse_args(argv))
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Show, check or set the repository URL; 1 if files disagree with ``_config.yml``."""
     root = args.root.resolve() if args.root else find_root()
     if args.cmd == "show":
         repo = configured(root)

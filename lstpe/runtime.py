@@ -18,11 +18,17 @@ PAPER_SEEDS: tuple[int, ...] = (
 """The 15 seeds of the paper (the authors' code), for the LST and the brain models alike."""
 
 
-def cpu_flags(names: tuple[str, ...] | list[str],
+PRECISION_FLAGS: tuple[str, ...] = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile",
+                                    "amx_bf16")
+"""CPU flags that say which precisions have native instructions: what manifests, the campaign
+and the benchmark report of a machine."""
+
+
+def cpu_flags(names: tuple[str, ...] | list[str] = PRECISION_FLAGS,
               cpuinfo: str | Path = "/proc/cpuinfo") -> list[str]:
-    """Which of ``names`` the CPU's flags include (the first ``flags`` line of
-    ``/proc/cpuinfo``), in the order of ``names``; an empty list where that file does not
-    exist (off Linux)."""
+    """Which of ``names`` (default :data:`PRECISION_FLAGS`) the CPU's flags include (the first
+    ``flags`` line of ``/proc/cpuinfo``), in the order of ``names``; an empty list where that
+    file does not exist (off Linux)."""
     try:
         text = Path(cpuinfo).read_text()
     except OSError:

@@ -21,9 +21,10 @@ import pandas as pd
 import torch
 
 from lstpe.experiments import scale_search as ss
-from lstpe.nn.model import ModelConfig
+from lstpe.nn.architecture import ModelConfig
 from lstpe.store import results as res
-from lstpe.training.train import TrainConfig, train
+from lstpe.training.config import TrainConfig
+from lstpe.training.train import train
 
 
 def run_one(c: ss.ScaleConfig) -> tuple[pd.DataFrame, dict]:

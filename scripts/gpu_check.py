@@ -21,8 +21,9 @@ import time
 import torch
 
 from lstpe.experiments.registry import table1_pes
-from lstpe.nn.model import ModelConfig
-from lstpe.training.train import TrainConfig, train
+from lstpe.nn.architecture import ModelConfig
+from lstpe.training.config import TrainConfig
+from lstpe.training.train import train
 
 
 def run(mode: str, device: str, amp: bool = False):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from lstpe import lst
-from lstpe.nn.model import ModelConfig
+from lstpe.nn.architecture import ModelConfig
 
 torch.set_num_threads(1)
 

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from lstpe.analysis import curves, plots, stats  # noqa: E402
+from lstpe.analysis import curves, paper_compare, plots  # noqa: E402
 from tests.test_chapters import history  # noqa: E402
 
 
@@ -154,7 +154,7 @@ def test_sigma_curve_keeps_the_first_label():
 def test_vs_paper_on_a_log_axis():
     rows = [{"pe": f"learn-{s:g}", "accuracy": 0.9, "seed": k} for s in (0.01, 0.1)
             for k in range(2)]
-    cmp = stats.compare_to_paper(pd.DataFrame(rows), 4, setting="adam")
+    cmp = paper_compare.compare_to_paper(pd.DataFrame(rows), 4, setting="adam")
     ax = plots.plot_vs_paper(cmp, x="sigma", logx=True)
     assert ax.get_xscale() == "log"
     ours = ax.containers[0].lines[0].get_xdata()
@@ -165,7 +165,7 @@ def test_vs_paper_on_a_log_axis():
 
 def test_vs_paper_labels_chance():
     rows = [{"pe": "learn-0.2", "accuracy": 0.3, "seed": k} for k in range(2)]
-    ax = plots.plot_vs_paper(stats.compare_to_paper(pd.DataFrame(rows), 1), chance=0.25)
+    ax = plots.plot_vs_paper(paper_compare.compare_to_paper(pd.DataFrame(rows), 1), chance=0.25)
     assert "chance" in [t.get_text() for t in ax.get_legend().get_texts()]
     assert legend_outside(ax)
 
@@ -182,7 +182,7 @@ def test_sigma_curve_band_only_with_enough_seeds():
 def test_vs_paper_log_axis_ticks_at_the_sigmas():
     rows = [{"pe": f"learn-{s:g}", "accuracy": 0.9, "seed": k} for s in (0.01, 0.05)
             for k in range(2)]
-    ax = plots.plot_vs_paper(stats.compare_to_paper(pd.DataFrame(rows), 4, setting="sgd"),
+    ax = plots.plot_vs_paper(paper_compare.compare_to_paper(pd.DataFrame(rows), 4, setting="sgd"),
                              x="sigma", logx=True)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.01", "0.05"]
 
@@ -213,14 +213,14 @@ def check_figure(fig) -> None:
 def test_every_figure_of_the_chapters_passes_the_checks():
     from lstpe import lst
     from lstpe.analysis import humans as hu
-    from lstpe.analysis._common import validation_split
+    from lstpe.lst import validation_split
     from tests.test_analysis_humans import logits_for
 
     h = history(SPLITS, seeds=range(6), jitter=0.01)
     acc = {f"learn-{s}": {"val": 0.9 - 0.2 * s} for s in (0.1, 0.5, 1.0)}
     s = pd.DataFrame({"sigma": [0.1, 1.0], "n": [5, 5], "mean": [0.9, 0.5],
                       "ci_low": [0.8, 0.4], "ci_high": [1.0, 0.6]})
-    cmp = stats.compare_to_paper(pd.DataFrame(
+    cmp = paper_compare.compare_to_paper(pd.DataFrame(
         [{"pe": "learn-0.2", "accuracy": 0.3, "seed": k} for k in range(5)]), 1)
     y = validation_split().y
     arts = {"labels": ["2d-fixed", "2d-fixed"], "seeds": [1, 2],

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from lstpe.analysis import robustness as rob
-from lstpe.analysis._common import validation_split
-from lstpe.nn.model import BatchedLSTTransformer, ModelConfig
-from lstpe.training.train import predict, score
+from lstpe.lst import validation_split
+from lstpe.nn.architecture import ModelConfig
+from lstpe.nn.model import BatchedLSTTransformer
+from lstpe.training import noise as rob
+from lstpe.training.task import predict, score
 
 CFG = ModelConfig(d_model=32, n_layers=2)
 PES = ["2d-fixed", "2d-fixed", "learn-0.2", "learn-0.2"]
@@ -128,8 +129,9 @@ def test_list_of_models_numbered_in_order(val):
 
 def test_end_to_end_on_a_train_result(val):
     """Every analysis runs on real training-run artefacts (1 epoch, tiny model and data)."""
-    from lstpe.analysis import attention, humans, procrustes, stats
-    from lstpe.training.train import TrainConfig, train
+    from lstpe.analysis import attention, humans, procrustes, seed_stats
+    from lstpe.training.config import TrainConfig
+    from lstpe.training.train import train
 
     splits = {"train": val, "test": val, "val": val}
     cfg = TrainConfig(pes=["2d-fixed", "learn-0.2", "rope"], seeds=[0, 1], epochs=1,
@@ -143,7 +145,7 @@ def test_end_to_end_on_a_train_result(val):
                                .sort_index().to_numpy(), atol=1e-12)
     sim = attention.average_layers(attention.similarity_to_reference(arts))
     assert len(sim) == 6 and sim["cosine"].between(0, 1 + 1e-9).all()
-    al = stats.with_accuracy(procrustes.pe_alignment(arts), res.history)
+    al = seed_stats.with_accuracy(procrustes.pe_alignment(arts), res.history)
     assert len(al) == 6 * CFG.n_layers and al["accuracy"].notna().all()
     assert len(procrustes.pe_movement(arts)) == 6 * CFG.n_layers
     assert len(humans.human_similarity(arts)) == 3

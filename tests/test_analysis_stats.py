@@ -14,24 +14,25 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
+from lstpe.analysis import paper_compare as pc  # noqa: E402
 from lstpe.analysis import plots  # noqa: E402
-from lstpe.analysis import stats as st  # noqa: E402
+from lstpe.analysis import seed_stats as ss  # noqa: E402
 from lstpe.store.results import HISTORY_COLUMNS  # noqa: E402
 
 
 def test_mean_ci_hand_value():
-    m, lo, hi = st.mean_ci([1, 2, 3, 4])
+    m, lo, hi = ss.mean_ci([1, 2, 3, 4])
     half = 3.182446305284263 * math.sqrt(5 / 3) / 2  # t_{3, 0.975} * s / sqrt(n)
     assert m == 2.5
     assert lo == pytest.approx(2.5 - half) and hi == pytest.approx(2.5 + half)
-    m, lo, hi = st.mean_ci([7.0])
+    m, lo, hi = ss.mean_ci([7.0])
     assert m == 7.0 and math.isnan(lo) and math.isnan(hi)
     with pytest.raises(ValueError, match="empty"):
-        st.mean_ci([])
+        ss.mean_ci([])
     with pytest.raises(ValueError, match="NaN"):
-        st.mean_ci([1.0, float("nan")])
+        ss.mean_ci([1.0, float("nan")])
     with pytest.raises(ValueError, match="level"):
-        st.mean_ci([1, 2], level=95)
+        ss.mean_ci([1, 2], level=95)
 
 
 def test_t_ci_coverage_on_normal_draws():
@@ -39,7 +40,7 @@ def test_t_ci_coverage_on_normal_draws():
     draws = rng.normal(3.0, 2.0, size=(2000, 15))
     hits = 0
     for x in draws:
-        _, lo, hi = st.mean_ci(x)
+        _, lo, hi = ss.mean_ci(x)
         hits += lo <= 3.0 <= hi
     assert 0.93 <= hits / 2000 <= 0.97  # binomial SD 0.005 around 0.95
 
@@ -48,80 +49,80 @@ def test_bootstrap_ci_coverage_and_hand_case():
     rng = np.random.default_rng(1)
     draws = rng.normal(0.0, 1.0, size=(600, 40))
     hits = sum(lo <= 0.0 <= hi for lo, hi in
-               (st.bootstrap_ci(x, n_boot=1000, seed=i) for i, x in enumerate(draws)))
+               (ss.bootstrap_ci(x, n_boot=1000, seed=i) for i, x in enumerate(draws)))
     assert 0.90 <= hits / 600 <= 0.98  # percentile bootstrap: ~0.94 at n = 40
     # a constant sample has a degenerate interval at the constant
-    assert st.bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
-    lo, hi = st.bootstrap_ci([0.0, 1.0], n_boot=4000)
+    assert ss.bootstrap_ci([2.0, 2.0, 2.0]) == (2.0, 2.0)
+    lo, hi = ss.bootstrap_ci([0.0, 1.0], n_boot=4000)
     assert lo == 0.0 and hi == 1.0  # resample means of {0, 1}: 0, 0.5 or 1
     with pytest.raises(ValueError, match="at least 2"):
-        st.bootstrap_ci([1.0])
+        ss.bootstrap_ci([1.0])
 
 
 def test_summarize():
     t = pd.DataFrame({"pe": ["a", "a", "a", "b"], "accuracy": [0.5, 0.7, 0.9, 0.4]})
-    s = st.summarize(t).set_index("pe")
+    s = ss.summarize(t).set_index("pe")
     assert s.loc["a", "n"] == 3 and s.loc["a", "mean"] == pytest.approx(0.7)
     assert s.loc["a", "sd"] == pytest.approx(0.2)
     assert s.loc["a", "sem"] == pytest.approx(0.2 / math.sqrt(3))
     assert s.loc["a", "ci_high"] == pytest.approx(0.7 + sps.t.ppf(0.975, 2) * 0.2 / math.sqrt(3))
     assert math.isnan(s.loc["b", "sd"]) and math.isnan(s.loc["b", "ci_low"])
     with pytest.raises(ValueError, match="empty"):
-        st.summarize(t.iloc[:0])
+        ss.summarize(t.iloc[:0])
     with pytest.raises(ValueError, match="unknown columns"):
-        st.summarize(t, value="loss")
+        ss.summarize(t, value="loss")
 
 
 def test_ttests_by_hand_and_scipy():
     a = np.array([0.9, 1.0, 0.95, 0.97, 0.99])
     b = np.array([0.8, 0.9, 0.85, 0.99, 0.7])
-    w = st.ttest(a, b, "welch")
+    w = ss.ttest(a, b, "welch")
     va, vb = a.var(ddof=1) / 5, b.var(ddof=1) / 5
     assert w.statistic == pytest.approx((a.mean() - b.mean()) / math.sqrt(va + vb))
     assert w.df == pytest.approx((va + vb) ** 2 / (va**2 / 4 + vb**2 / 4))
     assert w.pvalue == pytest.approx(2 * sps.t.sf(abs(w.statistic), w.df))
-    s = st.ttest(a, b, "student")
+    s = ss.ttest(a, b, "student")
     assert s.df == 8 and s.pvalue == pytest.approx(sps.ttest_ind(a, b).pvalue)
-    p = st.ttest(a, b, "paired")
+    p = ss.ttest(a, b, "paired")
     d = a - b
     assert p.statistic == pytest.approx(d.mean() / (d.std(ddof=1) / math.sqrt(5)))
     assert p.df == 4 and p.diff == pytest.approx(d.mean())
     assert "paired t(4)" in str(p)
     with pytest.raises(ValueError, match="equal lengths"):
-        st.ttest(a, b[:4], "paired")
+        ss.ttest(a, b[:4], "paired")
     with pytest.raises(ValueError, match="unknown t-test"):
-        st.ttest(a, b, "mann-whitney")
+        ss.ttest(a, b, "mann-whitney")
     with pytest.raises(ValueError, match=">= 2 values"):
-        st.ttest(a[:1], b)
+        ss.ttest(a[:1], b)
 
 
 def test_ttest_from_summary_reproduces_paper():
     """Table 1, 15 seeds: 2d-fixed 0.977 +- 0.073 vs learn-0.2 0.956 +- 0.039; the paper
     reports t = 0.96, p = 0.35 (and 2.51, p = 0.03 for learn-0.2 vs relative 0.920 +- 0.042)."""
-    r = st.ttest_from_summary(0.977, 0.073, 15, 0.956, 0.039, 15)
+    r = ss.ttest_from_summary(0.977, 0.073, 15, 0.956, 0.039, 15)
     assert r.statistic == pytest.approx(0.98, abs=0.01)
     assert r.pvalue == pytest.approx(0.34, abs=0.01)
-    r2 = st.ttest_from_summary(0.956, 0.039, 15, 0.920, 0.042, 15)
+    r2 = ss.ttest_from_summary(0.956, 0.039, 15, 0.920, 0.042, 15)
     assert r2.statistic == pytest.approx(2.43, abs=0.01) and r2.pvalue < 0.05
     x = np.random.default_rng(2).normal(size=(2, 9))
-    raw = st.ttest(x[0], x[1], "student")
-    summ = st.ttest_from_summary(x[0].mean(), x[0].std(ddof=1), 9, x[1].mean(),
+    raw = ss.ttest(x[0], x[1], "student")
+    summ = ss.ttest_from_summary(x[0].mean(), x[0].std(ddof=1), 9, x[1].mean(),
                                  x[1].std(ddof=1), 9, "student")
     assert summ.statistic == pytest.approx(raw.statistic) and summ.df == raw.df
     with pytest.raises(ValueError, match="per-seed values"):
-        st.ttest_from_summary(1, 1, 3, 1, 1, 3, kind="paired")
+        ss.ttest_from_summary(1, 1, 3, 1, 1, 3, kind="paired")
 
 
 def test_compare_pes_pairs_by_seed():
     t = pd.DataFrame({"pe": ["2d-fixed"] * 3 + ["learn-0.2"] * 3, "seed": [1, 2, 3, 3, 1, 2],
                       "accuracy": [0.9, 0.8, 1.0, 0.95, 0.85, 0.7]})
-    r = st.compare_pes(t, "2d-fixed", "learn-0.2", kind="paired")
+    r = ss.compare_pes(t, "2d-fixed", "learn-0.2", kind="paired")
     d = np.array([0.9 - 0.85, 0.8 - 0.7, 1.0 - 0.95])
     assert r.statistic == pytest.approx(d.mean() / (d.std(ddof=1) / math.sqrt(3)))
     with pytest.raises(ValueError, match="no rows for PE 'rope'"):
-        st.compare_pes(t, "2d-fixed", "rope")
+        ss.compare_pes(t, "2d-fixed", "rope")
     with pytest.raises(ValueError, match="seeds differ"):
-        st.compare_pes(t.iloc[:5], "2d-fixed", "learn-0.2", kind="paired")
+        ss.compare_pes(t.iloc[:5], "2d-fixed", "learn-0.2", kind="paired")
 
 
 def history(acc: dict[int, float]) -> pd.DataFrame:
@@ -138,30 +139,30 @@ def test_with_accuracy_and_rank_correlation():
     h = history({0: 0.9, 1: 0.8, 2: 0.6, 3: 0.7})
     t = pd.DataFrame({"model": [0, 1, 2, 3], "sigma": [0.1, 0.2, 0.3, 0.4],
                       "distance": [1.0, 2.0, 4.0, 3.0]})
-    t = st.with_accuracy(t, h)
+    t = ss.with_accuracy(t, h)
     np.testing.assert_allclose(t["accuracy"], [0.9, 0.8, 0.6, 0.7])  # last epoch, not epoch 0
-    r = st.rank_correlation(t, "distance", level="model")
+    r = ss.rank_correlation(t, "distance", level="model")
     assert r["rho"] == pytest.approx(-1.0) and r["n"] == 4
     # per-sigma means: two seeds per sigma, averaged first
     two = pd.DataFrame({"sigma": [0.1, 0.1, 0.2, 0.2, 0.3, 0.3],
                         "x": [1, 3, 2, 6, 10, 0], "accuracy": [0.1, 0.3, 0.5, 0.5, 0.9, 0.9]})
-    r = st.rank_correlation(two, "x", level="sigma")  # means x 2, 4, 5 vs 0.2, 0.5, 0.9
+    r = ss.rank_correlation(two, "x", level="sigma")  # means x 2, 4, 5 vs 0.2, 0.5, 0.9
     assert r["rho"] == pytest.approx(1.0) and r["n"] == 3
     # sigma itself as the measure: accuracy means 0.2, 0.5, 0.9 rise with sigma
-    r = st.rank_correlation(two, "sigma", level="sigma")
+    r = ss.rank_correlation(two, "sigma", level="sigma")
     assert r["rho"] == pytest.approx(1.0) and r["n"] == 3
     with pytest.raises(ValueError, match="at least 3"):
-        st.rank_correlation(two[two["sigma"] < 0.3], "x")
+        ss.rank_correlation(two[two["sigma"] < 0.3], "x")
     with pytest.raises(ValueError, match="not in the history"):
-        st.with_accuracy(pd.DataFrame({"model": [9]}), h)
+        ss.with_accuracy(pd.DataFrame({"model": [9]}), h)
     with pytest.raises(ValueError, match="unknown level"):
-        st.rank_correlation(two, "x", level="seed")
+        ss.rank_correlation(two, "x", level="seed")
 
 
 def test_load_paper_tables():
-    p = st.load_paper_tables()
+    p = pc.load_paper_tables()
     assert set(p["table"]) == {"1", "2", "3", "4", "5", "6"}
-    assert set(p["metric"]) == set(st.PAPER_METRICS)
+    assert set(p["metric"]) == set(pc.PAPER_METRICS)
     one = p[(p["table"] == "1") & (p["pe"] == "2d-fixed") & (p["metric"] == "val_acc")]
     assert one[["mean", "sd"]].iloc[0].tolist() == [0.977, 0.073]
     t3 = p[(p["table"] == "3") & (p["pe"] == "learn-0.2")].iloc[0]
@@ -185,16 +186,16 @@ def _seeds(mean: float, sd: float, n: int, seed: int = 0) -> np.ndarray:
 
 
 def _paper_row(table: str, pe: str, metric: str = "val_acc") -> pd.Series:
-    p = st.load_paper_tables()
+    p = pc.load_paper_tables()
     return p[(p["table"] == table) & (p["pe"] == pe) & (p["metric"] == metric)].iloc[0]
 
 
 def test_constants_and_columns():
-    assert st.MIN_SEEDS_FOR_CI == 5 and st.EQUIVALENCE_MARGIN == 0.05
-    assert set(st.VERDICTS) == {"equivalent", "different", "inconclusive",
+    assert ss.MIN_SEEDS_FOR_CI == 5 and pc.EQUIVALENCE_MARGIN == 0.05
+    assert set(pc.VERDICTS) == {"equivalent", "different", "inconclusive",
                                 "too few seeds (n<5)"}
-    p = st.load_paper_tables()
-    cmp = st.compare_to_paper(synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")]),
+    p = pc.load_paper_tables()
+    cmp = pc.compare_to_paper(synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")]),
                               1)
     assert list(cmp.columns) == ["table", "setting", "pe", "sigma", "n", "mean", "sd", "ci_low",
                                  "ci_high", "paper_mean", "paper_sd", "diff", "p_equiv",
@@ -205,7 +206,7 @@ def test_constants_and_columns():
 def test_tost_matches_hand_computation():
     # ours: 6 seeds, mean 0.90, SD 0.04; paper: 15 seeds, mean 0.92, SD 0.03; margin 0.05
     ma, sa, na, mb, sb, nb, m = 0.90, 0.04, 6, 0.92, 0.03, 15, 0.05
-    eq = st.equivalence_test_from_summary(ma, sa, na, mb, sb, nb, m)
+    eq = pc.equivalence_test_from_summary(ma, sa, na, mb, sb, nb, m)
     va, vb = sa**2 / na, sb**2 / nb
     se = math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
@@ -226,7 +227,7 @@ def test_tost_matches_hand_computation():
 def test_tost_on_raw_seeds_agrees_with_scipy_one_sided_welch():
     rng = np.random.default_rng(11)
     a, b = rng.normal(0.8, 0.02, 7), rng.normal(0.81, 0.03, 15)
-    eq = st.equivalence_test_from_summary(a.mean(), a.std(ddof=1), 7, b.mean(),
+    eq = pc.equivalence_test_from_summary(a.mean(), a.std(ddof=1), 7, b.mean(),
                                           b.std(ddof=1), 15, 0.05)
     lower = sps.ttest_ind(a + 0.05, b, equal_var=False, alternative="greater")
     upper = sps.ttest_ind(a - 0.05, b, equal_var=False, alternative="less")
@@ -235,39 +236,39 @@ def test_tost_on_raw_seeds_agrees_with_scipy_one_sided_welch():
 
 
 def test_tost_with_zero_spread_and_bad_inputs():
-    eq = st.equivalence_test_from_summary(1.0, 0.0, 5, 0.99, 0.0, 15, 0.05)
+    eq = pc.equivalence_test_from_summary(1.0, 0.0, 5, 0.99, 0.0, 15, 0.05)
     assert eq.p_equiv == 0.0 and eq.p_diff == 0.0 and math.isnan(eq.df)
-    eq = st.equivalence_test_from_summary(1.0, 0.0, 5, 0.9, 0.0, 15, 0.05)
+    eq = pc.equivalence_test_from_summary(1.0, 0.0, 5, 0.9, 0.0, 15, 0.05)
     assert eq.p_equiv == 1.0 and eq.p_diff == 0.0
     with pytest.raises(ValueError, match="margin"):
-        st.equivalence_test_from_summary(0.9, 0.1, 5, 0.9, 0.1, 15, 0.0)
+        pc.equivalence_test_from_summary(0.9, 0.1, 5, 0.9, 0.1, 15, 0.0)
     with pytest.raises(ValueError, match="n >= 2"):
-        st.equivalence_test_from_summary(0.9, 0.1, 1, 0.9, 0.1, 15)
+        pc.equivalence_test_from_summary(0.9, 0.1, 1, 0.9, 0.1, 15)
 
 
 def test_two_seeds_give_no_interval_and_no_verdict():
     row = _paper_row("1", "learn-0.2")  # paper 0.956 +- 0.039
     ours = pd.DataFrame({"pe": "learn-0.2", "accuracy": [0.955, 0.957]})
-    c = st.compare_to_paper(ours, 1).iloc[0]
+    c = pc.compare_to_paper(ours, 1).iloc[0]
     assert c["n"] == 2 and c["mean"] == pytest.approx(0.956)
     assert c["paper_mean"] == row["mean"]
     assert math.isnan(c["ci_low"]) and math.isnan(c["ci_high"])
     assert math.isnan(c["p_equiv"]) and math.isnan(c["p_diff"])
     assert c["verdict"] == "too few seeds (n<5)"
     four = pd.DataFrame({"pe": "learn-0.2", "accuracy": _seeds(0.956, 0.001, 4)})
-    assert st.compare_to_paper(four, 1).iloc[0]["verdict"] == "too few seeds (n<5)"
+    assert pc.compare_to_paper(four, 1).iloc[0]["verdict"] == "too few seeds (n<5)"
     five = pd.DataFrame({"pe": "learn-0.2", "accuracy": _seeds(0.956, 0.001, 5)})
-    c5 = st.compare_to_paper(five, 1).iloc[0]
+    c5 = pc.compare_to_paper(five, 1).iloc[0]
     assert c5["verdict"] != "too few seeds (n<5)" and np.isfinite(c5["ci_low"])
 
 
 def test_matching_paper_with_small_sd_is_equivalent():
     # Table 3 (attention cosine): SDs 0.013-0.023. 15 seeds with exactly the paper's mean and
     # SD are shown equivalent within 0.05.
-    p = st.load_paper_tables()
+    p = pc.load_paper_tables()
     p3 = p[p["table"] == "3"]
     ours3 = synthetic_ours(p3).rename(columns={"accuracy": "cosine"})
-    c3 = st.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
+    c3 = pc.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
     assert len(c3) == 20 and (c3["verdict"] == "equivalent").all()
     assert (c3["p_equiv"] < 0.05).all()
     np.testing.assert_allclose(c3["diff"], 0.0, atol=1e-12)
@@ -279,43 +280,43 @@ def test_wide_noisy_seeds_with_the_same_mean_are_never_equivalent():
     z = np.linspace(-1, 1, 15)
     acc = row["mean"] + 0.3 * z / z.std(ddof=1)
     assert acc.min() >= 0 and acc.max() <= 1
-    c = st.compare_to_paper(pd.DataFrame({"pe": "learn-1.7", "accuracy": acc}), 2).iloc[0]
+    c = pc.compare_to_paper(pd.DataFrame({"pe": "learn-1.7", "accuracy": acc}), 2).iloc[0]
     assert c["diff"] == pytest.approx(0.0, abs=1e-12) and c["sd"] == pytest.approx(0.3)
     assert c["verdict"] == "inconclusive"
     assert c["ci_low"] <= c["paper_mean"] <= c["ci_high"]  # the old rule would have "agreed"
     # noise cannot win at any seed count up to the paper's, whatever the margin reading
     for n in range(5, 16):
         d = pd.DataFrame({"pe": "learn-1.7", "accuracy": row["mean"] + _seeds(0, 0.3, n, n)})
-        assert st.compare_to_paper(d, 2).iloc[0]["verdict"] != "equivalent"
+        assert pc.compare_to_paper(d, 2).iloc[0]["verdict"] != "equivalent"
 
 
 def test_paper_sd_alone_can_prevent_equivalence():
     # perfect agreement is still inconclusive when the paper's own SD is 0.1 or more
     row = _paper_row("2", "learn-1.1")  # paper 0.835 +- 0.101
-    c = st.compare_to_paper(pd.DataFrame({"pe": "learn-1.1",
+    c = pc.compare_to_paper(pd.DataFrame({"pe": "learn-1.1",
                                           "accuracy": _seeds(row["mean"], 0.101, 15)}), 2)
     assert c.iloc[0]["verdict"] == "inconclusive"
 
 
 def test_means_two_tenths_apart_are_different():
-    p = st.load_paper_tables()
+    p = pc.load_paper_tables()
     p3 = p[p["table"] == "3"]
     ours3 = synthetic_ours(p3, shift=-0.2).rename(columns={"accuracy": "cosine"})
-    c3 = st.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
+    c3 = pc.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
     assert (c3["verdict"] == "different").all() and (c3["p_diff"] < 1e-6).all()
     np.testing.assert_allclose(c3["diff"], -0.2)
     # a significant difference smaller than the margin is still within it: equivalent
     row = _paper_row("3", "learn-0.2", "attention_cosine")  # 0.838 +- 0.016
     d = pd.DataFrame({"pe": "learn-0.2", "cosine": _seeds(row["mean"] + 0.02, 0.005, 15)})
-    c = st.compare_to_paper(d, 3, metric="attention_cosine", value="cosine").iloc[0]
+    c = pc.compare_to_paper(d, 3, metric="attention_cosine", value="cosine").iloc[0]
     assert c["p_diff"] < 0.05 and c["verdict"] == "equivalent"
-    assert st.compare_to_paper(d, 3, metric="attention_cosine", value="cosine",
+    assert pc.compare_to_paper(d, 3, metric="attention_cosine", value="cosine",
                                margin=0.01).iloc[0]["verdict"] == "different"
 
 
 def test_intervals_stay_inside_zero_one():
     rng = np.random.default_rng(3)
-    p = st.load_paper_tables()
+    p = pc.load_paper_tables()
     p1 = p[(p["table"] == "1") & (p["metric"] == "val_acc")]
     rows = []
     for r in p1.itertuples():
@@ -323,23 +324,23 @@ def test_intervals_stay_inside_zero_one():
         centre = rng.choice([0.0, 0.02, 0.5, 0.98, 1.0])
         acc = np.clip(centre + rng.normal(0, 0.3, n), 0, 1)  # piles up at 0 or 1
         rows += [{"pe": r.pe, "seed": s, "accuracy": a} for s, a in enumerate(acc)]
-    c = st.compare_to_paper(pd.DataFrame(rows), 1)
-    ok = c["n"] >= st.MIN_SEEDS_FOR_CI
+    c = pc.compare_to_paper(pd.DataFrame(rows), 1)
+    ok = c["n"] >= ss.MIN_SEEDS_FOR_CI
     assert ok.any() and (~ok).any()
     assert (c.loc[ok, "ci_low"] >= 0).all() and (c.loc[ok, "ci_high"] <= 1).all()
     assert (c.loc[ok, "ci_low"] <= c.loc[ok, "mean"]).all()
     assert (c.loc[ok, "mean"] <= c.loc[ok, "ci_high"]).all()
     assert c.loc[~ok, ["ci_low", "ci_high"]].isna().all().all()
     # an unclipped t interval of these seeds would leave [0, 1] somewhere
-    raw = st.summarize(pd.DataFrame(rows), "accuracy", "pe")
-    raw = raw[raw["n"] >= st.MIN_SEEDS_FOR_CI]
+    raw = ss.summarize(pd.DataFrame(rows), "accuracy", "pe")
+    raw = raw[raw["n"] >= ss.MIN_SEEDS_FOR_CI]
     assert ((raw["ci_low"] < 0) | (raw["ci_high"] > 1)).any()
 
 
 def test_compare_to_paper_on_matching_synthetic_table_and_plot():
-    p = st.load_paper_tables()
+    p = pc.load_paper_tables()
     p2 = p[(p["table"] == "2") & (p["metric"] == "val_acc")]
-    cmp = st.compare_to_paper(synthetic_ours(p2), table=2)
+    cmp = pc.compare_to_paper(synthetic_ours(p2), table=2)
     assert len(cmp) == 20 and list(cmp["pe"]) == list(p2["pe"])
     np.testing.assert_allclose(cmp["diff"], 0.0, atol=1e-12)
     np.testing.assert_allclose(cmp["sd"], cmp["paper_sd"], rtol=1e-10)
@@ -349,7 +350,7 @@ def test_compare_to_paper_on_matching_synthetic_table_and_plot():
     small = cmp["paper_sd"] <= 0.05
     assert (cmp.loc[small, "verdict"] == "equivalent").all()
     assert (cmp.loc[cmp["paper_sd"] >= 0.1, "verdict"] == "inconclusive").all()
-    far = st.compare_to_paper(synthetic_ours(p2, shift=-0.3), table=2)
+    far = pc.compare_to_paper(synthetic_ours(p2, shift=-0.3), table=2)
     np.testing.assert_allclose(far["diff"], -0.3)
     assert (far["verdict"] == "different").all()
     # the plot: one series per verdict present, then the paper; legend outside the axes
@@ -372,7 +373,7 @@ def test_compare_to_paper_on_matching_synthetic_table_and_plot():
     assert ax.get_xlabel().startswith("σ")
     with pytest.raises(ValueError, match="verdict"):
         plots.plot_vs_paper(cmp.drop(columns="verdict"))
-    s = st.summarize(synthetic_ours(p2).assign(
+    s = ss.summarize(synthetic_ours(p2).assign(
         sigma=lambda d: [float(x.split("-")[1]) for x in d["pe"]]), by="sigma")
     ax = plots.plot_sigma_curve(s, label="ours")
     np.testing.assert_allclose(ax.lines[0].get_ydata(), p2["mean"], atol=1e-12)
@@ -380,29 +381,29 @@ def test_compare_to_paper_on_matching_synthetic_table_and_plot():
 
 
 def test_compare_to_paper_bad_inputs():
-    p = st.load_paper_tables()
+    p = pc.load_paper_tables()
     ours = synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")])
     with pytest.raises(ValueError, match="unknown paper table '7'"):
-        st.compare_to_paper(ours, 7)
+        pc.compare_to_paper(ours, 7)
     with pytest.raises(ValueError, match="no metric 'attention_cosine'"):
-        st.compare_to_paper(ours, 1, metric="attention_cosine")
+        pc.compare_to_paper(ours, 1, metric="attention_cosine")
     with pytest.raises(ValueError, match="several settings"):
-        st.compare_to_paper(ours, 4)
+        pc.compare_to_paper(ours, 4)
     with pytest.raises(ValueError, match="no setting 'rmsprop'"):
-        st.compare_to_paper(ours, 4, setting="rmsprop")
+        pc.compare_to_paper(ours, 4, setting="rmsprop")
     with pytest.raises(ValueError, match="no PE in common"):
-        st.compare_to_paper(ours[ours["pe"] == "nope"], 2)
+        pc.compare_to_paper(ours[ours["pe"] == "nope"], 2)
     with pytest.raises(ValueError, match="empty"):
-        st.compare_to_paper(ours.iloc[:0], 1)
+        pc.compare_to_paper(ours.iloc[:0], 1)
     with pytest.raises(ValueError, match="no 'loss' column"):
-        st.compare_to_paper(ours, 1, value="loss")
+        pc.compare_to_paper(ours, 1, value="loss")
     with pytest.raises(ValueError, match="margin"):
-        st.compare_to_paper(ours, 1, margin=-0.1)
+        pc.compare_to_paper(ours, 1, margin=-0.1)
     with pytest.raises(ValueError, match="alpha"):
-        st.compare_to_paper(ours, 1, alpha=1.5)
+        pc.compare_to_paper(ours, 1, alpha=1.5)
     with pytest.raises(ValueError, match="min_seeds"):
-        st.compare_to_paper(ours, 1, min_seeds=1)
-    c = st.compare_to_paper(ours.iloc[:16], 1).set_index("pe")  # 2d-fixed x 15 + learn-0.2 x 1
+        pc.compare_to_paper(ours, 1, min_seeds=1)
+    c = pc.compare_to_paper(ours.iloc[:16], 1).set_index("pe")  # 2d-fixed x 15 + learn-0.2 x 1
     assert len(c) == 2 and c.loc["learn-0.2", "verdict"] == "too few seeds (n<5)"
     assert c.loc["2d-fixed", "verdict"] in {"equivalent", "inconclusive"}
 
@@ -413,5 +414,5 @@ def test_rank_correlation_of_a_constant_column_is_nan_without_a_warning():
     t = pd.DataFrame({"sigma": [0.1, 0.2, 0.5], "accuracy": [0.25, 0.25, 0.25]})
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # scipy's ConstantInputWarning would fail the book build
-        r = st.rank_correlation(t, "sigma")
+        r = ss.rank_correlation(t, "sigma")
     assert math.isnan(r["rho"]) and math.isnan(r["pvalue"]) and r["n"] == 3

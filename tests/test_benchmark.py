@@ -1,4 +1,4 @@
-"""benchmarks/train_throughput.py and scripts/reproduce.py: tiny runs (no timing assertions)."""
+"""benchmarks/train_throughput.py and lstpe reproduce: tiny runs (no timing assertions)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from lstpe import cli
 from lstpe import experiments as ex
 from lstpe.experiments import reproduce
+from lstpe.runtime import PAPER_SEEDS
 from lstpe.store import results as res
-from lstpe.training.train import PAPER_SEEDS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,7 +65,8 @@ def test_benchmark_tiny_run_prints_ratio_floor_table_and_json(bench, tmp_path, c
     assert d["torch_version"] and d["device"].startswith(("cpu", "cuda", "mps"))
     assert d["timed_steps"] == 2 and d["steps_per_epoch"] == math.ceil(d["n_train"] / 128)
     assert d["threads"] == 1 and set(d["cpu_flags"]) <= set(d["cpu_flags_checked"])
-    assert d["cpu_flags_checked"] == ["avx512_bf16", "amx_bf16", "amx_tile", "avx512f", "avx2"]
+    assert d["cpu_flags_checked"] == ["avx2", "fma", "avx512f", "avx512_bf16", "amx_tile",
+                                      "amx_bf16"]
     fpme = d["flops_per_model_epoch"]
     assert fpme > 0 and d["all_tokens_flops_per_model_epoch"] > fpme  # last block: one token
     assert "flops_per_model_epoch" in d["flops_count"]
@@ -113,7 +115,7 @@ def test_benchmark_tiny_run_prints_ratio_floor_table_and_json(bench, tmp_path, c
 def test_floor_gemms_are_the_models_shapes_and_flop_count(bench):
     """At the paper's size (no timing): the GEMMs of one step of M models, their FLOPs equal
     lstpe.experiments.plan's count (last block: read-out token only), 3 kinds per forward GEMM."""
-    from lstpe.nn.model import ModelConfig
+    from lstpe.nn.architecture import ModelConfig
 
     cfg, M = ModelConfig(), 3
     gemms = bench.step_gemms(cfg, 128, M)
@@ -139,13 +141,13 @@ def test_cpu_precision_flags(bench, tmp_path):
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f amx_tile\n"
                     "processor\t: 1\nflags\t\t: fpu avx512_bf16\n")
-    assert bench.cpu_precision_flags(info) == ["amx_tile", "avx512f", "avx2"]  # first CPU's
-    assert bench.cpu_precision_flags(tmp_path / "absent") == []  # off Linux
+    assert bench.cpu_flags(cpuinfo=info) == ["avx2", "avx512f", "amx_tile"]  # first CPU's
+    assert bench.cpu_flags(cpuinfo=tmp_path / "absent") == []  # off Linux
 
 
 def test_flop_count_closed_form(bench):
     """At the paper's size: 3 x (forward matmul FLOPs) per puzzle, counted by hand."""
-    from lstpe.nn.model import ModelConfig
+    from lstpe.nn.architecture import ModelConfig
 
     d, f, n = 160, 640, 16
     qkv, scores, out, mlp = 2 * d * 3 * d, 2 * 2 * n * d, 2 * d * d, 2 * 2 * d * f
@@ -210,10 +212,10 @@ def test_paper_scale_configs_and_bundles():
 
 
 def test_reproduce_dry_run_of_a_bundle(tmp_path, capsys):
-    argv = ["--scale", "preview", "--parts", "table4/adam", "table4/sgd", "--epochs", "1",
+    argv = ["run", "--scale", "preview", "--parts", "table4/adam", "table4/sgd", "--epochs", "1",
             "--seeds", "2235", "--d-model", "16", "--n-layers", "1", "--n-train", "64",
             "--checkpoint-every", "1", "--out", str(tmp_path), "--no-progress"]
-    assert reproduce.main(argv) == 0
+    assert cli.main(["reproduce", *argv]) == 0
     printed = capsys.readouterr().out
     assert "[table4/adam+table4/sgd] ok, wall time" in printed  # one batch of 8 models
     for opt in ("adam", "sgd"):
@@ -229,15 +231,15 @@ def test_reproduce_dry_run_of_a_bundle(tmp_path, capsys):
     assert entry["status"] == "ok" and entry["models"] == 8 and entry["epochs"] == 1
 
     before = (tmp_path / "table4" / "sgd" / "history.csv").read_bytes()
-    assert reproduce.main(argv) == 0
+    assert cli.main(["reproduce", *argv]) == 0
     assert "finished run of this configuration exists, skipped" in capsys.readouterr().out
     assert (tmp_path / "table4" / "sgd" / "history.csv").read_bytes() == before
 
 
 def test_reproduce_plan_and_errors(capsys):
-    assert reproduce.main(["plan", "--parts", "table2", "table1"]) == 0
+    assert cli.main(["reproduce", "plan", "--parts", "table2", "table1"]) == 0
     out = capsys.readouterr().out
     assert "table2" in out and "minutes_at_rate" in out and "total: 213,000 model-epochs" in out
-    assert reproduce.main(["--parts", "table9"]) == 2
+    assert cli.main(["reproduce", "run", "--parts", "table9"]) == 2
     assert "'table9'" in capsys.readouterr().err
     assert "brain" not in reproduce.DEFAULT_PARTS

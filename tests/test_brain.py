@@ -312,7 +312,7 @@ def test_training_history_and_saved_run(tiny, tmp_path):
     cfg = _cfg(train_masks=[0.5, 0.9])
     r = brain.train_brain(cfg, run_dir=tmp_path / "run", data=tiny, progress=False)
     h = r.history
-    assert list(h.columns) == brain.HISTORY_COLUMNS
+    assert list(h.columns) == brain.BRAIN_HISTORY_COLUMNS
     assert len(cfg.models) == 12 and sorted(h["model"].unique()) == list(range(12))
     assert sorted(h["step"].unique()) == [0, 2, 4]
     got = set(zip(h["split"], h["mask_ratio"], strict=True))
@@ -426,8 +426,8 @@ def test_checkpoint_every_counts_whole_rounds(tiny, tmp_path, monkeypatch, every
 
 
 def test_brain_and_lst_runs_go_through_the_engine(tiny, small_splits, tiny_cfg, monkeypatch):
+    from lstpe.training import config, train
     from lstpe.training import task as lst_task
-    from lstpe.training import train
 
     real, seen = engine.run_chunk, []
 
@@ -445,7 +445,7 @@ def test_brain_and_lst_runs_go_through_the_engine(tiny, small_splits, tiny_cfg, 
     assert (opts.epochs, opts.schedule, opts.mode) == (3, {1, 2, 3}, "eager")
     assert sorted(r.history["step"].unique()) == [0, 3, 6, 7]
     seen.clear()
-    lst_cfg = train.TrainConfig(pes=["learn-0.5"], seeds=[3], epochs=1, batch_size=16,
+    lst_cfg = config.TrainConfig(pes=["learn-0.5"], seeds=[3], epochs=1, batch_size=16,
                                 model=tiny_cfg, device="cpu", checkpoint_every=0,
                                 save_attention=False, noise_levels=[])
     train.train(lst_cfg, progress=False, splits=small_splits)
@@ -477,12 +477,12 @@ def test_config_validation():
     with pytest.raises(ValueError, match=r"in \(0, 1\)"):
         _cfg(train_masks=[1.0])
     with pytest.raises(ValueError, match="valid presets: preview, cpu, paper"):
-        brain.preset("huge")
-    p = brain.preset("paper")
+        brain.brain_preset("huge")
+    p = brain.brain_preset("paper")
     assert p.n_parcels == 400 and p.steps == 50_000 and p.d_model == 64 and p.n_layers == 4
     assert p.train_masks == list(brain.PAPER_MASKS) and len(p.seeds) == 15
     assert [m[0].label for m in p.models[::60]] == list(brain.BRAIN_PES)
-    assert brain.preset("preview", steps=7).steps == 7
+    assert brain.brain_preset("preview", steps=7).steps == 7
 
 
 def test_network_table_reports_undefined_measures():

@@ -10,17 +10,16 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe.cli import (
-    build_config,
+from lstpe.chapters.batch import (
     grid_points,
-    main,
     parse_grid,
     parse_params,
     parse_value,
     point_name,
     split_top_level,
-    sweep_pes,
 )
+from lstpe.cli import build_config, main
+from lstpe.experiments.registry import learn_pes
 from lstpe.store import results as res
 from lstpe.training.engine import DIGEST_KEY, state_digest
 
@@ -166,10 +165,11 @@ def test_tiny_sweep_trains_learn_sigma_for_each_sigma(tmp_path, capsys):
     assert "learn-0.5" in capsys.readouterr().out
 
 
-def test_sweep_pes_keeps_sigma_and_rejects_duplicates():
-    assert sweep_pes([0.1234567, 2.0]) == ["learn-0.1234567", "learn-2"]
+def test_sweep_pes_keep_sigma_and_reject_duplicates():
+    assert learn_pes([0.1234567, 2.0]) == ["learn-0.1234567", "learn-2"]
     with pytest.raises(ValueError, match="sigma 0.3 is given twice"):
-        sweep_pes([0.3, 0.7, 0.3])
+        learn_pes([0.3, 0.7, 0.3])
+    assert main(["sweep", "--sigmas", "0.3", "0.3", "--out", "unused"]) == 2
 
 
 @pytest.mark.parametrize("with_checkpoint", [False, True])

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from lstpe.nn import encodings as enc
-from lstpe.nn.model import LSTTransformer, ModelConfig, init_weights
+from lstpe.nn.architecture import ModelConfig, init_weights
+from lstpe.nn.model import LSTTransformer
 
 # --------------------------------------------------------------------------- sinusoids
 

@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 import torch
 
+from lstpe import runtime
 from lstpe.chapters import notebook as nb
 from lstpe.cli import main
 from lstpe.experiments import runs
@@ -498,16 +499,16 @@ def test_stored_run_under_a_batch_grid_does_not_replace_the_grid_points(tmp_path
 def test_pick_device_names_devices_this_machine_lacks():
     if not torch.backends.mps.is_available():
         with pytest.raises(ValueError, match="'mps' was asked for but MPS"):
-            nb.pick_device("mps")
+            runtime.pick_device("mps")
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
-            nb.pick_device("cuda:1")
+            runtime.pick_device("cuda:1")
     else:
         with pytest.raises(ValueError, match="CUDA device"):
-            nb.pick_device(f"cuda:{torch.cuda.device_count()}")
+            runtime.pick_device(f"cuda:{torch.cuda.device_count()}")
     with pytest.raises(ValueError, match="'meta' is not supported"):
-        nb.pick_device("meta")
-    assert nb.pick_device("cpu").type == "cpu"
+        runtime.pick_device("meta")
+    assert runtime.pick_device("cpu").type == "cpu"
 
 
 # --------------------------------------------------------------------------- reproduce.py
@@ -515,15 +516,14 @@ def test_pick_device_names_devices_this_machine_lacks():
 
 def test_reproduce_refuses_a_finished_part_of_another_configuration(tmp_path, capsys,
                                                                      monkeypatch):
-    from lstpe.experiments import reproduce
-
-    args = ["--scale", "preview", "--parts", "long4000", "--epochs", "1", "--d-model", "16",
+    args = ["reproduce", "run", "--scale", "preview", "--parts", "long4000", "--epochs", "1",
+            "--d-model", "16",
             "--n-layers", "1", "--n-train", "64", "--out", str(tmp_path), "--no-progress"]
-    assert reproduce.main([*args, "--seeds", "2235"]) == 0
+    assert main([*args, "--seeds", "2235"]) == 0
     manifest = (tmp_path / "long4000" / "manifest.json").read_bytes()
-    assert reproduce.main([*args, "--seeds", "2235", "--max-models", "1"]) == 0  # same run
+    assert main([*args, "--seeds", "2235", "--max-models", "1"]) == 0  # same run
     assert "finished run of this configuration exists, skipped" in capsys.readouterr().out
-    assert reproduce.main([*args, "--seeds", "29"]) == 2  # before any training
+    assert main([*args, "--seeds", "29"]) == 2  # before any training
     err = capsys.readouterr().err
     assert "long4000 already holds a finished run with a different configuration" in err
     assert "seeds: [2235] there, [29] now" in err

@@ -125,3 +125,60 @@ def test_cache_key_follows_a_moved_file(tmp_path: Path) -> None:
     shutil.rmtree(copy / "nn")
     with pytest.raises(FileNotFoundError, match="'nn/\\*.py' matches no file"):
         key(copy)
+
+
+def _top_level_names(path: Path) -> tuple[set[str], set[str], list[str]]:
+    """(names a module defines, names it imports, its ``__all__``), read at module level."""
+    tree = ast.parse(path.read_text())
+    defined: set[str] = set()
+    imported: set[str] = set()
+    exported: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    defined.add(t.id)
+                    if t.id == "__all__":
+                        exported = list(ast.literal_eval(node.value))
+    return defined, imported, exported
+
+
+ENTRY_POINTS = {"main", "setup"}
+"""Names the protocol fixes: ``main`` of a ``python -m`` module (``lstpe.cli``,
+``lstpe.repo``), ``setup`` of a Sphinx extension and of a chapter (``lstpe.chapters.notebook``)."""
+
+
+def test_each_public_name_has_one_home() -> None:
+    """Only a subpackage's ``__init__.py`` (its face) re-exports; every other module exports
+    what it defines, and no public name is defined in two modules."""
+    homes: dict[str, list[str]] = {}
+    reexports = []
+    for path in FILES:
+        defined, imported, exported = _top_level_names(path)
+        if path.name != "__init__.py":
+            bad = sorted(n for n in exported if n in imported and n not in defined)
+            if bad:
+                reexports.append(f"{_module(path)} re-exports {bad}")
+            for n in defined - ENTRY_POINTS:
+                if not n.startswith("_"):
+                    homes.setdefault(n, []).append(_module(path))
+    clashes = {n: m for n, m in homes.items() if len(m) > 1}
+    assert not reexports, reexports
+    assert not clashes, clashes
+
+
+def test_private_names_stay_inside_their_subpackage() -> None:
+    crossing = []
+    for path in FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lstpe."):
+                for a in node.names:
+                    private = a.name.startswith("_") and not a.name.startswith("__")
+                    if private and _part(node.module) != _part(_module(path)):
+                        crossing.append(f"{_module(path)} imports {node.module}.{a.name}")
+    assert not crossing, crossing

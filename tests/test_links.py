@@ -1,7 +1,7 @@
 """Links of the book that can be checked without building it.
 
 * one repository URL: ``_config.yml``, README and every chapter's install cell agree, and
-  ``python -m lstpe.repo set-url`` moves all of them to a fork at once;
+  ``lstpe repo set-url`` moves all of them to a fork at once;
 * the bibliography: every entry of ``references.bib`` has a url (but :data:`NO_URL`), the
   paper's two versions have distinct labels (2024a, 2024b), every ``{cite}`` key used in
   the book exists, and the keys other chapters rely on are there;

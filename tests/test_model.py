@@ -11,14 +11,9 @@ import torch
 
 from lstpe import lst
 from lstpe.nn import encodings as enc
+from lstpe.nn.architecture import ModelConfig, init_weights, trainable_count
 from lstpe.nn.dropout import keys_tensor
-from lstpe.nn.model import (
-    BatchedLSTTransformer,
-    LSTTransformer,
-    ModelConfig,
-    init_weights,
-    trainable_count,
-)
+from lstpe.nn.model import BatchedLSTTransformer, LSTTransformer
 
 ADDITIVE = ["2d-fixed", "1d-fixed", "learn-0.3", "random", "nope"]
 OTHERS = ["relative", "rope", "c-nope", "alibi", "rope-2d"]

@@ -313,13 +313,13 @@ def test_pack_volume_copy_disk_full_keeps_the_pack(tmp_path, monkeypatch):
 
 
 def cli(argv):
-    """Run ``reproduce.main(argv)``; return (exit status, stderr)."""
-    from lstpe.experiments import reproduce
+    """Run ``lstpe reproduce ARGV``; return (exit status, stderr)."""
+    from lstpe.cli import main
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
-            rc = reproduce.main(argv)
+            rc = main(["reproduce", *argv])
         except BaseException:  # noqa: BLE001 - a traceback is the failure asserted against
             import traceback
 

@@ -61,7 +61,7 @@ def test_absolute_differs_at_init():
 def test_relative_only_after_training_sits_on_floor(trained, variant):
     for s in SEEDS:
         m = trained[(variant, s)]
-        y = P.predict(m)
+        y = P.probe_predict(m)
         assert y.max() - y.min() < 1e-9
         rmse = float(np.sqrt(np.mean((y - np.arange(1, CFG.n + 1)) ** 2)))
         assert rmse >= P.constant_floor(CFG.n) - 1e-9
@@ -72,7 +72,7 @@ def test_relative_only_after_training_sits_on_floor(trained, variant):
 @pytest.mark.parametrize("variant", WORKING)
 def test_absolute_and_fixes_learn_positions(trained, variant):
     for s in SEEDS:
-        y = P.predict(trained[(variant, s)])
+        y = P.probe_predict(trained[(variant, s)])
         target = np.arange(1, CFG.n + 1)
         assert np.sqrt(np.mean((y - target) ** 2)) < 0.25
         np.testing.assert_array_equal(np.round(y), target)
@@ -82,7 +82,7 @@ def test_alibi_l2_is_mirror_symmetric(trained):
     """ALiBi's bias -m|i-j| is symmetric: under l2 the positions i and n+1-i stay identical."""
     for s in SEEDS:
         m = trained[("alibi+l2", s)]
-        y = P.predict(m)
+        y = P.probe_predict(m)
         np.testing.assert_allclose(y, y[::-1], atol=1e-9)
         assert y.max() - y.min() > 1e-6  # not constant: only the mirror pairs coincide
         mass = P.attention_mass(m)
@@ -119,7 +119,7 @@ def test_run_probe_table_and_summary():
                                     "error"]
     assert len(df) == 2 * 2 * 4
     np.testing.assert_allclose(df["error"], df["prediction"] - df["target"])
-    s = P.summarize(df)
+    s = P.summarize_probe(df)
     assert list(s["variant"]) == ["rope", "absolute"]
     rope = s.iloc[0]
     assert rope["rmse_mean"] >= rope["floor"] - 1e-9 and rope["spread_max"] < 1e-9

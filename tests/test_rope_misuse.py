@@ -6,7 +6,8 @@ import torch
 
 from lstpe import lst
 from lstpe.analysis import rope_misuse as rm
-from lstpe.nn.model import LSTTransformer, ModelConfig
+from lstpe.nn.architecture import ModelConfig
+from lstpe.nn.model import LSTTransformer
 
 
 def _batch(n: int = 6) -> torch.Tensor:

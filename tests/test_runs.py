@@ -6,7 +6,7 @@ import pytest
 
 from lstpe import experiments as ex
 from lstpe.experiments import runs
-from lstpe.nn.model import ModelConfig
+from lstpe.nn.architecture import ModelConfig
 from lstpe.runtime import PAPER_SEEDS, has_bf16
 
 

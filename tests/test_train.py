@@ -12,18 +12,20 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe.nn.model import LSTTransformer, ModelConfig
+from lstpe import runtime
+from lstpe.nn.architecture import ModelConfig
+from lstpe.nn.model import LSTTransformer
 from lstpe.store import results
+from lstpe.training import config, train
 from lstpe.training import task as lst_task
-from lstpe.training import train
 
 
-def tiny_train_cfg(tiny_cfg: ModelConfig, **kw) -> train.TrainConfig:
+def tiny_train_cfg(tiny_cfg: ModelConfig, **kw) -> config.TrainConfig:
     base = dict(pes=["learn-0.5", "2d-fixed", "relative"], seeds=[3, 7], epochs=2,
                 batch_size=16, model=tiny_cfg, device="cpu", checkpoint_every=0,
                 save_attention=False, lr=1e-3, noise_levels=[])
     base.update(kw)
-    return train.TrainConfig(**base)
+    return config.TrainConfig(**base)
 
 
 def model_weights(r: results.Run) -> list[dict[str, torch.Tensor]]:
@@ -82,7 +84,7 @@ def test_batched_training_equals_sequential(optimizer, lr, tiny_cfg, small_split
     """Every PE in one batch, in train mode (2d-fixed with its dropout), equals each model
     trained alone."""
     cfg = tiny_train_cfg(tiny_cfg, pes=MIXED, optimizer=optimizer, lr=lr)
-    assert cfg.weight_decay == train.DEFAULT_WD[optimizer]
+    assert cfg.weight_decay == config.DEFAULT_WD[optimizer]
     r = train.train(cfg, progress=False, splits=small_splits)
     assert len(r.models) == 1 and r.models[0].n_models == 10  # one batch for all PEs
     seq = train.sequential_reference(cfg, splits=small_splits)
@@ -160,8 +162,7 @@ def test_history_and_artifacts_layout(tiny_cfg, small_splits):
                          save_attention=True, eval_epochs=[1])
     r = train.train(cfg, progress=False, splits=small_splits)
     h = r.history
-    assert list(h.columns) == train.HISTORY_COLUMNS
-    assert set(results.HISTORY_COLUMNS) <= set(h.columns) and "diverged" in h.columns
+    assert list(h.columns) == results.HISTORY_COLUMNS and "diverged" in h.columns
     assert sorted(h["epoch"].unique()) == [0, 1, 2]
     # 6 models x 3 epochs x 4 eval splits (train, test, val, val_dropout) x 4 conditions
     # (all, 1, 2, 3), plus the running training rows of epochs 1, 2 (condition all)
@@ -180,7 +181,7 @@ def test_history_and_artifacts_layout(tiny_cfg, small_splits):
     assert a["val_attention"].dtype == torch.float16
     # the merged artefacts are in model order: recompute each from its chunk
     for chunk in r.models:
-        logits = train.predict(chunk, small_splits["val"].x)
+        logits = lst_task.predict(chunk, small_splits["val"].x)
         for m in range(chunk.n_models):
             i = [(p, s) for p in cfg.pes for s in cfg.seeds].index(
                 (chunk.labels()[m], chunk.seeds[m]))
@@ -199,7 +200,7 @@ def test_score_hand_case():
     logits = torch.tensor([[[2.0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 5.0, 0]]])  # (1, 3, 4)
     y = torch.tensor([0, 1, 3])
     vectors = torch.tensor([1, 1, 2])
-    s = train.score(logits, y, vectors)
+    s = lst_task.score(logits, y, vectors)
     assert set(s) == {"all", "1", "2"}
     # argmax of an all-zero row is class 0: sample 0 right, 1 and 2 wrong
     assert s["all"][0][0] == pytest.approx(1 / 3)
@@ -229,7 +230,7 @@ def test_resume_after_interruption_matches_uninterrupted(crash_call, tiny_cfg, s
                          max_models=2)
     ref = train.train(cfg, run_dir=tmp_path / "ref", progress=False, splits=small_splits)
 
-    real = train.epoch_permutation
+    real = lst_task.epoch_permutation
     calls: list[int] = []
 
     def crashing(seed, epoch, n):
@@ -288,7 +289,7 @@ def test_checkpoint_of_another_config_is_refused(tiny_cfg, small_splits, tmp_pat
 @pytest.mark.parametrize("amp", [False, True], ids=["fp32", "bf16-autocast"])
 def test_tiny_preview_run_learns_training_set(tiny_cfg, amp, monkeypatch):
     monkeypatch.setattr("lstpe.runtime.has_bf16", lambda *a: True)  # bf16 even if emulated
-    cfg = train.preset("preview", model=tiny_cfg, seeds=[1, 2, 3], n_train=128, epochs=40,
+    cfg = config.preset("preview", model=tiny_cfg, seeds=[1, 2, 3], n_train=128, epochs=40,
                        lr=3e-3, batch_size=32, device="cpu", save_attention=False,
                        eval_epochs=[], pes=["learn-0.2", "2d-fixed"], noise_levels=[],
                        amp=amp)
@@ -306,19 +307,19 @@ def test_tiny_preview_run_learns_training_set(tiny_cfg, amp, monkeypatch):
 
 
 def test_preset_values():
-    p = train.preset("paper")
-    assert p.seeds == list(train.PAPER_SEEDS) and len(p.seeds) == 15
+    p = config.preset("paper")
+    assert p.seeds == list(runtime.PAPER_SEEDS) and len(p.seeds) == 15
     assert (p.optimizer, p.lr, p.weight_decay, p.batch_size) == ("adam", 1e-4, 0.0, 128)
     assert p.model == ModelConfig(d_model=160, n_layers=4, n_heads=1)
-    assert train.TrainConfig(pes=["nope"], seeds=[0], optimizer="adamw").weight_decay == 0.1
-    assert train.TrainConfig(pes=["nope"], seeds=[0], optimizer="sgd").lr == 1e-3
-    assert train.preset("paper", epochs=7, seeds=None).epochs == 7
-    assert train.preset("paper", optimizer="sgd").lr == 1e-3  # Table 4
-    assert train.preset("paper", optimizer="adamw").weight_decay == 0.1  # Tables 5-6
+    assert config.TrainConfig(pes=["nope"], seeds=[0], optimizer="adamw").weight_decay == 0.1
+    assert config.TrainConfig(pes=["nope"], seeds=[0], optimizer="sgd").lr == 1e-3
+    assert config.preset("paper", epochs=7, seeds=None).epochs == 7
+    assert config.preset("paper", optimizer="sgd").lr == 1e-3  # Table 4
+    assert config.preset("paper", optimizer="adamw").weight_decay == 0.1  # Tables 5-6
     # a sigma survives the config's PE labels exactly
-    assert train.TrainConfig(pes=["learn-0.123456789"], seeds=[0]).specs[0].sigma == 0.123456789
-    assert train.PAPER_SIGMAS[0] == 0.1 and train.PAPER_SIGMAS[-1] == 2.0
-    assert len(train.PAPER_SIGMAS) == 20
+    assert config.TrainConfig(pes=["learn-0.123456789"], seeds=[0]).specs[0].sigma == 0.123456789
+    assert config.PAPER_SIGMAS[0] == 0.1 and config.PAPER_SIGMAS[-1] == 2.0
+    assert len(config.PAPER_SIGMAS) == 20
 
 
 @pytest.mark.parametrize("kw, needle", [
@@ -343,27 +344,27 @@ def test_train_config_errors(kw, needle):
     base = dict(pes=["learn-0.2"], seeds=[0])
     base.update(kw)
     with pytest.raises(ValueError) as e:
-        train.TrainConfig(**base)
+        config.TrainConfig(**base)
     assert needle in str(e.value)
 
 
 def test_preset_unknown_name():
     with pytest.raises(ValueError, match="'huge'; valid presets: preview, cpu, paper"):
-        train.preset("huge")
+        config.preset("huge")
 
 
 def test_schedule():
-    c = train.TrainConfig(pes=["nope"], seeds=[0], epochs=12, dense_until=3, sparse_every=5)
+    c = config.TrainConfig(pes=["nope"], seeds=[0], epochs=12, dense_until=3, sparse_every=5)
     assert c.schedule() == [0, 1, 2, 3, 5, 10, 12]
     assert replace(c, eval_epochs=[4, 99, -1]).schedule() == [4, 12]
 
 
 def test_epoch_permutation():
-    p = train.epoch_permutation(5, 3, 50)
+    p = lst_task.epoch_permutation(5, 3, 50)
     assert sorted(p.tolist()) == list(range(50))
-    assert torch.equal(p, train.epoch_permutation(5, 3, 50))
-    assert not torch.equal(p, train.epoch_permutation(5, 4, 50))
-    assert not torch.equal(p, train.epoch_permutation(6, 3, 50))
+    assert torch.equal(p, lst_task.epoch_permutation(5, 3, 50))
+    assert not torch.equal(p, lst_task.epoch_permutation(5, 4, 50))
+    assert not torch.equal(p, lst_task.epoch_permutation(6, 3, 50))
 
 
 def test_deadline_pauses_with_a_checkpoint_and_resumes_exactly(tiny_cfg, small_splits,

@@ -1,24 +1,25 @@
 """Analyses of the paper as library functions returning tidy tables (plots kept separate).
 
-Modules (imported lazily: ``import lstpe.analysis`` loads none of them):
+Modules (imported lazily: ``import lstpe.analysis`` loads none of them; noise robustness is
+computed with training, :mod:`lstpe.training.noise`):
 
 - :mod:`lstpe.analysis.attention`   attention-map cosine / Jensen-Shannon alignment to 2d-fixed,
   PE x PE similarity matrix, baseline at initialisation
 - :mod:`lstpe.analysis.procrustes`  orthogonal-Procrustes distance of learned PEs to the 2-D
   sinusoid; lazy-vs-rich movement of PEs and their kernels
-- :mod:`lstpe.analysis.robustness`  accuracy under Gaussian noise on the token embeddings
 - :mod:`lstpe.analysis.humans`      per-puzzle model vs human accuracy (cosine, Spearman,
   composite), per-condition curves
-- :mod:`lstpe.analysis.stats`       means, SDs, t and bootstrap CIs, t-tests, TOST equivalence
-  tests, rank correlations, the paper's tables and
-  :func:`~lstpe.analysis.stats.compare_to_paper` (verdict per row: equivalent / different /
-  inconclusive / too few seeds)
+- :mod:`lstpe.analysis.seed_stats`  means, SDs, t and bootstrap CIs, t-tests, rank correlations
+- :mod:`lstpe.analysis.paper_compare` the paper's tables, TOST equivalence tests and
+  :func:`~lstpe.analysis.paper_compare.compare_to_paper` (verdict per row: equivalent /
+  different / inconclusive / too few seeds)
 - :mod:`lstpe.analysis.plots`       plotting helpers for those tables
 - :mod:`lstpe.analysis.curves`      learning curves over epochs (separate module)
 - :mod:`lstpe.analysis.networks`    distances between the token PEs of one model (plain by
   default, per-pair Procrustes as an option), modularity and network clustering
 - :mod:`lstpe.analysis.probe`       Su's probe (separate module)
 - :mod:`lstpe.analysis.rope_misuse` the authors' sequence-first rope module fed batch-first input
+- :mod:`lstpe.analysis.widgets`    a widget with a static twin (the book page shows the picture)
 - :mod:`lstpe.analysis.authors_logs` the authors' own training logs (every 200 epochs) and our
   runs against them at the same epoch, with the paper's 4000-epoch tables beside them
 """
@@ -29,8 +30,8 @@ import importlib
 from types import ModuleType
 
 SUBMODULES: tuple[str, ...] = (
-    "attention", "procrustes", "robustness", "humans", "stats", "plots", "curves", "networks",
-    "probe", "rope_misuse", "authors_logs",
+    "attention", "procrustes", "humans", "seed_stats", "paper_compare", "plots", "curves",
+    "networks", "probe", "rope_misuse", "widgets", "authors_logs",
 )
 
 

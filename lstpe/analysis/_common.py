@@ -93,38 +93,3 @@ def check_stage(stage: str) -> None:
 def unique_labels(labels: Sequence[str]) -> list[str]:
     """Labels in first-seen order without repeats."""
     return list(dict.fromkeys(labels))
-
-
-def validation_split():
-    """The paper's validation split (the 108 human puzzles, ordered by ``id``) as a
-    :class:`lstpe.lst.Split`, built without loading the training puzzles."""
-    from lstpe import lst
-
-    return lst.validation_split()
-
-
-def average_layers(table: pd.DataFrame, values: Sequence[str] | None = None) -> pd.DataFrame:
-    """Average per-layer rows into one row per model (mean over the ``layer`` column).
-
-    Args:
-        table: a per-layer table with the :data:`ID_COLUMNS`, ``layer`` and numeric columns.
-        values: columns to average (default: every numeric column except ids and ``layer``).
-    Returns:
-        One row per model (plus any other non-numeric key columns such as ``stage``), with
-        ``n_layers``.
-    """
-    if table.empty:
-        raise ValueError("the table is empty")
-    if "layer" not in table:
-        raise ValueError(f"the table has no 'layer' column; columns: {', '.join(table.columns)}")
-    keys = [c for c in table.columns
-            if c in ID_COLUMNS or (c != "layer" and not pd.api.types.is_numeric_dtype(table[c]))]
-    if values is None:
-        values = [c for c in table.columns if c not in keys and c != "layer"]
-    missing = [v for v in values if v not in table]
-    if missing:
-        raise ValueError(f"unknown columns {missing}; columns: {', '.join(table.columns)}")
-    out = (table.groupby(keys, sort=False, dropna=False)
-           .agg(**{v: (v, "mean") for v in values}, n_layers=("layer", "size"))
-           .reset_index())
-    return out

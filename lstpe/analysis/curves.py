@@ -2,7 +2,7 @@
 
 The training history (:data:`lstpe.store.results.HISTORY_COLUMNS`) holds one row per model, epoch,
 split and condition; a learning curve is its mean and t confidence interval over seeds per PE
-and epoch (:func:`lstpe.analysis.stats.summarize`).
+and epoch (:func:`lstpe.analysis.seed_stats.summarize`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstpe.analysis.stats import MIN_SEEDS_FOR_CI, rank_correlation, summarize
+from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, rank_correlation, summarize
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -25,7 +25,8 @@ import pandas as pd
 from scipy import stats
 
 from lstpe import lst
-from lstpe.analysis._common import ID_COLUMNS, as_array, model_table, require, validation_split
+from lstpe.analysis._common import ID_COLUMNS, as_array, model_table, require
+from lstpe.lst import validation_split
 
 __all__ = ["model_correct", "puzzle_accuracy", "human_similarity", "condition_accuracy"]
 

@@ -94,7 +94,7 @@ def _token_matrices(pe) -> np.ndarray:
     return np.ascontiguousarray(a.transpose(1, 0, 2))
 
 
-def procrustes_distance(a, b) -> float:
+def token_procrustes_distance(a, b) -> float:
     r"""Frobenius distance after the best orthogonal rotation of ``a`` onto ``b`` for one pair of
     tokens (:func:`lstpe.analysis.procrustes.procrustes_distance` of the token PEs).
 

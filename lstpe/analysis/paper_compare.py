@@ -6,8 +6,7 @@ r"""The comparison of our per-seed results with the paper's tables.
   and our per-seed results lined up against them with a verdict (``equivalent``,
   ``different``, ``inconclusive`` or ``too few seeds (n<5)``) that wide intervals cannot win.
 
-The means, SDs and t intervals over seeds come from :mod:`lstpe.analysis.seed_stats`;
-:mod:`lstpe.analysis.stats` re-exports this module's names.
+The means, SDs and t intervals over seeds come from :mod:`lstpe.analysis.seed_stats`.
 """
 
 from __future__ import annotations

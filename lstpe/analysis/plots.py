@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "plot_attention_grid", "plot_similarity_matrix", "plot_vs_paper", "plot_sigma_curve",
     "plot_noise_curves", "plot_noise_heatmap", "plot_human_scatter", "plot_condition_curves",
-    "plot_pe_kernels", "legend_outside", "plot_against_authors",
+    "plot_pe_kernels", "legend_outside", "plot_against_authors", "kernel_range", "draw_kernel",
 ]
 
 
@@ -130,8 +130,9 @@ VERDICT_STYLE: dict[str, dict[str, Any]] = {
     "different": {"color": "tab:red", "marker": "X"},
     "inconclusive": {"color": "tab:orange", "marker": "D"},
 }
-"""Marker and colour of our points per :func:`lstpe.analysis.stats.compare_to_paper` verdict;
-any other verdict ("too few seeds (n<5)") is drawn as an open grey circle without interval."""
+"""Marker and colour of our points per verdict of
+:func:`lstpe.analysis.paper_compare.compare_to_paper`; any other verdict ("too few seeds
+(n<5)") is drawn as an open grey circle without interval."""
 
 _TOO_FEW_STYLE: dict[str, Any] = {"color": "0.55", "marker": "o", "mfc": "none"}
 
@@ -147,7 +148,7 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
     ``min_seeds``) have no error bar. The legend sits outside the axes, to the right.
 
     Args:
-        comparison: output of :func:`lstpe.analysis.stats.compare_to_paper` (needs ``x``,
+        comparison: output of :func:`lstpe.analysis.paper_compare.compare_to_paper` (needs ``x``,
             ``mean``, ``ci_low``, ``ci_high``, ``paper_mean``, ``paper_sd``, ``verdict``).
         x: ``pe`` (categorical) or ``sigma`` (numeric).
         ylabel: label of the metric axis.
@@ -201,7 +202,7 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
 def plot_sigma_curve(summary: pd.DataFrame, ax: Axes | None = None, label: str | None = None,
                      ylabel: str | None = None, color: str | None = None,
                      min_seeds: int = 5, **line_kw: Any) -> Axes:
-    """A per-sigma summary (:func:`lstpe.analysis.stats.summarize` with ``by="sigma"``): the
+    """A per-sigma summary (:func:`lstpe.analysis.seed_stats.summarize` with ``by="sigma"``): the
     mean as a line and the confidence interval as a band, drawn only where every sigma has at
     least ``min_seeds`` seeds (an interval from fewer says nothing).
 
@@ -227,7 +228,7 @@ def plot_sigma_curve(summary: pd.DataFrame, ax: Axes | None = None, label: str |
 def plot_noise_curves(robustness: pd.DataFrame, ax: Axes | None = None,
                       condition: str = "all", pes: Sequence[str] | None = None) -> Axes:
     """Mean accuracy (over seeds, +- SEM) against noise std, one line per PE
-    (:func:`lstpe.analysis.robustness.noise_robustness`)."""
+    (:func:`lstpe.training.noise.noise_robustness`)."""
     _need(robustness, ["noise", "pe", "condition", "accuracy"], "plot_noise_curves")
     r = robustness[robustness["condition"].astype(str) == condition]
     if r.empty:
@@ -294,6 +295,34 @@ def plot_noise_heatmap(robustness: pd.DataFrame, ax: Axes | None = None,
     return ax
 
 
+def kernel_range(v: np.ndarray) -> tuple[float, float]:
+    """Colour range of a position x position kernel (n, n): its off-diagonal values (the
+    diagonal of a cosine is 1 and would hide the rest), widened where they are all equal."""
+    off = v[~np.eye(v.shape[0], dtype=bool)] if v.shape[0] > 1 else v.ravel()
+    lo, hi = float(off.min()), float(off.max())
+    return (lo, hi) if hi - lo > 1e-9 else (lo - 0.01, hi + 0.01)
+
+
+def draw_kernel(ax: Axes, v: np.ndarray, vrange: tuple[float, float] | None = None,
+                title: str | None = None, fontsize: int = 9) -> Any:
+    """A kernel (n, n) on ``ax`` with position ticks and its own colour bar (returned), on
+    ``vrange`` or :func:`kernel_range`."""
+    lo, hi = vrange or kernel_range(v)
+    im = ax.imshow(v, vmin=lo, vmax=hi, cmap="viridis")
+    if title:
+        ax.set_title(title, fontsize=fontsize)
+    m = v.shape[0]
+    ax.set_xticks([0, m - 1])
+    ax.set_yticks([0, m - 1])
+    ax.tick_params(labelsize=7)
+    ax.set_xlabel("position", fontsize=8)
+    ax.set_ylabel("position", fontsize=8)
+    ax.grid(False)
+    cb = ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    cb.ax.tick_params(labelsize=7)
+    return cb
+
+
 def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False,
                     suptitle: str | None = None) -> Figure:
     """Position x position matrices (e.g. :func:`lstpe.chapters.pe_kernels`), one panel each.
@@ -315,13 +344,8 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False
         if v.ndim != 2 or v.shape[0] != v.shape[1]:
             raise ValueError(f"kernel {k!r} is not square: shape {v.shape}")
 
-    def off_range(v: np.ndarray) -> tuple[float, float]:
-        off = v[~np.eye(v.shape[0], dtype=bool)] if v.shape[0] > 1 else v.ravel()
-        lo, hi = float(off.min()), float(off.max())
-        return (lo, hi) if hi - lo > 1e-9 else (lo - 0.01, hi + 0.01)
-
     if share:
-        rngs = [off_range(v) for v in mats.values()]
+        rngs = [kernel_range(v) for v in mats.values()]
         shared = (min(r[0] for r in rngs), max(r[1] for r in rngs))
     n = len(mats)
     ncols = min(ncols, n)
@@ -331,19 +355,7 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     for ax, (name, v) in zip(axes.flat[:n], mats.items(), strict=True):
-        lo, hi = shared if share else off_range(v)
-        im = ax.imshow(v, vmin=lo, vmax=hi, cmap="viridis")
-        ax.set_title(name, fontsize=9)
-        m = v.shape[0]
-        ax.set_xticks([0, m - 1])
-        ax.set_yticks([0, m - 1])
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel("position", fontsize=8)
-        ax.set_ylabel("position", fontsize=8)
-        ax.grid(False)
-        cb = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-        cb.set_label("cosine", fontsize=8)
-        cb.ax.tick_params(labelsize=7)
+        draw_kernel(ax, v, shared if share else None, title=name).set_label("cosine", fontsize=8)
     if suptitle:
         fig.suptitle(suptitle, fontsize=10)
     fig.tight_layout()

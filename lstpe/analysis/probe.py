@@ -82,7 +82,7 @@ mask without PE, learned absolute PE."""
 FIXES: tuple[str, ...] = ("l2", "cls")
 """Optional fixes: l2-normalised attention weights, a prepended marker token."""
 
-VARIANTS: tuple[str, ...] = ("rope", "alibi", "absolute", "rope+l2", "rope+cls")
+PROBE_VARIANTS: tuple[str, ...] = ("rope", "alibi", "absolute", "rope+l2", "rope+cls")
 """The default set: two relative PEs that fail, absolute PE and Su's two fixes."""
 
 RELATIVE_ONLY: frozenset[str] = frozenset({"rope", "alibi", "relative", "nope", "c-nope"})
@@ -235,7 +235,7 @@ class ProbeModel(nn.Module):
 def output_spread(model: ProbeModel) -> float:
     """max - min of the model's predictions (position units) over the ``n`` positions: 0, up to
     float64 rounding, for a model that cannot tell positions apart."""
-    y = predict(model)
+    y = probe_predict(model)
     return float(y.max() - y.min())
 
 
@@ -254,7 +254,7 @@ def train_probe(variant: str, seed: int = 0, cfg: ProbeConfig | None = None
     (single-threaded: on these tiny tensors more CPU threads only add overhead).
 
     The readout is fitted to the standardised target ``(t - (n+1)/2) / constant_floor(n)``;
-    :func:`predict` maps its output back to position units.
+    :func:`probe_predict` maps its output back to position units.
 
     Returns:
         The trained model and the RMSE (in position units) after every step.
@@ -285,7 +285,7 @@ def _standardised_targets(n: int) -> torch.Tensor:
     return (t - (n + 1) / 2) / constant_floor(n)
 
 
-def predict(model: ProbeModel) -> np.ndarray:
+def probe_predict(model: ProbeModel) -> np.ndarray:
     """(n,) predictions in position units (targets are ``1..n``)."""
     n = model.cfg.n
     with torch.no_grad():
@@ -293,7 +293,7 @@ def predict(model: ProbeModel) -> np.ndarray:
     return (y * constant_floor(n) + (n + 1) / 2).numpy()
 
 
-def run_probe(variants: Sequence[str] = VARIANTS, seeds: Sequence[int] = (0, 1, 2),
+def run_probe(variants: Sequence[str] = PROBE_VARIANTS, seeds: Sequence[int] = (0, 1, 2),
               cfg: ProbeConfig | None = None) -> pd.DataFrame:
     """Train every variant for every seed and return one row per (variant, seed, position).
 
@@ -309,9 +309,9 @@ def run_probe(variants: Sequence[str] = VARIANTS, seeds: Sequence[int] = (0, 1, 
     pos = np.arange(1, cfg.n + 1)
     for v in variants:
         for s in seeds:
-            init = predict(ProbeModel(v, cfg, s))
+            init = probe_predict(ProbeModel(v, cfg, s))
             model, _ = train_probe(v, s, cfg)
-            pred = predict(model)
+            pred = probe_predict(model)
             rows.append(pd.DataFrame({
                 "variant": v, "seed": int(s), "position": pos, "target": pos.astype(float),
                 "prediction": pred, "error": pred - pos, "init_prediction": init,
@@ -319,7 +319,7 @@ def run_probe(variants: Sequence[str] = VARIANTS, seeds: Sequence[int] = (0, 1, 
     return pd.concat(rows, ignore_index=True)
 
 
-def summarize(df: pd.DataFrame) -> pd.DataFrame:
+def summarize_probe(df: pd.DataFrame) -> pd.DataFrame:
     """One row per variant (in order of appearance) of a :func:`run_probe` frame.
 
     Columns: ``rmse_mean`` / ``rmse_max`` over seeds (position units), ``accuracy`` (share of

@@ -170,7 +170,8 @@ def dependence_table(x: torch.Tensor, seed: int = 0, d_model: int = 32,
     not of the weights). Entries are the largest absolute change of puzzle 0's four logits; an
     exact 0 means "does not depend on it at all".
     """
-    from lstpe.nn.model import LSTTransformer, ModelConfig
+    from lstpe.nn.architecture import ModelConfig
+    from lstpe.nn.model import LSTTransformer
 
     x = x.double()
     cfg = ModelConfig(d_model=d_model, n_layers=n_layers)

@@ -11,7 +11,7 @@ r"""Statistics over seeds: summaries with confidence intervals, t-tests and rank
   sigma (per-sigma means, as in the paper's Fig. 4B / 10C) or across models.
 
 The comparison with the paper's tables (TOST equivalence, verdicts) builds on this module in
-:mod:`lstpe.analysis.paper_compare`; :mod:`lstpe.analysis.stats` re-exports both.
+:mod:`lstpe.analysis.paper_compare`.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ needs:
   model's post-LN blocks with bidirectional attention, a per-token readout), the masked MSE
   and the best linear predictor (:func:`linear_baseline_mse`).
 * :mod:`lstpe.brain.task` -- the brain task of the training engine (batches, loss,
-  evaluation; :func:`predict`, :func:`evaluate`).
-* :mod:`lstpe.brain.train` -- **training** (:class:`BrainConfig`, :func:`preset`,
+  evaluation; :func:`predict_masked`, :func:`evaluate`).
+* :mod:`lstpe.brain.train` -- **training** (:class:`BrainConfig`, :func:`brain_preset`,
   :func:`train_brain`): every (PE, mask ratio, seed) model trained as one batched model by the
   package's one training loop (:func:`lstpe.training.engine.run_chunk`), as the LST models are.
 * :mod:`lstpe.brain.analysis` -- final and mean MSEs, learning curves, network measures of
@@ -33,7 +33,7 @@ needs:
 from __future__ import annotations
 
 from lstpe.brain.analysis import curves, final_mse, mse_summary, network_table
-from lstpe.brain.config import BRAIN_PES, BrainConfig, describe, masks_for, preset
+from lstpe.brain.config import BRAIN_PES, BrainConfig, brain_preset, describe, masks_for
 from lstpe.brain.data import (
     GROUPS,
     ORDERS,
@@ -59,7 +59,7 @@ from lstpe.brain.model import (
     MASK_STREAM,
     BatchedBrainTransformer,
     brain_spec,
-    init_weights,
+    init_brain_weights,
     initial_pe,
     linear_baseline_mse,
     masked_mse,
@@ -75,20 +75,22 @@ from lstpe.brain.plots import (
     plot_surrogate_fit,
     plot_token_order,
 )
-from lstpe.brain.task import HISTORY_COLUMNS, BrainTask, evaluate, predict
+from lstpe.brain.task import BRAIN_HISTORY_COLUMNS, BrainTask, evaluate, predict_masked
 from lstpe.brain.train import eval_sets, make_data, train_brain
-from lstpe.nn.model import ModelConfig
+from lstpe.nn.architecture import ModelConfig
 from lstpe.runtime import PAPER_SEEDS
 
 __all__ = [
-    "BRAIN_PES", "GROUPS", "HISTORY_COLUMNS", "MASK_STREAM", "ORDERS", "PAPER_MASKS",
+    "BRAIN_PES", "GROUPS", "BRAIN_HISTORY_COLUMNS", "MASK_STREAM", "ORDERS", "PAPER_MASKS",
     "PAPER_SEEDS", "PARCELLATIONS", "TEST_MASK", "YEO7", "BatchedBrainTransformer",
     "BrainConfig", "BrainData", "BrainTask", "ModelConfig", "brain_spec",
-    "curves", "draw_batch", "eval_sets", "evaluate", "final_mse", "init_weights", "initial_pe",
+    "curves", "draw_batch", "eval_sets", "evaluate", "final_mse", "init_brain_weights",
+    "initial_pe",
     "linear_baseline_mse", "load_fc", "load_networks", "load_timeseries", "make_data",
     "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary",
     "n_masked", "nearest_pd", "network_table", "plot_by_network", "plot_mse_bars",
-    "plot_network_measures", "plot_pe_similarities", "predict", "preset", "masks_for", "describe",
+    "plot_network_measures", "plot_pe_similarities", "predict_masked", "brain_preset", "masks_for",
+    "describe",
     "plot_curves", "plot_mse_by_mask", "plot_surrogate_fit", "plot_token_order", "sample_gaussian",
     "sample_masks", "token_order", "train_brain", "zscore",
 ]

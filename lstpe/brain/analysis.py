@@ -1,6 +1,6 @@
 """Analysis of brain runs: final and mean MSEs, learning curves, network measures of the PEs.
 
-The tables come from a run's history (:data:`lstpe.brain.task.HISTORY_COLUMNS`) and artefacts
+The tables come from a run's history (:data:`lstpe.brain.task.BRAIN_HISTORY_COLUMNS`) and artefacts
 (:func:`lstpe.brain.train.train_brain`); the network measures are those of
 :mod:`lstpe.analysis.networks` against the run's partition of the regions.
 """
@@ -15,8 +15,8 @@ import pandas as pd
 
 from lstpe.brain.data import TEST_MASK
 from lstpe.brain.model import initial_pe
+from lstpe.nn.architecture import ModelConfig
 from lstpe.nn.encodings import parse_pe
-from lstpe.nn.model import ModelConfig
 
 
 def final_mse(history: pd.DataFrame, split: str = "test", mask_ratio: float = TEST_MASK,

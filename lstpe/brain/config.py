@@ -1,7 +1,7 @@
 """The brain experiment's configuration: :class:`BrainConfig`, its presets and checks.
 
 Below the brain task and trainer (:mod:`lstpe.brain.task`, :mod:`lstpe.brain.train`), which
-both read it. Presets (:func:`preset`): ``paper`` (400 parcels, d=64, 4 layers, Adam 1e-4, 50k
+both read it. Presets (:func:`brain_preset`): ``paper`` (400 parcels, d=64, 4 layers, Adam 1e-4, 50k
 steps, the 15 seeds, the four training mask ratios; many GPU hours), ``preview`` (100 parcels,
 d=64, 2 layers, 200 steps of 16 time points at Adam 3e-3, one seed, 50% masking; CPU, minutes)
 and ``cpu`` (the preview with 3 seeds and 5x the steps). The paper does not give its batch size;
@@ -191,7 +191,7 @@ class BrainConfig:
         return asdict(self)
 
 
-def preset(name: str, **overrides: Any) -> BrainConfig:
+def brain_preset(name: str, **overrides: Any) -> BrainConfig:
     """A named configuration, with keyword overrides (None values ignored).
 
     ``paper``: the published setup (400 regions, 50k steps, 15 seeds, four mask ratios; a
@@ -222,7 +222,7 @@ def masks_for(scale: str, train_mask: float) -> list[float] | None:
     """The training mask ratios a chapter needs: None (the scale's own) when they include
     ``train_mask``, else the scale's plus ``train_mask``."""
     train_mask = as_real(train_mask, "train_mask")
-    own = preset(scale).train_masks
+    own = brain_preset(scale).train_masks
     return None if any(abs(train_mask - m) < 1e-9 for m in own) \
         else sorted({*own, float(train_mask)})
 

@@ -4,8 +4,8 @@ A region's scalar activity is embedded to ``d`` (``x w + b``), masked regions ge
 mask embedding instead; then the LST model's post-LN blocks (the block's additive PE, one head,
 bidirectional attention -- ``relative`` too, unlike the authors' causal LST version) and a
 per-token linear readout of the activity (:class:`BatchedBrainTransformer`). Weights and PEs
-are drawn by :func:`lstpe.nn.model.init_weights` (``n_inputs = n_classes = 1``), so ``learn-0.1``
-and ``learn-0.2`` of a seed share every weight and the same normal draw of the PE.
+are drawn by :func:`lstpe.nn.architecture.init_weights` (``n_inputs = n_classes = 1``), so
+``learn-0.1`` and ``learn-0.2`` of a seed share every weight and the same normal draw of the PE.
 
 The objective is the MSE on the masked regions (:func:`masked_mse`); the best linear
 predictor of Gaussian data (:func:`linear_baseline_mse`) is the reference it is compared to.
@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from lstpe.nn import encodings as enc
+from lstpe.nn.architecture import ModelConfig, init_weights
 from lstpe.nn.encodings import PESpec, parse_pe
-from lstpe.nn.model import ModelConfig, StackedModels, _bmm
-from lstpe.nn.model import init_weights as _init_weights
+from lstpe.nn.model import StackedModels, stacked_affine
 
 MASK_STREAM = 2_000_003
 """Offset added to a model's seed for the generator of its mask embedding."""
@@ -29,7 +29,8 @@ MASK_STREAM = 2_000_003
 
 def model_config(n_regions: int, d_model: int = 64, n_layers: int = 4, n_heads: int = 1,
                  mlp_ratio: int = 4) -> ModelConfig:
-    """A :class:`~lstpe.nn.model.ModelConfig` for R region tokens with scalar input and output."""
+    """A :class:`~lstpe.nn.architecture.ModelConfig` for R region tokens with scalar input and
+    output."""
     return ModelConfig(d_model=d_model, n_layers=n_layers, n_heads=n_heads, mlp_ratio=mlp_ratio,
                        n_tokens=n_regions, n_inputs=1, n_classes=1)
 
@@ -50,9 +51,10 @@ def brain_spec(pe: str | PESpec, variant: str = "paper", relative_causal: bool =
     return spec
 
 
-def init_weights(spec: PESpec, seed: int, cfg: ModelConfig) -> dict[str, torch.Tensor]:
-    """:func:`lstpe.nn.model.init_weights` plus ``mask.emb (d,)`` (U(-1, 1), own generator)."""
-    w = _init_weights(spec, seed, cfg)
+def init_brain_weights(spec: PESpec, seed: int, cfg: ModelConfig) -> dict[str, torch.Tensor]:
+    """:func:`lstpe.nn.architecture.init_weights` plus ``mask.emb (d,)`` (U(-1, 1), own
+    generator)."""
+    w = init_weights(spec, seed, cfg)
     g = torch.Generator().manual_seed(int(seed) + MASK_STREAM)
     w["mask.emb"] = torch.rand(cfg.d_model, generator=g) * 2 - 1
     return w
@@ -60,7 +62,7 @@ def init_weights(spec: PESpec, seed: int, cfg: ModelConfig) -> dict[str, torch.T
 
 def initial_pe(pe: str | PESpec, seed: int, cfg: ModelConfig) -> torch.Tensor:
     """The additive PE of a model at initialisation, (L, R, d) (regenerated from its seed)."""
-    w = init_weights(parse_pe(pe), seed, cfg)
+    w = init_brain_weights(parse_pe(pe), seed, cfg)
     return w["pe.fixed"] + w["pe.learn"] * w["pe.mask"]
 
 
@@ -84,7 +86,7 @@ class BatchedBrainTransformer(StackedModels):
         if cfg.n_inputs != 1 or cfg.n_classes != 1:
             raise ValueError("the brain model needs n_inputs=1 and n_classes=1; use "
                              "lstpe.brain.model_config")
-        super().__init__(specs, seeds, cfg, init_weights)
+        super().__init__(specs, seeds, cfg, init_brain_weights)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, return_attention: bool = False):
         """Predict every region's activity.
@@ -109,7 +111,7 @@ class BatchedBrainTransformer(StackedModels):
         h = x[..., None] * self.embed_w[:, None] + self.embed_b[:, None, None]
         h = torch.where(mask[..., None], self.mask_emb[:, None, None], h)
         h, maps = self.blocks(h, return_attention)
-        y = _bmm(h, self.head_w, self.head_b).squeeze(-1)
+        y = stacked_affine(h, self.head_w, self.head_b).squeeze(-1)
         return (y, torch.stack(maps, 2)) if return_attention else y
 
 

@@ -25,14 +25,14 @@ import torch
 
 from lstpe.brain.data import draw_batch, n_masked
 from lstpe.brain.model import BatchedBrainTransformer, masked_mse
+from lstpe.nn.architecture import ModelConfig
 from lstpe.nn.encodings import PESpec
-from lstpe.nn.model import ModelConfig
 from lstpe.training.engine import autocast
 
 if TYPE_CHECKING:
     from lstpe.brain.config import BrainConfig
 
-HISTORY_COLUMNS = [
+BRAIN_HISTORY_COLUMNS = [
     "model", "pe", "pe_name", "sigma", "seed", "train_mask", "step", "split", "mask_ratio", "mse",
 ]
 """Columns of the brain history table: one row per (model, step, split, mask_ratio).
@@ -46,7 +46,7 @@ EvalSets = dict[tuple[str, float], tuple[torch.Tensor, torch.Tensor]]
 
 
 @torch.no_grad()
-def predict(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor,
+def predict_masked(model: BatchedBrainTransformer, x: torch.Tensor, mask: torch.Tensor,
             chunk: int = 256, amp: bool | torch.dtype | None = False) -> torch.Tensor:
     """Predictions (M, N, R) of all models on shared inputs x, mask (N, R), in chunks.
 

@@ -35,7 +35,7 @@ from lstpe.brain.data import (
     sample_masks,
 )
 from lstpe.brain.model import linear_baseline_mse, model_config
-from lstpe.brain.task import HISTORY_COLUMNS, BrainTask, EvalSets
+from lstpe.brain.task import BRAIN_HISTORY_COLUMNS, BrainTask, EvalSets
 from lstpe.runtime import choose_amp, pick_device, precision_name, tf32_mode
 from lstpe.store import results as res
 from lstpe.training import engine
@@ -138,7 +138,7 @@ def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
         earlier += sum(seg["wall_s"] for seg in segments)
         trained.append(task.model)
         pes.append(task.model.pe().detach().cpu())
-    hist = pd.DataFrame(history, columns=HISTORY_COLUMNS)
+    hist = pd.DataFrame(history, columns=BRAIN_HISTORY_COLUMNS)
     hist = hist.sort_values(["model", "step", "split", "mask_ratio"]).reset_index(drop=True)
     cov = np.cov(data.train.numpy(), rowvar=False)
     baseline = {f"{s}@{r:g}": linear_baseline_mse(cov, x.cpu(), m.cpu())

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 from lstpe.experiments.runs import get_run, used_runs
 from lstpe.runtime import (
-    default_results_dir,
     find_results,
     pick_device,
     repo_root,
@@ -37,8 +36,7 @@ from lstpe.runtime import (
 from lstpe.store.results import Run
 from lstpe.training.config import SCALES
 
-__all__ = ["SCALES", "Setup", "default_results_dir", "pick_device", "repo_root", "save_tables",
-           "setup"]
+__all__ = ["Setup", "save_tables", "setup"]
 
 
 @dataclass
@@ -89,7 +87,6 @@ def setup(scale: str = "preview", device: str = "auto", results_dir: str | None 
 def _shown(results_dir: Path) -> str:
     """The results folder as a page may show it: relative to the repository or the home
     folder, never the build machine's absolute path."""
-    from lstpe.runtime import repo_root
 
     p = Path(results_dir).resolve()
     for base, label in ((repo_root(), "<repository>"), (Path.home(), "~")):

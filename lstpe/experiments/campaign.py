@@ -43,6 +43,7 @@ import torch
 from lstpe.experiments.registry import REGISTRY, TABLE4_SIGMAS, learn_pes, run_config, tables56_pes
 from lstpe.runtime import PAPER_SEEDS, default_results_dir
 from lstpe.store import results as res
+from lstpe.store.storage import dotted_get
 from lstpe.training.config import PAPER_SIGMAS, TrainConfig
 
 CAMPAIGN_EPOCHS = 200
@@ -213,14 +214,8 @@ def load_fragment(unit: Unit, results_dir: str | Path | None = None, artifacts: 
 
 def _diff_text(cfg: dict, unit: Unit, keys: Sequence[str]) -> str:
     want = unit.config().to_dict()
-
-    def get(d: Any, k: str) -> Any:
-        for part in k.split("."):
-            d = d.get(part) if isinstance(d, dict) else None
-        return d
-
-    return "; ".join(f"{k}: stored {json.dumps(get(cfg, k))}, recipe "
-                     f"{json.dumps(get(want, k))}" for k in keys)
+    return "; ".join(f"{k}: stored {json.dumps(dotted_get(cfg, k))}, recipe "
+                     f"{json.dumps(dotted_get(want, k))}" for k in keys)
 
 
 def done_units(results_dir: str | Path | None = None,

@@ -38,22 +38,14 @@ import torch
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
-from lstpe.runtime import cpu_flags as runtime_cpu_flags
-from lstpe.runtime import has_bf16, pick_device
+from lstpe.runtime import cpu_flags, has_bf16, pick_device
 from lstpe.store import results as res
-
-REPORTED_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 
 MAX_UNITS = 8
 """At most this many units per chunk (they all finish together at the end)."""
 
 MARGIN_S = 120.0
 """Seconds kept free at the end of a budget (final evaluation, noise test, publishing)."""
-
-
-def cpu_flags() -> list[str]:
-    """The :data:`REPORTED_FLAGS` this CPU has (``/proc/cpuinfo``; empty off Linux)."""
-    return runtime_cpu_flags(REPORTED_FLAGS)
 
 
 def choose_precision(device: torch.device) -> tuple[str, str]:
@@ -107,14 +99,14 @@ def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
     from lstpe.training.config import load_data
     from lstpe.training.engine import EagerStep, Running
     from lstpe.training.optim import StackedOptimizer
-    from lstpe.training.task import LSTTask, ModelSlot, _stratified_subset
+    from lstpe.training.task import LSTTask, ModelSlot, stratified_subset
 
     cfgs = [u.config(device=str(device), **overrides) for u in units]
     base = cfgs[0]
     splits = load_data(base)
-    sub = {"train": _stratified_subset(splits["train"].vectors, base.eval_train_max,
+    sub = {"train": stratified_subset(splits["train"].vectors, base.eval_train_max,
                                        base.split_seed),
-           "test": _stratified_subset(splits["test"].vectors, base.eval_test_max,
+           "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
                                       base.split_seed)}
     slots = [ModelSlot(i, 0, c.specs[0], c.seeds[0]) for i, c in enumerate(cfgs)]
     task = LSTTask(base, slots, [c.setting for c in cfgs], splits, sub, device)

@@ -1,6 +1,6 @@
 """What a set of named runs costs, before a GPU is asked for: models, steps, FLOPs, memory, time.
 
-``python scripts/reproduce.py --plan`` prints :func:`plan_table`: for each batch of runs that
+``lstpe reproduce plan`` prints :func:`plan_table`: for each batch of runs that
 trains together (:func:`lstpe.experiments.registry.bundles`), the number of models, epochs,
 optimizer
 steps, matmul FLOPs, the chunks the memory budget allows, an estimate of each chunk's peak

@@ -1,6 +1,6 @@
 """The named training runs of the paper: one registry for the chapters and the GPU driver.
 
-A chapter asks for a run by name; ``scripts/reproduce.py`` trains the same run into
+A chapter asks for a run by name; ``lstpe reproduce`` trains the same run into
 ``results/paper/<name>``. Each entry fixes the PEs, the optimizer and the number of epochs per
 scale, with the reason for that number, so a stored run holds exactly what the chapter that
 reads it would have trained.
@@ -52,8 +52,19 @@ LONG_PES: list[str] = ["2d-fixed", "learn-0.2"]
 
 
 def learn_pes(sigmas: Sequence[float]) -> list[str]:
-    """``["learn-0.1", ...]`` for the given sigmas."""
-    return [parse_pe("learn", sigma=float(s)).label for s in sigmas]
+    """``["learn-0.1", ...]`` for the given sigmas, as given (no rounding beyond the PE label's
+    12 significant digits).
+
+    Raises:
+        ValueError: a negative or non-finite sigma, or one given twice (naming it).
+    """
+    pes: list[str] = []
+    for s in sigmas:
+        label = parse_pe("learn", sigma=float(s)).label
+        if label in pes:
+            raise ValueError(f"sigma {s!r} is given twice")
+        pes.append(label)
+    return pes
 
 
 def table1_pes() -> list[str]:
@@ -145,8 +156,7 @@ def run_config(name: str, scale: str = "paper", sigmas: Sequence[float] | None =
     """
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if name == BRAIN_RUN:
-        from lstpe.brain.config import BRAIN_PES
-        from lstpe.brain.config import preset as brain_preset
+        from lstpe.brain.config import BRAIN_PES, brain_preset
 
         if sigmas is not None and "pes" not in overrides:
             fixed = [p for p in BRAIN_PES if not p.startswith("learn")]

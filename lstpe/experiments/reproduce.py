@@ -1,20 +1,22 @@
 """The GPU driver: train the paper's named runs, batch by batch, resumably; plan, pack, unpack.
 
-``python scripts/reproduce.py`` (or ``python -m lstpe.experiments.reproduce``) loops over the
-registry
-(:mod:`lstpe.experiments.registry`): runs that share a number of epochs train as one batch of models
-(:func:`lstpe.training.train.train_many`), each written to ``<out>/<name>/`` with its manifest. A
-run
-whose folder holds a finished run of the same configuration is skipped; one of another
-configuration stops the driver (nothing is overwritten). An interrupted batch resumes from its
-checkpoints in ``<out>/_work/``.
+``lstpe reproduce`` (:mod:`lstpe.cli`) loops over the registry
+(:mod:`lstpe.experiments.registry`): runs that share a number of epochs train as one batch of
+models (:func:`lstpe.training.train.train_many`), each written to ``<out>/<name>/`` with its
+manifest. A run whose folder holds a finished run of the same configuration is skipped; one of
+another configuration stops the driver (nothing is overwritten). An interrupted batch resumes
+from its checkpoints in ``<out>/_work/``.
 
 Subcommands::
 
-    python scripts/reproduce.py run  [--parts table2 table1 ...] [--minutes 9]   (default)
-    python scripts/reproduce.py plan [--parts ...] [--rate 250] [--memory-gib 70]
-    python scripts/reproduce.py pack --out PACKDIR [--runs table2 ...] [--volume K --to DIR]
-    python scripts/reproduce.py unpack PACKDIR [PACKDIR ...] [--into results/paper]
+    lstpe reproduce run  [--parts table2 table1 ...] [--minutes 9]
+    lstpe reproduce plan [--parts ...] [--rate 250] [--memory-gib 70]
+    lstpe reproduce pack --out PACKDIR [--runs table2 ...] [--volume K --to DIR]
+    lstpe reproduce unpack PACKDIR [PACKDIR ...] [--into results/paper]
+
+Exit status: 0 if everything asked finished, 1 if a part failed, 3 stopped by ``--minutes``
+(checkpointed: rerun to resume), 2 on bad arguments, a refused or damaged pack, or a failed
+write (one line naming the file).
 
 Parts: the run names of the registry, ``bench`` (the throughput benchmark) and ``brain``
 (only when named: the brain experiment at the scale's preset).
@@ -34,7 +36,6 @@ from typing import Any
 from lstpe.experiments.registry import REGISTRY, bundles, run_config
 from lstpe.runtime import default_results_dir, repo_root
 from lstpe.store import results as res
-from lstpe.store.storage import WriteError
 from lstpe.training.config import SCALES
 
 DEFAULT_PARTS: list[str] = ["table2", "table1", "table4/adam", "table4/sgd", "tables56",
@@ -52,7 +53,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
                               checkpoint_every=args.checkpoint_every, n_train=args.n_train,
                               step_mode=args.step_mode)
     if model:
-        from lstpe.training.train import preset
+        from lstpe.training.config import preset
 
         ov["model"] = {**preset(args.scale).model.to_dict(), **model}
     return ov
@@ -243,10 +244,13 @@ def cmd_unpack(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="reproduce", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd")
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """Add ``reproduce`` with its actions (run, plan, pack, unpack) to the ``lstpe`` parser."""
+    p = commands.add_parser("reproduce", help="train the paper's named runs on a GPU; plan, "
+                            "pack, unpack", description=__doc__.split("\n\n")[0],
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="action", required=True)
+    p.set_defaults(func=dispatch)
     for name in ("run", "plan"):
         s = sub.add_parser(name)
         s.add_argument("--parts", nargs="+", metavar="PART",
@@ -280,23 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("unpack")
     s.add_argument("dirs", nargs="+", help="folders holding the pieces and the index")
     s.add_argument("--into", help="results folder (default results/paper)")
-    return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """0 if everything asked finished, 1 if a part failed, 2 on bad arguments, a refused or
-    damaged pack, or a failed write (one line naming the file)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-"):
-        argv = ["run", *argv]
-    args = build_parser().parse_args(argv)
-    try:
-        return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack,
-                "unpack": cmd_unpack}[args.cmd](args)
-    except (ValueError, WriteError) as e:  # both name the file and what was kept
-        print(f"reproduce: error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the action of ``lstpe reproduce`` (errors propagate to :func:`lstpe.cli.main`)."""
+    return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack,
+            "unpack": cmd_unpack}[args.action](args)

@@ -42,6 +42,7 @@ from typing import Any
 from lstpe.experiments.registry import BRAIN_RUN, REGISTRY, run_config
 from lstpe.runtime import default_results_dir
 from lstpe.store import results as res
+from lstpe.store.storage import dotted_get
 from lstpe.training.config import SCALES
 
 STORED_SCALES: tuple[str, ...] = ("paper", "cpu")
@@ -150,9 +151,7 @@ def _sorted_seeds(config: dict) -> dict:
 
 
 def _get(d: Any, key: str) -> str:
-    for part in key.split("."):
-        d = d.get(part) if isinstance(d, dict) else None
-    text = json.dumps(d, default=str)
+    text = json.dumps(dotted_get(d, key), default=str)
     return text if len(text) <= 60 else text[:56] + "...]"
 
 
@@ -179,7 +178,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
         if other:
             raise StoredRunMismatch(
                 f"the stored run {run.path} was not trained with the registry's {name!r} at "
-                f"{src} scale ({'; '.join(other)}); retrain it (scripts/reproduce.py run "
+                f"{src} scale ({'; '.join(other)}); retrain it (lstpe reproduce run "
                 f"--scale {src} --parts {name}) or move it out of {base}")
         if mine:
             if verbose:

@@ -31,11 +31,6 @@ from lstpe.nn import encodings as enc
 from lstpe.nn.architecture import BlockStructure
 
 
-def relative_index(n: int, device: torch.device | None = None) -> torch.Tensor:
-    """(n, n) long: row ``j - i + n - 1`` of the relative key table for query i, key j."""
-    return enc.relative_index(n).to(device)
-
-
 def score_bias(struct: BlockStructure, n: int, n_heads: int = 1) -> torch.Tensor:
     """(H, n, n) additive score bias of a PE: ALiBi distances and the causal mask (-inf).
 
@@ -50,7 +45,7 @@ def score_bias(struct: BlockStructure, n: int, n_heads: int = 1) -> torch.Tensor
     return bias
 
 
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
            partner: torch.Tensor) -> torch.Tensor:
     """``x * cos + x[..., partner] * sin`` with per-model tables.
 
@@ -84,17 +79,18 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
         scale: multiplier of the raw scores, ``1 / (sqrt(d_h) T)``; a float or a tensor
             broadcastable to the scores (*lead, H, n, n), e.g. (M, 1, 1, 1, 1).
         bias: additive score bias broadcastable to the scores (ALiBi, causal -inf).
-        rope: (cos, sin, partner) for :func:`rotate`, or None (no model rotates).
+        rope: (cos, sin, partner) for :func:`rotate_pairs`, or None (no model rotates).
         rel: relative key table, (2n-1, d_h) for one model or (M, 2n-1, d_h) for M models
             (zeros where a model has none), or None.
-        rel_index: (n, n) long :func:`relative_index` already on the device (built here if
-            None; pass a buffer inside CUDA-graph capture, where no host copy may happen).
+        rel_index: (n, n) long :func:`lstpe.nn.encodings.relative_index` already on the device
+            (built here if None; pass a buffer inside CUDA-graph capture, where no host copy may
+            happen).
     Returns:
         output (*lead, H, n, d_h) and attention weights (*lead, H, n, n).
     """
     n = q.shape[-2]
     if rope is not None:
-        q_r, k_r = rotate(q, *rope), rotate(k, *rope)
+        q_r, k_r = rotate_pairs(q, *rope), rotate_pairs(k, *rope)
     else:
         q_r, k_r = q, k
     with _no_autocast(q.device):
@@ -110,7 +106,7 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
                 qr = torch.bmm(qf.reshape(M, -1, qf.shape[-1]), relf.transpose(1, 2))
                 qr = qr.view(*qf.shape[:-1], relf.shape[1])
             if rel_index is None:
-                rel_index = relative_index(n, q.device)
+                rel_index = enc.relative_index(n).to(q.device)
             idx = rel_index.expand(*qr.shape[:-2], n, n)
             scores = scores + torch.gather(qr, -1, idx)
         scores = scores * scale

@@ -29,7 +29,7 @@ Two *variants* exist where the authors' code deviates from the textbook definiti
   dims ``0..d/2-1`` and the row code in ``d/2..d-1`` (the text says rows first: a permutation
   of dims); ``rope`` rotates the first half of the head dims with the "split-half" pairing
   (feature ``i`` with ``i + d_rot/2``). How each PE's attention block is built (biases,
-  projections, init, dropout) is in :func:`lstpe.nn.model.block_structure`.
+  projections, init, dropout) is in :func:`lstpe.nn.architecture.block_structure`.
 * ``textbook``: ``relative`` is Shaw's bidirectional form (31 offsets); ``c-nope`` has
   temperature 1; ``2d-fixed`` rows first; ``rope`` rotates all dims with the interleaved
   pairing ``(2k, 2k+1)`` of Su et al.

@@ -32,9 +32,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from lstpe.nn import dropout as drop
+from lstpe.nn import encodings as enc
 from lstpe.nn.architecture import (
     BUFFERS,
-    PE_STREAM,
     BlockStructure,
     ModelConfig,
     block_structure,
@@ -43,11 +43,11 @@ from lstpe.nn.architecture import (
     rope_tables,
     trainable_count,
 )
-from lstpe.nn.attention import attend, default_scale, relative_index, score_bias
+from lstpe.nn.attention import attend, default_scale, score_bias
 from lstpe.nn.encodings import PESpec, parse_pe
 
-__all__ = ["BUFFERS", "PE_STREAM", "BatchedLSTTransformer", "LSTTransformer", "ModelConfig",
-           "StackedModels", "attention", "block_structure", "init_weights", "trainable_count"]
+__all__ = ["BatchedLSTTransformer", "LSTTransformer", "StackedModels", "attention",
+           "stacked_affine"]
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, spec: PESpec | str,
@@ -187,7 +187,7 @@ class LSTTransformer(nn.Module):
 # --------------------------------------------------------------------------- batched model
 
 
-def _bmm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def stacked_affine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Per-model affine map: x (M, ..., i), w (M, i, o), b (M, o) -> (M, ..., o)."""
     M, *mid, i = x.shape
     y = torch.baddbmm(b[:, None, :], x.reshape(M, -1, i), w)
@@ -253,7 +253,7 @@ class StackedModels(nn.Module):
         buf("rope_sin", torch.stack([t[1] for t in tables])[:, None, None])
         buf("rope_partner", torch.stack([t[2] for t in tables])[:, None, None, None])
         buf("eye", torch.eye(self.cfg.d_model)[None])
-        buf("rel_index", relative_index(n))
+        buf("rel_index", enc.relative_index(n))
         drop_idx = [m for m, s in enumerate(sts) if s.dropout > 0]
         buf("drop_idx", torch.tensor(drop_idx, dtype=torch.long))
         buf("drop_p", torch.tensor([sts[m].dropout for m in drop_idx], dtype=torch.float32))
@@ -334,7 +334,7 @@ class StackedModels(nn.Module):
             if use_drop:
                 h = self._dropout(h, dropout_keys, i)
             qkv_b = g("qkv.b") * self.s_qkv_b if self.mask_qkv_b else g("qkv.b")
-            qkv = _bmm(h, g("qkv.w"), qkv_b).view(M, B, n, 3, H, d // H)
+            qkv = stacked_affine(h, g("qkv.w"), qkv_b).view(M, B, n, 3, H, d // H)
             q, k, v = qkv.permute(3, 0, 1, 4, 2, 5)  # each (M, B, H, n, d_h)
             rel = g("rel") * self.s_rel if self.any_rel else None
             a, w = attend(q, k, v, scale=self.score_scale, bias=bias, rope=rope, rel=rel,
@@ -346,8 +346,9 @@ class StackedModels(nn.Module):
             if self.mask_out_w:  # no output projection = identity, its weight a fixed zero
                 out_w = out_w * self.s_out_w + self.eye * (1 - self.s_out_w)
             out_b = g("out.b") * self.s_out_b if self.mask_out_b else g("out.b")
-            h = _layer_norm(h + _bmm(a, out_w, out_b), g("ln1.w"), g("ln1.b"))
-            mlp = F.gelu(_bmm(F.gelu(_bmm(h, g("fc1.w"), g("fc1.b"))), g("fc2.w"), g("fc2.b")))
+            h = _layer_norm(h + stacked_affine(a, out_w, out_b), g("ln1.w"), g("ln1.b"))
+            hid = F.gelu(stacked_affine(h, g("fc1.w"), g("fc1.b")))
+            mlp = F.gelu(stacked_affine(hid, g("fc2.w"), g("fc2.b")))
             h = _layer_norm(h + mlp, g("ln2.w"), g("ln2.b"))
             if return_attention:
                 maps.append(w.mean(2))
@@ -398,7 +399,7 @@ class BatchedLSTTransformer(StackedModels):
                 f"expected input (M={M}, B, {cfg.n_tokens}, {cfg.n_inputs}) or "
                 f"(B, {cfg.n_tokens}, {cfg.n_inputs}), got {shape_in}"
             )
-        h = _bmm(x, self.embed_w, self.embed_b)
+        h = stacked_affine(x, self.embed_w, self.embed_b)
         if embed_noise_std < 0:
             raise ValueError(f"embed_noise_std must be >= 0, got {embed_noise_std}")
         if embed_noise_std > 0:
@@ -408,7 +409,7 @@ class BatchedLSTTransformer(StackedModels):
         # computed for it alone (same logits, ~1/4 fewer FLOPs at L=4).
         h, maps = self.blocks(h, return_attention, last_token_only=not return_attention,
                               dropout_keys=dropout_keys)
-        logits = _bmm(h[:, :, -1], self.head_w, self.head_b)
+        logits = stacked_affine(h[:, :, -1], self.head_w, self.head_b)
         return (logits, torch.stack(maps, 2)) if return_attention else logits
 
     def to_single(self, m: int) -> LSTTransformer:

@@ -45,7 +45,7 @@ from lstpe.store.storage import RunDirError, WriteError, _file_mode, read_manife
 
 INDEX = "lstpe-pack.json"
 PIECE = "lstpe-pack.tar.gz.{:03d}"
-RUN_FILES = ("history.csv", "manifest.json", "artifacts.pt")
+PACKED_FILES = ("history.csv", "manifest.json", "artifacts.pt")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -61,7 +61,7 @@ def finished_runs(root: str | Path) -> list[Path]:
 
 
 def _run_members(run: Path) -> list[Path]:
-    files = [run / f for f in RUN_FILES if (run / f).exists()]
+    files = [run / f for f in PACKED_FILES if (run / f).exists()]
     tables = run / "tables"
     if tables.is_dir():
         files += sorted(tables.glob("*.csv"))

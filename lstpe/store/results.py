@@ -14,7 +14,7 @@ Every write goes to a temporary file in the same folder, is flushed to disk and 
 place, so an interrupted (even SIGKILLed) run never leaves a half-written result behind;
 finished files get ordinary permissions (0666 minus the umask, usually 0644).
 
-Safety rules every entry point (``lstpe train``, ``scripts/reproduce.py``,
+Safety rules every entry point (``lstpe train``, ``lstpe reproduce``,
 :func:`lstpe.training.train.train`, the chapters) follows:
 
 * a process trains into a folder only while it holds the folder's :class:`RunLock`;

@@ -38,6 +38,7 @@ from lstpe.store.storage import (
     check_torch_file,
     clean_temp_files,
     config_diff,
+    dotted_get,
     read_manifest,
     verify_files,
 )
@@ -143,14 +144,10 @@ def check_run_dir(run_dir: str | Path, config: dict,
 
 
 def _diff_text(old: dict, new: dict, keys: Sequence[str]) -> str:
-    def get(d: Any, key: str) -> Any:
-        for part in key.split("."):
-            d = d.get(part) if isinstance(d, dict) else None
-        return d
-
     a = json.loads(json.dumps(old, default=str))
     b = json.loads(json.dumps(new, default=str))
-    return "; ".join(f"{k}: {_show(get(a, k))} there, {_show(get(b, k))} now" for k in keys)
+    return "; ".join(f"{k}: {_show(dotted_get(a, k))} there, {_show(dotted_get(b, k))} now"
+                     for k in keys)
 
 
 # --------------------------------------------------------------------------- locking

@@ -36,6 +36,7 @@ __all__ = [
     "save_json",
     "save_table",
     "clean_temp_files",
+    "dotted_get",
     "load_torch",
     "check_torch_file",
     "sha256_file",
@@ -98,6 +99,14 @@ the same run whatever their values (:func:`check_run_dir`)."""
 LOCK_NAME = ".lock"
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def dotted_get(d: Any, key: str) -> Any:
+    """``d["a"]["b"]`` for the key ``"a.b"`` of :func:`config_diff` (None where a level is
+    missing or not a dict)."""
+    for part in key.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
 
 
 def config_diff(old: dict, new: dict, ignore: Sequence[str] = ()) -> list[str]:

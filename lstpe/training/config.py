@@ -30,10 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from lstpe.nn.architecture import ModelConfig
 from lstpe.nn.encodings import PESpec, parse_pe
-from lstpe.nn.model import ModelConfig
 from lstpe.runtime import PAPER_SEEDS, has_bf16
-from lstpe.store import results as res
 
 PAPER_SIGMAS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 21))
 """Table 2's sigmas 0.1, 0.2, ..., 2.0."""
@@ -229,10 +228,6 @@ refused, while a schedule of 10^6 + 1 epochs takes a few tens of MB."""
 OPTIMIZERS: tuple[str, ...] = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-4, "adamw": 1e-4, "sgd": 1e-3}
 DEFAULT_WD = {"adam": 0.0, "adamw": 0.1, "sgd": 0.0}
-
-HISTORY_COLUMNS = [*res.HISTORY_COLUMNS,
-                   *[c for c in ("diverged",) if c not in res.HISTORY_COLUMNS]]
-"""Columns of a training history (the results module's plus ``diverged``)."""
 
 BUNDLE_KEYS_FREE = ("pes", "seeds", "optimizer", "lr", "weight_decay", "preset",
                     "save_attention")

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from lstpe.nn.model import BatchedLSTTransformer, ModelConfig
+from lstpe.nn.architecture import ModelConfig
+from lstpe.nn.model import BatchedLSTTransformer
 
 if TYPE_CHECKING:
     from lstpe.training.config import TrainConfig

@@ -14,32 +14,21 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from lstpe.nn.model import ModelConfig
-from lstpe.runtime import cpu_flags
+from lstpe.nn.architecture import ModelConfig
 from lstpe.training.cost import flops_per_model_epoch
 
 FLOOR_REPEATS = 5
 """Timings per GEMM shape of the floor; the best (shortest) counts."""
-
-PRECISION_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "avx512f", "avx2")
-"""CPU flags of ``/proc/cpuinfo`` that say which precisions have native instructions."""
-
 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
-
-
-def cpu_precision_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> list[str]:
-    """Which of :data:`PRECISION_FLAGS` the CPU has (:func:`lstpe.runtime.cpu_flags`)."""
-    return cpu_flags(PRECISION_FLAGS, cpuinfo)
 
 
 # --------------------------------------------------------------------------- the floor

@@ -82,7 +82,7 @@ def score(logits: torch.Tensor, y: torch.Tensor, vectors: torch.Tensor) -> dict[
     return {k: (a.cpu().numpy(), b.cpu().numpy()) for k, (a, b) in out.items()}
 
 
-def _stratified_subset(vectors: torch.Tensor, n: int | None, seed: int) -> torch.Tensor:
+def stratified_subset(vectors: torch.Tensor, n: int | None, seed: int) -> torch.Tensor:
     """Indices of a stratified (by condition) subset of at most n rows, deterministic."""
     from lstpe.lst import stratified_sample
 

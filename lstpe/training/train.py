@@ -17,8 +17,8 @@ of *every* PE mix) and trains all M together:
 AdamW) in one batch when they agree on everything but PEs and optimizer, and writes each to its
 own run folder.
 
-Configurations and presets (``paper``, ``cpu``, ``preview``) live in :mod:`lstpe.training.config`
-and are re-exported here.
+Configurations and presets (``paper``, ``cpu``, ``preview``) live in
+:mod:`lstpe.training.config`, the task (``predict``, ``score``) in :mod:`lstpe.training.task`.
 
 The history records, per evaluation, eval-mode accuracy and loss on ``train`` (a fixed
 stratified subset at intermediate epochs), ``test`` and ``val``; ``val_dropout``, the same pass
@@ -44,50 +44,33 @@ import contextlib
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
-from lstpe.runtime import PAPER_SEEDS, choose_amp, pick_device, precision_name, tf32_mode
+from lstpe.runtime import choose_amp, pick_device, precision_name, tf32_mode
 from lstpe.store import results as res
+from lstpe.store.history import HISTORY_COLUMNS
 from lstpe.training.config import (
     BUNDLE_KEYS_FREE,
-    CPU_EPOCHS,
-    CPU_SEEDS,
-    DEFAULT_LR,
-    DEFAULT_WD,
-    HISTORY_COLUMNS,
-    OPTIMIZERS,
-    PAPER_SIGMAS,
-    PREVIEW_LR_FACTOR,
-    PREVIEW_SIGMAS,
-    SCALES,
     TrainConfig,
     load_data,
-    preset,
-    sigmas_for,
 )
 from lstpe.training.engine import LoopOptions, resolve_mode, run_chunk
 from lstpe.training.noise import noise_robustness
 from lstpe.training.optim import StackedOptimizer
 from lstpe.training.task import (
-    SPLITS,
     LSTTask,
     ModelSlot,
-    _stratified_subset,
-    epoch_permutation,
     predict,
-    score,
+    stratified_subset,
 )
 
-__all__ = ["BUNDLE_KEYS_FREE", "CPU_EPOCHS", "CPU_SEEDS", "DEFAULT_LR", "DEFAULT_WD",
-           "HISTORY_COLUMNS", "OPTIMIZERS", "PAPER_SEEDS", "PAPER_SIGMAS", "PREVIEW_LR_FACTOR",
-           "PREVIEW_SIGMAS", "SCALES", "SPLITS", "LSTTask", "TrainConfig",
-           "epoch_permutation", "load_data", "predict", "preset", "score", "sigmas_for",
-           "train", "train_many"]
+__all__ = ["EVAL_CHUNK", "TF32", "check_bundle", "chunk_sizes", "sequential_reference", "train",
+           "train_many"]
 
 # --------------------------------------------------------------------------- training
 
@@ -228,9 +211,9 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
     if device.type == "cuda" and not base.max_models:
         step = _layout(ckdir if base.checkpoint_every else None, len(slots), step)
     chunks = [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]
-    sub = {"train": _stratified_subset(splits["train"].vectors, base.eval_train_max,
+    sub = {"train": stratified_subset(splits["train"].vectors, base.eval_train_max,
                                        base.split_seed),
-           "test": _stratified_subset(splits["test"].vectors, base.eval_test_max,
+           "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
                                       base.split_seed)}
     history: list[dict] = []
     models, arts, segments = [], [], []
@@ -281,9 +264,9 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
     run_info = {"precision": precision_name(amp), "precision_reason": precision_why,
                 "tf32": bool(TF32) if device.type == "cuda" else None,
                 "eval_chunk": evals}
-    return [_finish(c, c_i, history, models, arts, chunks, slots, splits, device, wall,
-                    sum(segments), mode, noise, dirs[c_i], run_info)
-            for c_i, c in enumerate(cfgs)]
+    done = _Bundle(history, models, arts, chunks, slots, splits, device, wall, sum(segments),
+                   mode, noise, run_info)
+    return [_finish(done, c, c_i, dirs[c_i]) for c_i, c in enumerate(cfgs)]
 
 
 def _chunk_artifacts(task: LSTTask, state0: dict, splits: dict, cfg: TrainConfig) -> dict:
@@ -297,12 +280,37 @@ def _chunk_artifacts(task: LSTTask, state0: dict, splits: dict, cfg: TrainConfig
     return art
 
 
-def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts: list[dict],
-            chunks: list[list[int]], slots: list[ModelSlot], splits: dict,
-            device: torch.device, wall: float, earlier: float, mode: str,
-            noise: pd.DataFrame | None, run_dir: Path | None,
-            run_info: dict[str, Any] | None = None) -> res.Run:
-    """Cut one configuration's rows, artefacts and noise table out of a bundle and save it."""
+@dataclass
+class _Bundle:
+    """What one batched training of several configurations produced, before it is cut per
+    configuration by :func:`_finish`."""
+
+    history: list[dict]
+    """Every model's history rows; ``_config`` says whose."""
+    models: list
+    """The trained batched model of each chunk."""
+    arts: list[dict]
+    """Per chunk, its artefacts (each a tensor with the chunk's models first)."""
+    chunks: list[list[int]]
+    """Per chunk, the indices into ``slots`` of its models."""
+    slots: list[ModelSlot]
+    splits: dict
+    device: torch.device
+    wall: float
+    """Seconds this call took."""
+    earlier: float
+    """Seconds of earlier segments (a resumed run)."""
+    mode: str
+    noise: pd.DataFrame | None
+    run_info: dict[str, Any]
+    """Manifest entries of the whole bundle (precision and why, TF32, evaluation chunk)."""
+
+
+def _finish(done: _Bundle, cfg: TrainConfig, c_i: int, run_dir: Path | None) -> res.Run:
+    """Cut configuration ``c_i``'s rows, artefacts and noise table out of a bundle and save it."""
+    history, models, arts, chunks, slots = (done.history, done.models, done.arts, done.chunks,
+                                            done.slots)
+    splits, noise, earlier = done.splits, done.noise, done.earlier
     rows = [{k: v for k, v in r.items() if k != "_config"} for r in history
             if r["_config"] == c_i]
     hist = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
@@ -322,12 +330,12 @@ def _finish(cfg: TrainConfig, c_i: int, history: list[dict], models: list, arts:
     tables = {} if noise is None else {"noise": _noise_for(noise, slots, chunks, c_i)}
     diverged = sorted(hist.loc[hist["diverged"].astype(bool), "model"].unique().tolist())
     manifest = res.make_manifest(
-        cfg.to_dict(), device, wall,
+        cfg.to_dict(), done.device, done.wall,
         previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
         n_models=len(cfg.pes) * len(cfg.seeds), n_train=len(splits["train"]),
-        kind="lst-train", step_mode=mode, diverged_models=diverged,
+        kind="lst-train", step_mode=done.mode, diverged_models=diverged,
         bundle_models=sum(len(c) for c in chunks), models_per_chunk=max(map(len, chunks)),
-        **(run_info or {}))
+        **done.run_info)
     if run_dir is not None:
         res.save_run(run_dir, hist, manifest, artifacts, tables)
     return res.Run(hist, manifest, artifacts, tables, path=run_dir, source="live",

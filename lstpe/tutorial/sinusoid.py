@@ -58,7 +58,8 @@ def permutation_residual(n: int = 16, d_h: int = 8, seed: int = 0) -> float:
 def shuffle_change(x: torch.Tensor, pes=("nope", "2d-fixed"), d_model: int = 32,
                    n_layers: int = 2, seed: int = 0) -> pd.Series:
     """Largest logit change of small untrained LST models when cells 0-14 are shuffled."""
-    from lstpe.nn.model import LSTTransformer, ModelConfig
+    from lstpe.nn.architecture import ModelConfig
+    from lstpe.nn.model import LSTTransformer
 
     g = torch.Generator().manual_seed(seed)
     shuffle = torch.cat([torch.randperm(15, generator=g), torch.tensor([15])])
