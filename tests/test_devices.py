@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from lstpe.nn import dropout as drop
 from lstpe.nn.model import BatchedLSTTransformer
 from lstpe.training import engine
 from lstpe.training import train as train_mod
+from lstpe.training.config import TrainConfig
 from lstpe.training.optim import StackedOptimizer
 from lstpe.training.task import LSTTask, ModelSlot
 
@@ -96,7 +98,7 @@ def test_mixed_batch_forward_backward_makes_no_float64_on_the_device(tiny_cfg):
 def test_training_step_makes_no_float64(tiny_cfg, small_splits):
     """One engine step of a mixed batch (dropout included) on the CPU creates no float64
     tensor at all: nothing in the step depends on a device having float64."""
-    cfg = train_mod.TrainConfig(pes=MIXED, seeds=[1], epochs=1, batch_size=16, model=tiny_cfg,
+    cfg = TrainConfig(pes=MIXED, seeds=[1], epochs=1, batch_size=16, model=tiny_cfg,
                                 device="cpu", checkpoint_every=0, save_attention=False,
                                 noise_levels=[])
     slots = [ModelSlot(0, k, s, 1) for k, s in enumerate(cfg.specs)]
@@ -114,7 +116,7 @@ def test_training_step_makes_no_float64(tiny_cfg, small_splits):
 
 
 def test_dropout_seeds_are_read_on_the_host_once(tiny_cfg, small_splits, monkeypatch):
-    cfg = train_mod.TrainConfig(pes=["2d-fixed", "learn-0.2"], seeds=[1, 2], epochs=1,
+    cfg = TrainConfig(pes=["2d-fixed", "learn-0.2"], seeds=[1, 2], epochs=1,
                                 batch_size=16, model=tiny_cfg, device="cpu",
                                 checkpoint_every=0, save_attention=False, noise_levels=[])
     slots = [ModelSlot(0, k, s, sd) for k, (s, sd) in
@@ -207,7 +209,7 @@ def test_tf32_flags_unchanged_by_train_and_setup(tiny_cfg, small_splits, tmp_pat
     monkeypatch.setenv("LSTPE_RESULTS", str(tmp_path))
     before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
               torch.get_float32_matmul_precision())
-    cfg = train_mod.TrainConfig(pes=["learn-0.2"], seeds=[1], epochs=1, batch_size=16,
+    cfg = TrainConfig(pes=["learn-0.2"], seeds=[1], epochs=1, batch_size=16,
                                 model=tiny_cfg, device="cpu", checkpoint_every=0,
                                 save_attention=False, noise_levels=[], eval_epochs=[])
     r = train_mod.train(cfg, progress=False, splits=small_splits)
@@ -246,7 +248,7 @@ def test_table2_on_a_t4_is_split_into_chunks_that_fit():
         (plan.models, plan.eval_chunk)
     assert train_mod.chunk_sizes(cfg, n, cuda, "graph", 108, free_bytes=free,
                                  eval_chunk=500)[1] == 500
-    fixed = train_mod.TrainConfig(**{**cfg.to_dict(), "max_models": 15,
+    fixed = TrainConfig(**{**cfg.to_dict(), "max_models": 15,
                                      "model": cfg.model})
     assert train_mod.chunk_sizes(fixed, n, cuda, "graph", 108, free_bytes=free)[0] == 15
     # an H100 holds more per chunk; the CPU keeps today's chunks
@@ -254,6 +256,78 @@ def test_table2_on_a_t4_is_split_into_chunks_that_fit():
     assert train_mod.chunk_sizes(cfg, n, torch.device("cpu")) == (n, train_mod.EVAL_CHUNK)
     with pytest.raises(MemoryError, match="one model needs"):
         chunk_plan(cfg, n, 2**20)
+
+
+_PEAK = """
+import json, resource, sys
+import torch
+import torch.nn.functional as F
+from lstpe.nn.model import BatchedLSTTransformer
+from lstpe.training.config import preset
+from lstpe.training.optim import StackedOptimizer
+
+torch.set_num_threads(1)
+mode, M, N = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+cfg = preset("paper")
+g = torch.Generator().manual_seed(0)
+def puzzles(n):  # (n, 16, 5) one-hot cells, as the task encodes them
+    return F.one_hot(torch.randint(0, 6, (n, 16), generator=g), 6)[..., 1:].float()
+x, y, xv = puzzles(cfg.batch_size), torch.randint(0, 4, (cfg.batch_size,), generator=g), puzzles(N)
+with open("/proc/self/statm") as f:
+    before = int(f.read().split()[1]) * resource.getpagesize()
+model = BatchedLSTTransformer(["2d-fixed"] * M, list(range(M)), cfg.model)
+if mode == "train":  # two steps: Adam's moments exist from the first
+    opt = StackedOptimizer(model.parameters(), ["adam"] * M, [1e-4] * M, [0.0] * M)
+    for _ in range(2):
+        loss = F.cross_entropy(model(x).reshape(-1, 4), y.repeat(M), reduction="sum")
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        del loss
+else:
+    model.eval()
+    with torch.no_grad():
+        model(xv)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"measured": peak - before}))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs Linux /proc")
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_memory_estimate_covers_the_measured_cpu_peak(tmp_path, mode):
+    """The per-model estimates that size GPU chunks (:mod:`lstpe.training.cost`) against the
+    peak resident memory of 4 paper-size models measured on the CPU, in a fresh process: two
+    training steps (weights, gradients, Adam's moments, saved activations) and one no-grad
+    evaluation of 1024 puzzles. The estimate must cover the measured peak, and not by more
+    than 2.5x (a planner that wastes most of a GPU is wrong too)."""
+    import subprocess
+    import sys
+
+    from lstpe.training.config import preset
+    from lstpe.training.cost import bytes_per_model, eval_bytes_per_puzzle
+
+    M, N = 4, 1024
+    script = tmp_path / "peak.py"
+    script.write_text(_PEAK)
+    # fixed mmap threshold: freed buffers go back to the system, so the resident peak is the
+    # live peak (glibc's dynamic threshold would keep freed activations resident)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, str(script), mode, str(M), str(N)], env=env,
+                         capture_output=True, text=True, timeout=300, check=True)
+    measured = json.loads(out.stdout.strip().splitlines()[-1])["measured"]
+    cfg = preset("paper")
+    if mode == "train":
+        estimate = M * bytes_per_model(cfg)
+    else:
+        n_params = sum(p.numel() for p in BatchedLSTTransformer(["2d-fixed"], [0], cfg.model)
+                       .parameters())
+        estimate = M * (N * eval_bytes_per_puzzle(cfg.model) + 4 * n_params)
+    assert measured > 0.25 * estimate  # the step really ran at this size
+    assert estimate >= measured, f"{mode}: estimate {estimate / 2**20:.0f} MiB < measured " \
+        f"{measured / 2**20:.0f} MiB"
+    assert estimate <= 2.5 * measured
 
 
 def test_a_resumed_run_keeps_its_planned_chunks(tmp_path):
@@ -322,9 +396,9 @@ def test_fp16_with_loss_scaling_trains_and_resumes(tiny_cfg, small_splits, tmp_p
     monkeypatch.setattr(engine, "choose_amp", lambda device, *a, **k: (torch.float16, "T4"))
     kw = dict(pes=["2d-fixed", "learn-0.2"], seeds=[1], epochs=3, batch_size=16,
               model=tiny_cfg, device="cpu", save_attention=False, noise_levels=[], lr=3e-3)
-    fp32 = train_mod.train(train_mod.TrainConfig(**kw, checkpoint_every=0), progress=False,
+    fp32 = train_mod.train(TrainConfig(**kw, checkpoint_every=0), progress=False,
                            splits=small_splits)
-    cfg = train_mod.TrainConfig(**kw, amp=True, checkpoint_every=1)
+    cfg = TrainConfig(**kw, amp=True, checkpoint_every=1)
     fp16 = train_mod.train(cfg, progress=False, splits=small_splits)
     a, b = fp32.history["loss"].to_numpy(), fp16.history["loss"].to_numpy()
     assert np.isfinite(b).all() and not np.array_equal(a, b)
