@@ -1,4 +1,4 @@
-"""Small helpers behind the tutorial chapters 2-4 of the book, so that their cells stay short.
+"""Small helpers behind the tutorial chapters 2-5 of the book, so that their cells stay short.
 
 * :mod:`lstpe.tutorial.lst_task`  chapter 2: lines that force the probe, the figures of the
   puzzles, human accuracy, the generator and the splits
@@ -6,6 +6,9 @@
   integral, clocks and counters, the 2-D encoding
 * :mod:`lstpe.tutorial.rotary`    chapter 4: RoPE checks, axial RoPE, Shaw keys, ALiBi, the
   paper-vs-textbook table, the probe's attention mass
+* :mod:`lstpe.tutorial.readable`  chapter 5: moves weights between the chapter's readable
+  PE, block and model and the package's stacked model (the model code itself is in the cells)
 
-Every function returns a table, a number or a matplotlib Figure; nothing is printed.
+Every function returns a table, a number, a matplotlib Figure or weights (or copies weights in
+place); nothing is printed.
 """
