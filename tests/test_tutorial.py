@@ -99,7 +99,7 @@ def test_pair_forced_counts_the_hidden_singles() -> None:
 
 def test_human_summary_and_filled_cells() -> None:
     acc = lst.human_accuracy()
-    s = lt.human_summary(acc)
+    s = lt.condition_summary(acc)
     assert list(s["puzzles"]) == [36, 36, 36]
     assert s["mean"].is_monotonic_decreasing
     gen = lst.generate_frame(20, seed=0)

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from lstpe.analysis.widgets import WithStatic
+
 Line = tuple[str, int]
 LINES: tuple[Line, ...] = tuple([("row", k) for k in range(4)] + [("col", k) for k in range(4)])
 """The 8 lines of the grid."""
@@ -202,7 +204,7 @@ def plot_square_gallery(sq: np.ndarray, n: int = 16) -> Figure:
 # --------------------------------------------------------------------------- humans
 
 
-def human_summary(acc: pd.DataFrame) -> pd.DataFrame:
+def condition_summary(acc: pd.DataFrame) -> pd.DataFrame:
     """Per condition: mean, SD, min, max of per-puzzle accuracy and the number of puzzles."""
     out = acc.groupby("vectors")["accuracy"].agg(["mean", "std", "min", "max", "count"])
     out.index = [f"{v}-vector" for v in out.index]
@@ -252,10 +254,41 @@ def plot_easiest_hardest(acc: pd.DataFrame, puzzles: Sequence[lst.Puzzle]) -> Fi
     return fig
 
 
-def puzzle_browser(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame):
-    """An ipywidgets slider over the puzzles with a checkbox that reveals the answer."""
+def plot_puzzle_gallery(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame,
+                        ncols: int = 12) -> Figure:
+    """Every puzzle as :func:`puzzle_browser` shows it with its answer revealed: number,
+    condition and human accuracy above each board (the browser's static twin).
+
+    Args:
+        puzzles: the puzzles, in the browser's order (N of them).
+        acc: per-puzzle human accuracy (``id``, ``accuracy``; ``id`` = index in ``puzzles``).
+    Returns:
+        The Figure, one panel per puzzle first in ``fig.axes`` (unused panels hidden).
+    """
+    by_id = acc.set_index("id")["accuracy"]
+    ncols = max(1, min(ncols, len(puzzles)))
+    nrows = -(-len(puzzles) // ncols)
+    fig, axes = _figure(nrows, ncols, figsize=(0.85 * ncols, 0.95 * nrows + 0.5))
+    for ax in axes.flat[len(puzzles):]:
+        ax.set_visible(False)
+    for i, (ax, p) in enumerate(zip(axes.flat, puzzles, strict=False)):
+        lst.plot_puzzle(p, ax=ax, show_answer=True)
+        for t in ax.texts:  # the probe's "?" at the board's scale
+            t.set_fontsize(8)
+        ax.set_title(f"#{i} {p.vectors}v {by_id[i]:.2f}", fontsize=6, pad=2)
+    fig.suptitle(f"The puzzle browser for all {len(puzzles)} puzzles, answers revealed (faint): "
+                 "number, vectors (v), human accuracy", fontsize=9)
+    return fig
+
+
+def puzzle_browser(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame) -> WithStatic:
+    """An ipywidgets slider over the puzzles with a checkbox that reveals the answer, displayed
+    with its static twin :func:`plot_puzzle_gallery` for the book page
+    (:func:`lstpe.analysis.widgets.with_static`; the widget is ``.widget``)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
+
+    from lstpe.analysis.widgets import with_static
 
     by_id = acc.set_index("id")["accuracy"]
 
@@ -264,10 +297,13 @@ def puzzle_browser(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame):
         ax = lst.plot_puzzle(p, show_answer=reveal)
         ax.set_title(f"#{i}: {p.vectors}-vector, human accuracy {by_id[i]:.2f}", fontsize=9)
         plt.show()
+        plt.close(ax.figure)  # shown (inline backend) or not showable (Agg): never again
 
-    return widgets.interactive(
+    live = widgets.interactive(
         show, i=widgets.IntSlider(0, 0, len(puzzles) - 1, description="puzzle"),
         reveal=widgets.Checkbox(False, description="reveal answer"))
+    return with_static(live, plot_puzzle_gallery(puzzles, acc),
+                       text="puzzle browser (ipywidgets; needs a live kernel)")
 
 
 # --------------------------------------------------------------------------- generator, splits

@@ -1,0 +1,203 @@
+"""Explorers with a static twin (:mod:`lstpe.chapters.explore`, the chapter 2 puzzle browser):
+one displayed object holds the widget view and a PNG, the book's html builders pick the PNG,
+the static figure covers every stored sigma, and the widget's callbacks show the chosen model."""
+
+from __future__ import annotations
+
+import base64
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from lstpe import chapters as ch  # noqa: E402
+from lstpe import lst  # noqa: E402
+from lstpe.analysis import authors_logs as al  # noqa: E402
+from lstpe.analysis import widgets  # noqa: E402
+from lstpe.chapters import explore  # noqa: E402
+from lstpe.store.results import Run  # noqa: E402
+from lstpe.tutorial import lst_task as lt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+VIEW, PNG = widgets.WIDGET_VIEW_MIME, widgets.PNG_MIME
+
+# (label, seed) per model, in the artifacts' order; learn-2 has no val_dropout split
+MODELS = [("2d-fixed", 1), ("learn-0.1", 1), ("learn-0.5", 1), ("learn-2", 1),
+          ("learn-0.1", 2), ("learn-0.5", 2)]
+EPOCHS = (0, 1, 2, 3)
+
+
+def _acc(m: int, epoch: int, split: str) -> float:
+    """A distinct accuracy per model, epoch and split (so a wrong pick shows)."""
+    return 0.25 + 0.1 * m + 0.01 * epoch + (0.005 if split == "val_dropout" else 0.0)
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    """A small table2-like run: 6 models, 2 blocks, 16 positions, d = 8, 4 epochs."""
+    rows = []
+    for m, (pe, seed) in enumerate(MODELS):
+        splits = ("val",) if pe == "learn-2" else ("val", "val_dropout")
+        for e in EPOCHS:
+            for split in splits:
+                for cond in ("all", "1"):
+                    rows.append({"model": m, "pe": pe, "pe_name": pe.split("-")[0],
+                                 "sigma": float(pe[6:]) if pe.startswith("learn-") else math.nan,
+                                 "seed": seed, "epoch": e, "split": split, "condition": cond,
+                                 "accuracy": _acc(m, e, split) + (0.3 if cond == "1" else 0),
+                                 "loss": 1.0, "diverged": False})
+    g = torch.Generator().manual_seed(0)
+    arts = {"labels": [pe for pe, _ in MODELS], "seeds": [s for _, s in MODELS],
+            "pe_final": torch.randn(len(MODELS), 2, 16, 8, generator=g),
+            "pe_init": torch.randn(len(MODELS), 2, 16, 8, generator=g)}
+    return Run(pd.DataFrame(rows), {"config": {"preset": "preview"}}, artifacts=arts,
+               name="table2")
+
+
+def _kernel(run: Run, pe: str, seed: int) -> np.ndarray:
+    """``ch.pe_kernel`` of the block-1 PE of model (pe, seed), computed here independently."""
+    return ch.pe_kernel(run.artifacts["pe_final"][MODELS.index((pe, seed)), 0].numpy())
+
+
+def _kernel_panels(fig) -> list:
+    return [ax for ax in fig.axes if ax.get_visible() and ax.images
+            and "cosine" in ax.get_title()]
+
+
+# --------------------------------------------------------------------------- the mimebundle
+
+
+def test_bundle_holds_the_widget_view_and_a_png(run):
+    from IPython.core.formatters import DisplayFormatter
+
+    shown = ch.sigma_explorer(run)
+    data, _ = DisplayFormatter().format(shown)  # what display() sends to the frontend
+    assert data[VIEW]["model_id"] == shown.widget.model_id
+    assert "needs a live kernel" in data["text/plain"]
+    png = base64.b64decode(data[PNG])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png == shown.png
+    assert not plt.fignum_exists(shown.figure.number)  # the inline backend won't show it twice
+
+
+def test_with_static_wraps_any_widget():
+    import ipywidgets as widgets
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    w = widgets.IntSlider()
+    b = ch.with_static(w, fig, text="a slider")._repr_mimebundle_()
+    assert set(b) == {VIEW, PNG, "text/plain"} and b["text/plain"] == "a slider"
+    assert b[VIEW]["model_id"] == w.model_id
+    assert not plt.fignum_exists(fig.number)
+
+
+# --------------------------------------------------------------------------- the static figure
+
+
+def test_static_grid_has_one_panel_per_stored_sigma(run):
+    fig = ch.sigma_explorer(run).figure  # the first seed (1): learn-0.1, 0.5, 2; no 2d-fixed
+    panels = _kernel_panels(fig)
+    assert [ax.get_title().split(",")[0] for ax in panels] == ["σ = 0.1", "σ = 0.5", "σ = 2"]
+    for ax, pe in zip(panels, ["learn-0.1", "learn-0.5", "learn-2"], strict=True):
+        np.testing.assert_allclose(ax.images[0].get_array(), _kernel(run, pe, 1), rtol=1e-6)
+    curves = [ax for ax in fig.axes if ax.get_visible() and ax.get_ylabel() ==
+              "validation accuracy"]
+    assert len(curves) == 3
+    # seed 2 has two sigmas
+    assert len(_kernel_panels(ch.sigma_grid(run.history, run.artifacts, seed=2))) == 2
+    plt.close("all")
+    with pytest.raises(ValueError, match="seed 7"):
+        ch.sigma_grid(run.history, run.artifacts, seed=7)
+
+
+def test_the_curve_is_validation_as_the_authors_evaluated_it(run):
+    c = explore.learning_curve(run.history, "learn-0.5", 2)
+    m = MODELS.index(("learn-0.5", 2))
+    assert list(c["epoch"]) == list(EPOCHS)
+    np.testing.assert_allclose(c["accuracy"], [_acc(m, e, "val_dropout") for e in EPOCHS])
+    assert explore.curve_split(run.history, "learn-2", 1) == "val"  # no val_dropout: val
+    a = explore.authors_points("learn-0.5")
+    assert list(a.index) == [0, 200]
+    assert a.loc[200, "acc_mean"] == al.authors_at(200).loc["learn-0.5", "acc_mean"]
+    assert explore.authors_points("rope").empty
+
+
+# --------------------------------------------------------------------------- the callbacks
+
+
+def _check_shown(run: Run, x: explore.SigmaExplorer, pe: str, seed: int, split: str) -> None:
+    assert x.shown == (pe, seed) and x.split == split
+    want = _kernel(run, pe, seed)
+    np.testing.assert_allclose(x.kernel, want, rtol=1e-6)
+    ax_k, ax_c = x.figure.axes[:2]
+    np.testing.assert_allclose(ax_k.images[0].get_array(), want, rtol=1e-6)  # what is drawn
+    m = MODELS.index((pe, seed))
+    np.testing.assert_allclose(ax_c.lines[0].get_ydata(), [_acc(m, e, split) for e in EPOCHS])
+    bars = ax_c.containers[0].lines[0]  # the authors' epoch-0 / 200 means
+    np.testing.assert_allclose(bars.get_ydata(),
+                               [al.authors_at(e).loc[pe, "acc_mean"] for e in (0, 200)])
+    assert not plt.fignum_exists(x.figure.number)
+
+
+def test_widget_callbacks_show_the_chosen_sigma_and_seed(run):
+    x = ch.sigma_explorer(run).live
+    assert [v for _, v in x.sigma.options] == ["learn-0.1", "learn-0.5", "learn-2"]
+    _check_shown(run, x, "learn-0.1", 1, "val_dropout")
+    before = x.image.value
+    x.sigma.value = "learn-0.5"
+    _check_shown(run, x, "learn-0.5", 1, "val_dropout")
+    assert x.image.value != before and x.image.value[:4] == b"\x89PNG"
+    x.seed.value = 2
+    _check_shown(run, x, "learn-0.5", 2, "val_dropout")
+    x.sigma.value = "learn-2"  # only seed 1: the seed list follows the sigma
+    assert tuple(x.seed.options) == (1,)
+    _check_shown(run, x, "learn-2", 1, "val")
+    x.sigma.value = "learn-0.1"  # seed 1 kept where the new sigma has it
+    assert tuple(x.seed.options) == (1, 2)
+    _check_shown(run, x, "learn-0.1", 1, "val_dropout")
+
+
+# --------------------------------------------------------------------------- the book config
+
+
+def _priority_overrides() -> list:
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    return cfg["sphinx"]["config"]["nb_mime_priority_overrides"]
+
+
+@pytest.mark.parametrize("builder", ["html", "dirhtml", "singlehtml"])
+def test_config_makes_the_page_show_the_png(run, builder):
+    render = pytest.importorskip("myst_nb.core.render")
+    order = render.get_mime_priority(builder, _priority_overrides())
+    both = ch.sigma_explorer(run)._repr_mimebundle_()
+    assert next(m for m in order if m in both) == PNG
+    widget_only = {VIEW: both[VIEW], "text/plain": "x"}  # a widget alone stays a widget
+    assert next(m for m in order if m in widget_only) == VIEW
+    plt.close("all")
+
+
+# --------------------------------------------------------------------------- chapter 2
+
+
+def test_puzzle_browser_has_a_static_gallery(human_frame):
+    puzzles = lst.puzzles_from_frame(human_frame)[:5]
+    acc = lst.human_accuracy()
+    shown = lt.puzzle_browser(puzzles, acc)
+    b = shown._repr_mimebundle_()
+    assert b[VIEW]["model_id"] == shown.widget.model_id
+    assert base64.b64decode(b[PNG])[:4] == b"\x89PNG"
+    panels = [ax for ax in shown.figure.axes if ax.get_visible()]
+    assert [ax.get_title().split()[0] for ax in panels] == [f"#{i}" for i in range(5)]
+    assert panels[3].get_title().endswith(f"{acc.set_index('id').loc[3, 'accuracy']:.2f}")
+    shown.widget.children[0].value = 4  # the slider still drives the live view
+    assert plt.get_fignums() == []
