@@ -10,13 +10,15 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from scipy.spatial.distance import jensenshannon  # noqa: E402
 
 from lstpe.analysis import attention as att  # noqa: E402
 from lstpe.analysis import plots  # noqa: E402
-from lstpe.nn.model import BatchedLSTTransformer, ModelConfig  # noqa: E402
+from lstpe.nn.architecture import ModelConfig
+from lstpe.nn.model import BatchedLSTTransformer  # noqa: E402
 
 
 def random_maps(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -207,3 +209,115 @@ def test_with_real_model_attention():
                                     titles=["a", "b", "c"])
     assert len(fig.axes) == 3 * 2 + 1
     plt.close("all")
+
+
+# --------------------------------------------------------------------------- Table 3 variants
+
+
+def test_layer_mean_scores_hand_computed():
+    """N=1 puzzle, L=2 blocks, 2 tokens. a's blocks are the identity and the swap, so their mean
+    is uniform; b attends to key 0 in both blocks. Paper variant (blocks averaged first): cosine
+    of [.5 .5 .5 .5] and [1 0 1 0] = 1/sqrt(2); JSD of [.5 .5] and [1 0] per row =
+    H(.75, .25) - (1 + 0) / 2. Ours (per block, then the mean): 0.5 in each block."""
+    a = np.array([[[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]]])  # (1, 2, 2, 2)
+    b = np.array([[[[1.0, 0.0], [1.0, 0.0]], [[1.0, 0.0], [1.0, 0.0]]]])
+    s = att.layer_mean_scores(a, b)
+    assert s["cosine"] == pytest.approx(1 / math.sqrt(2))
+    h = -(0.75 * math.log2(0.75) + 0.25 * math.log2(0.25))
+    assert s["jsd"] == pytest.approx(h - 0.5)
+    assert s["jsd"] == pytest.approx(jensenshannon([0.5, 0.5], [1.0, 0.0], base=2) ** 2)
+    ours = att.layer_scores(a, b)
+    np.testing.assert_allclose(ours["cosine"], [0.5, 0.5])
+    assert att.layer_mean_scores(a, a)["cosine"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="shapes differ"):
+        att.layer_mean_scores(a, b[:, :1])
+    with pytest.raises(ValueError, match="unknown metrics"):
+        att.layer_mean_scores(a, b, metrics=("dot",))
+
+
+def test_layer_mean_scores_keeps_puzzles_apart():
+    """Two puzzles with swapped maps: the same puzzle-averaged map (cosine 1 if puzzles were
+    averaged), but the paper variant flattens the puzzles, so it stays at the hand value."""
+    p, q = np.array([[0.9, 0.1], [0.5, 0.5]]), np.array([[0.2, 0.8], [0.5, 0.5]])
+    a = np.stack([p, q])[:, None]  # (N=2, L=1, 2, 2)
+    b = np.stack([q, p])[:, None]
+    want = 2 * np.sum(p * q) / (np.sum(p * p) + np.sum(q * q))
+    assert att.layer_mean_scores(a, b)["cosine"] == pytest.approx(want)
+    assert want < 0.8
+    assert cos(a.mean(0), b.mean(0)) == pytest.approx(1.0)
+
+
+def test_table3_both_variants_by_hand():
+    arts = make_artifacts()
+    maps, init = arts["val_attention"].numpy(), arts["val_attention_init"].numpy()
+    t = att.table3(arts)
+    assert list(t.columns) == ["model", "pe", "pe_name", "sigma", "seed", "stage", "reference",
+                               "pairing", "cosine_paper", "jsd_paper", "cosine_ours", "jsd_ours"]
+    r = t.set_index("model")
+    np.testing.assert_allclose(r.loc[2, ["cosine_paper", "cosine_ours"]], 1.0)  # a copy
+    assert r.loc[3, "cosine_paper"] == pytest.approx(cos(maps[3].mean(1), maps[1].mean(1)))
+    assert r.loc[3, "cosine_ours"] == pytest.approx(
+        np.mean([cos(maps[3][:, k], maps[1][:, k]) for k in range(2)]))
+    old = att.average_layers(att.similarity_to_reference(arts)).set_index("model")
+    np.testing.assert_allclose(r["cosine_ours"], old["cosine"])
+    np.testing.assert_allclose(r["jsd_ours"], old["jsd"])
+    assert r.loc[3, "cosine_paper"] != pytest.approx(r.loc[3, "cosine_ours"])
+    t0 = att.table3(arts, stage="init", pairing="mean", pes=["learn-0.2"]).set_index("model")
+    assert list(t0.index) == [2, 3] and set(t0["stage"]) == {"init"}
+    ref = init[[0, 1]].mean(0)
+    assert t0.loc[3, "cosine_paper"] == pytest.approx(cos(init[3].mean(1), ref.mean(1)))
+    with pytest.raises(ValueError, match="unknown pairing"):
+        att.table3(arts, pairing="nearest")
+
+
+def test_init_vs_final_table3_columns():
+    """Init and trained columns of Table 3 side by side: the change is trained - init per model,
+    the paper's column is its Table 3 (0.838 at sigma 0.2, 0.836 at 0.1)."""
+    from lstpe import chapters as ch
+
+    rng = np.random.default_rng(5)
+    n, L = 3, 2
+    ref = random_maps(rng, (n, L, 4, 4))
+    final = np.stack([ref, ref, random_maps(rng, (n, L, 4, 4)), ref])
+    init = np.stack([ref, random_maps(rng, (n, L, 4, 4)), ref, ref])
+    arts = {"labels": ["2d-fixed", "learn-0.1", "learn-0.2", "learn-0.2"], "seeds": [1, 1, 1, 1],
+            "val_attention": torch.tensor(final), "val_attention_init": torch.tensor(init)}
+    pes = ["learn-0.1", "learn-0.2"]
+    t0, t1 = (att.table3(arts, stage=s, pes=pes) for s in ("init", "final"))
+    tab = ch.init_vs_final(t0, t1, ["cosine_paper", "cosine_ours"], paper=3, digits=6)
+    assert list(tab.columns) == [("n", ""), ("cosine_paper", "at init"),
+                                 ("cosine_paper", "trained"), ("cosine_paper", "change"),
+                                 ("cosine_ours", "at init"), ("cosine_ours", "trained"),
+                                 ("cosine_ours", "change"), ("paper", "@4000 ep.")]
+    assert list(tab.index) == [0.1, 0.2] and list(tab[("n", "")]) == [1, 2]
+    c01 = cos(init[1].mean(1), ref.mean(1))
+    assert tab.loc[0.1, ("cosine_paper", "at init")] == pytest.approx(c01, abs=1e-6)
+    assert tab.loc[0.1, ("cosine_paper", "trained")] == pytest.approx(1.0)
+    assert tab.loc[0.1, ("cosine_paper", "change")] == pytest.approx(1 - c01, abs=1e-6)
+    c02 = cos(final[2].mean(1), ref.mean(1))
+    assert tab.loc[0.2, ("cosine_paper", "at init")] == pytest.approx(1.0)
+    assert tab.loc[0.2, ("cosine_paper", "trained")] == pytest.approx((c02 + 1) / 2, abs=1e-6)
+    assert tab.loc[0.2, ("cosine_paper", "change")] == pytest.approx((c02 - 1) / 2, abs=1e-6)
+    assert list(tab[("paper", "@4000 ep.")]) == [0.836, 0.838]
+    text = ch.init_final_sentence(tab, "cosine_paper", "cos")
+    assert text.startswith("cos: at initialisation") and "at σ = 0.1" in text
+    with pytest.raises(ValueError, match="same models"):
+        ch.init_vs_final(t0.iloc[:1], t1, "cosine_paper")
+    with pytest.raises(ValueError, match="lacks columns"):
+        ch.init_vs_final(t0, t1, "cosine")
+
+
+def test_init_final_sentence_inherited_trend():
+    """A trend over sigma present at init and unchanged by training: correlation -1 at both
+    stages, the change constant (no correlation)."""
+    from lstpe import chapters as ch
+
+    sig = [0.1, 0.5, 1.0, 2.0]
+    base = dict(pe=[f"learn-{s:g}" for s in sig], sigma=sig, model=range(4))
+    init = pd.DataFrame(dict(base, v=[0.9, 0.8, 0.7, 0.6]))
+    final = pd.DataFrame(dict(base, v=[0.8, 0.7, 0.6, 0.5]))
+    tab = ch.init_vs_final(init, final, "v")
+    np.testing.assert_allclose(tab[("v", "change")], -0.1)
+    text = ch.init_final_sentence(tab, "v")
+    assert "-1.00 at initialisation, -1.00 after training, none (constant) for the change" in text
+    assert "4 values of σ, 1 model(s) each" in text

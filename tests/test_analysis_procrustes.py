@@ -148,3 +148,57 @@ def test_pe_movement_hand_cases():
     assert t.loc[2, "relative_change"].isna().all()
     with pytest.raises(ValueError, match="shapes differ"):
         pr.pe_movement(dict(arts, pe_final=p1[:, :1]))
+
+
+def authors_positional_encoding_2d(d_model: int, height: int = 4, width: int = 4) -> np.ndarray:
+    """The authors' ``PositionalEncoding2D`` buffer (``lstnn/transformer_main.py:59-76`` of
+    ljhearne/LSTNN_public), retyped in numpy: (16, d_model), column code in the first half of
+    the dimensions, row code in the second."""
+    pe = np.zeros((d_model, height, width))
+    half = d_model // 2
+    div = np.exp(np.arange(0.0, half, 2) * -(math.log(10000.0) / half))
+    w, h = np.arange(width)[:, None] * div, np.arange(height)[:, None] * div  # (4, half/2)
+    pe[0:half:2] = np.sin(w).T[:, None, :]
+    pe[1:half:2] = np.cos(w).T[:, None, :]
+    pe[half::2] = np.sin(h).T[:, :, None]
+    pe[half + 1::2] = np.cos(h).T[:, :, None]
+    return pe.reshape(d_model, -1).T
+
+
+@pytest.mark.parametrize("d", [16, 160])
+def test_target_is_the_authors_2d_pe_up_to_a_permutation(d):
+    """Our target swaps the authors' two halves (rows first): a permutation of dimensions, which
+    the Procrustes rotation absorbs (distance 0), while the unrotated matrices differ."""
+    a, t = authors_positional_encoding_2d(d), pr.target_pe("2d-fixed", 16, d)
+    np.testing.assert_allclose(t, np.concatenate([a[:, d // 2:], a[:, :d // 2]], axis=1),
+                               atol=1e-6)
+    assert np.abs(a - t).max() > 0.5
+    assert pr.procrustes_distance(a, t) == pytest.approx(0.0, abs=1e-5)
+
+
+def test_init_vs_final_procrustes_columns():
+    """Per sigma: the distance at init, after training, and the change per model. A PE that did
+    not move has change 0; one trained onto a rotated target has distance 0 after training and
+    change = minus its initial distance."""
+    from lstpe import chapters as ch
+    from lstpe.analysis.attention import average_layers
+
+    t = target()
+    g = torch.Generator().manual_seed(3)
+    init = torch.randn(2, 2, 16, D, generator=g, dtype=torch.float64)
+    init[1] *= 2.0
+    final = init.clone()
+    final[1] = torch.from_numpy(t @ rotation(D, 4)).expand(2, 16, D)
+    arts = {"labels": ["learn-0.5", "learn-1"], "seeds": [0, 0], "pe_init": init,
+            "pe_final": final}
+    a0, a1 = (average_layers(pr.pe_alignment(arts, stage=s)) for s in ("init", "final"))
+    tab = ch.init_vs_final(a0, a1, ["distance", "distance_normalized"], digits=9)
+    d0 = [np.mean([pr.procrustes_distance(init[m, k].numpy(), t) for k in range(2)])
+          for m in range(2)]
+    np.testing.assert_allclose(tab[("distance", "at init")], d0, rtol=1e-8)
+    np.testing.assert_allclose(tab.loc[0.5, ("distance", "change")], 0.0, atol=1e-9)
+    assert tab.loc[1.0, ("distance", "trained")] == pytest.approx(0.0, abs=1e-6)
+    assert tab.loc[1.0, ("distance", "change")] == pytest.approx(-d0[1], rel=1e-6)
+    assert tab.loc[1.0, ("distance_normalized", "trained")] == pytest.approx(0.0, abs=1e-6)
+    # the raw distance grows with the init norm alone: sigma 1 (2x the PE) starts further away
+    assert d0[1] > d0[0]

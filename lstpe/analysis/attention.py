@@ -5,7 +5,8 @@ Attention maps come from the training artefacts: ``val_attention`` (after traini
 ``val_attention_init`` (at initialisation), both (M, N=108, L, 16, 16) float16, row ``i`` of a
 map being the attention distribution of query token ``i`` over the 16 keys.
 
-Two measures, both **per layer**, over the N validation puzzles:
+Our two measures (the ``"ours"`` variant; the ``"paper"`` variant is below), both **per
+layer**, over the N validation puzzles:
 
 * **cosine similarity**: the (N, 16, 16) maps of one layer are flattened into one vector of
   N*256 entries per model and the cosine of the two vectors is taken;
@@ -15,7 +16,9 @@ Two measures, both **per layer**, over the N validation puzzles:
 
 A model-level value is the mean over layers (:func:`average_layers`). The paper does not say
 how its cosine was aggregated; it reports mean and SD over seeds (Table 3), which is what
-:func:`similarity_to_reference` followed by :func:`lstpe.analysis.stats.summarize` gives.
+:func:`similarity_to_reference` followed by :func:`lstpe.analysis.seed_stats.summarize` gives. The
+authors' code averages the maps over layers *before* comparing (the ``"paper"`` variant,
+:func:`layer_mean_scores`); :func:`table3` gives both.
 
 **Ground truth (our choice, the paper leaves it open).** ``pairing="seed"`` (default) compares
 each model with the 2d-fixed model *of the same seed*: in this package the same seed means the
@@ -27,12 +30,48 @@ seed-free ground truth; the mean of attention distributions is again a distribut
 **Baseline at initialisation.** ``stage="init"`` compares the maps of the untrained models
 (``val_attention_init``, reference at init too). The paper's "baseline cosine similarity"
 between schemes (0.72 for 1d-fixed, 0.00 for learn-0.2) is a similarity of the PE tensors
-themselves: see :func:`lstpe.analysis.procrustes.pe_alignment` with ``stage="init"``.
+themselves: see :func:`lstpe.analysis.procrustes.pe_alignment` with ``stage="init"``. In this
+package models of the same seed share their non-PE initial weights, so at initialisation a
+learnable model and the 2d-fixed model differ only in the PE; in the authors' code they do not
+(the learnable PE's ``torch.randn`` is drawn before the attention weights of its block,
+``learnable_pe.py:15``), so our init baseline is higher than theirs would be.
+
+**Two variants of Table 3** (:data:`TABLE3_VARIANTS`, both in :func:`table3`):
+
+* ``"ours"``: per block as above (:func:`similarity_to_reference`), then the mean over blocks.
+* ``"paper"``: the conventions of the authors' public code (``ljhearne/LSTNN_public`` at
+  ``d139c51``), :func:`layer_mean_scores`. That repository holds no code for Table 3 or
+  Fig. 2A-C (no cosine of attention maps, no Jensen-Shannon divergence, in any commit); what it
+  holds is how the authors extract and aggregate attention for their other analyses of the
+  same models (``lstnn/compare_rdms.py``), which this variant follows:
+
+  - softmax attention *weights* (not scores), averaged over heads (one head): ``need_weights=
+    True`` of ``nn.MultiheadAttention`` (``compare_rdms.py:116-118``), as our stored maps;
+  - the 108 validation (human) puzzles in one unshuffled batch (``compare_rdms.py:195-197``),
+    kept apart (no average over puzzles), stacked as (seeds, layers, 108, 256), each 16 x 16
+    map flattened query-major (``compare_rdms.py:245-246``), as our stored maps;
+  - layers **averaged** before anything else: their ``*_avg`` representations
+    (``compare_rdms.py:278-281``, ``np.mean(weights, axis=1)``) and the attention analysis
+    (``scripts/Analysis 4a: Attention weights.ipynb``, cell 6: ``np.mean(attn[s, :, p, :],
+    axis=0)``, "average across layers"); then one cosine over the 108 x 256 entries;
+  - the trained checkpoint of epoch 4000 (``epoch = 4000`` in Analyses 3 and 4a);
+  - no ``model.eval()`` (``compare_rdms.py:207-233``): the 2d-fixed model's
+    ``PositionalEncoding2D`` keeps its ``Dropout(p=0.1)`` active (``transformer_main.py:51-53,
+    84``), so their reference maps come from a dropout-perturbed forward pass.
+
+  Differences from the paper's text: the text says "we extracted the attention weights for each
+  model (at every layer)" and names neither the layer average nor the puzzle layout; it says
+  the models were trained without dropout, while the extraction code evaluates the 2d-fixed
+  model with dropout on; it does not say which 2d-fixed seed a learnable model is compared with
+  (here ``pairing`` as above). Differences from the authors' code that the stored artefacts
+  impose: our maps are from eval mode (no dropout; recomputing the 2d-fixed maps with dropout
+  needs the trained 2d-fixed weights, which the artefacts do not hold), after 200 epochs, not
+  4000, and stored in float16 (relative error ~1e-3, negligible for a cosine).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,7 +81,6 @@ from scipy.special import xlogy
 from lstpe.analysis._common import (
     ID_COLUMNS,
     as_array,
-    average_layers,
     check_stage,
     model_table,
     require,
@@ -51,14 +89,44 @@ from lstpe.analysis._common import (
 )
 
 __all__ = [
-    "METRICS", "PAIRINGS", "cosine_similarity", "js_divergence", "attention_maps",
-    "layer_scores", "similarity_to_reference", "pairwise_similarity", "similarity_matrix",
-    "average_layers",
+    "METRICS", "PAIRINGS", "TABLE3_VARIANTS", "cosine_similarity", "js_divergence",
+    "attention_maps", "layer_scores", "layer_mean_scores", "similarity_to_reference", "table3",
+    "pairwise_similarity", "similarity_matrix", "average_layers",
 ]
 
 METRICS: tuple[str, ...] = ("cosine", "jsd")
 PAIRINGS: tuple[str, ...] = ("seed", "mean")
+TABLE3_VARIANTS: tuple[str, ...] = ("paper", "ours")
+"""Table 3 variants: ``paper`` (the authors' code conventions, :func:`layer_mean_scores`) and
+``ours`` (per block, then the mean over blocks)."""
 _ROW_TOL = 2e-2  # float16 maps: rows sum to 1 up to rounding
+
+
+def average_layers(table: pd.DataFrame, values: Sequence[str] | None = None) -> pd.DataFrame:
+    """Average per-layer rows into one row per model (mean over the ``layer`` column).
+
+    Args:
+        table: a per-layer table with the :data:`ID_COLUMNS`, ``layer`` and numeric columns.
+        values: columns to average (default: every numeric column except ids and ``layer``).
+    Returns:
+        One row per model (plus any other non-numeric key columns such as ``stage``), with
+        ``n_layers``.
+    """
+    if table.empty:
+        raise ValueError("the table is empty")
+    if "layer" not in table:
+        raise ValueError(f"the table has no 'layer' column; columns: {', '.join(table.columns)}")
+    keys = [c for c in table.columns
+            if c in ID_COLUMNS or (c != "layer" and not pd.api.types.is_numeric_dtype(table[c]))]
+    if values is None:
+        values = [c for c in table.columns if c not in keys and c != "layer"]
+    missing = [v for v in values if v not in table]
+    if missing:
+        raise ValueError(f"unknown columns {missing}; columns: {', '.join(table.columns)}")
+    out = (table.groupby(keys, sort=False, dropna=False)
+           .agg(**{v: (v, "mean") for v in values}, n_layers=("layer", "size"))
+           .reset_index())
+    return out
 
 
 def cosine_similarity(a: Any, b: Any) -> float:
@@ -170,6 +238,34 @@ def layer_scores(a: np.ndarray, b: np.ndarray,
     return out
 
 
+def layer_mean_scores(a: np.ndarray, b: np.ndarray,
+                      metrics: Sequence[str] = METRICS) -> dict[str, float]:
+    """Similarity of two models' maps as the authors' code aggregates attention (the
+    ``"paper"`` variant of Table 3; module docstring).
+
+    Each model's maps are first averaged over the L blocks (their ``*_avg`` convention), giving
+    one (N, n, n) array of attention distributions per model; then
+
+    * ``cosine``: the cosine of the two flattened (N * n * n) vectors (no average over puzzles);
+    * ``jsd``: the Jensen-Shannon divergence (base 2) of each (puzzle, query) row of the
+      layer-averaged maps, averaged over the N * n rows.
+
+    Args:
+        a, b: (N, L, n, n) attention maps of two models (rows are distributions).
+        metrics: any of ``cosine`` and ``jsd``.
+    Returns:
+        ``{metric: float}``.
+    Raises:
+        ValueError: shape mismatch, unknown metric, all-zero maps.
+    """
+    a, b = as_array(a, "a", ndim=4), as_array(b, "b", ndim=4)
+    if a.shape != b.shape:  # before averaging the blocks away
+        raise ValueError(f"attention map shapes differ: {a.shape} vs {b.shape}")
+    # (N, 1, n, n): the mean of distributions over blocks, scored as one block
+    one = layer_scores(a.mean(axis=1, keepdims=True), b.mean(axis=1, keepdims=True), metrics)
+    return {k: float(v[0]) for k, v in one.items()}
+
+
 def _check_metrics(metrics: Sequence[str]) -> None:
     bad = [m for m in metrics if m not in METRICS]
     if bad or not metrics:
@@ -208,12 +304,26 @@ def similarity_to_reference(
         ValueError: unknown PE / pairing / stage / metric, a reference absent from the run, or
             (``pairing="seed"``) a seed without a reference model.
     """
-    _check_pairing(pairing)
     _check_metrics(metrics)
+    ref_label, pairs = _reference_pairs(artifacts, reference, pairing, stage, pes)
+    rows = []
+    for r, maps, ref in pairs:
+        scores = layer_scores(maps, ref, metrics)
+        for layer in range(maps.shape[1]):
+            rows.append({**r, "stage": stage, "reference": ref_label, "pairing": pairing,
+                         "layer": layer, **{k: float(v[layer]) for k, v in scores.items()}})
+    return pd.DataFrame(rows, columns=[*ID_COLUMNS, "stage", "reference", "pairing", "layer",
+                                       *[m for m in METRICS if m in metrics]])
+
+
+def _reference_pairs(artifacts: Mapping[str, Any], reference: str, pairing: str, stage: str,
+                     pes: Sequence[str] | None) -> tuple[str, Iterator[tuple[dict, Any, Any]]]:
+    """The reference's label and, per compared model, ``(id row, its maps (N, L, n, n), the
+    reference maps)`` (validated as in :func:`similarity_to_reference`)."""
+    _check_pairing(pairing)
     maps = _raw_maps(artifacts, stage)
     models = model_table(artifacts, maps.shape[0])
     ref_rows = select_pe(models, reference)
-    ref_label = ref_rows["pe"].iloc[0]
     if pes is not None:
         models = pd.concat([select_pe(models, p) for p in pes]).drop_duplicates("model")
     ref_by_seed = dict(zip(ref_rows["seed"], ref_rows["model"], strict=True))
@@ -224,18 +334,48 @@ def similarity_to_reference(
                 f"pairing='seed' needs a {reference} model for every seed; missing seeds "
                 f"{missing} (reference seeds: {sorted(ref_by_seed)}); use pairing='mean'"
             )
+        mean_ref = None
     else:
         mean_ref = sum(as_array(maps[i], "map") for i in ref_rows["model"]) / len(ref_rows)
+
+    def pairs() -> Iterator[tuple[dict, Any, Any]]:
+        for r in models.itertuples(index=False):
+            ref = maps[ref_by_seed[r.seed]] if mean_ref is None else mean_ref
+            yield r._asdict(), maps[r.model], ref
+
+    return str(ref_rows["pe"].iloc[0]), pairs()
+
+
+def table3(
+    artifacts: Mapping[str, Any],
+    stage: str = "final",
+    reference: str = "2d-fixed",
+    pairing: str = "seed",
+    pes: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """The paper's Table 3 (attention similarity to the reference) in both :data:`TABLE3_VARIANTS`.
+
+    Args:
+        artifacts, reference, pairing, stage, pes: as in :func:`similarity_to_reference`.
+    Returns:
+        One row per model: ``model, pe, pe_name, sigma, seed, stage, reference, pairing``,
+        ``cosine_paper``, ``jsd_paper`` (:func:`layer_mean_scores`: blocks averaged first, the
+        authors' convention) and ``cosine_ours``, ``jsd_ours`` (:func:`layer_scores` per block,
+        then the mean over blocks, as ``average_layers(similarity_to_reference(...))``).
+    Raises:
+        ValueError: as :func:`similarity_to_reference`.
+    """
+    ref_label, pairs = _reference_pairs(artifacts, reference, pairing, stage, pes)
     rows = []
-    for r in models.itertuples(index=False):
-        ref = maps[ref_by_seed[r.seed]] if pairing == "seed" else mean_ref
-        scores = layer_scores(maps[r.model], ref, metrics)
-        for layer in range(maps.shape[2]):
-            rows.append({**r._asdict(), "stage": stage, "reference": ref_label,
-                         "pairing": pairing, "layer": layer,
-                         **{k: float(v[layer]) for k, v in scores.items()}})
-    return pd.DataFrame(rows, columns=[*ID_COLUMNS, "stage", "reference", "pairing", "layer",
-                                       *[m for m in METRICS if m in metrics]])
+    for r, maps, ref in pairs:
+        a, b = as_array(maps, "maps", ndim=4), as_array(ref, "reference maps", ndim=4)
+        paper = layer_mean_scores(a, b)
+        ours = {k: float(v.mean()) for k, v in layer_scores(a, b).items()}
+        rows.append({**r, "stage": stage, "reference": ref_label, "pairing": pairing,
+                     **{f"{k}_paper": v for k, v in paper.items()},
+                     **{f"{k}_ours": v for k, v in ours.items()}})
+    return pd.DataFrame(rows, columns=[*ID_COLUMNS, "stage", "reference", "pairing",
+                                       "cosine_paper", "jsd_paper", "cosine_ours", "jsd_ours"])
 
 
 def pairwise_similarity(

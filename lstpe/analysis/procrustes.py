@@ -20,6 +20,22 @@ Choices, following the paper where it speaks:
   the paper's "baseline similarity" between schemes (0.71 here for 1d-fixed at d = 160, where
   the paper says 0.72; about 0 for learn-sigma).
 
+**Against the authors' code.** The authors' public repository (``ljhearne/LSTNN_public`` at
+``d139c51``, every commit searched) holds no Procrustes code (no ``orthogonal_procrustes`` and
+no ``scipy.spatial.procrustes``), so only the paper's text constrains this: "an orthogonal
+Procrustes transform ... (implemented in SciPy 1.11.4)", "we computed the Frobenius norm to
+calculate the distance", "rotate ... the learned PEs". ``distance`` is exactly that; the text
+names no centring, no scaling and no normalisation, and does not say which block's PE is
+meant. What the code does fix: every block has its own learnable (16, 160) PE
+(``transformer_main.py:364-366``, ``learnable_pe.py:15``), so the paper's "learned PE" is one
+of four per model (here: each block, then their mean); the 2d-fixed target is their
+``PositionalEncoding2D`` buffer (``transformer_main.py:59-76``: column code in dims 0-79, row
+code in 80-159), equal to :func:`target_pe` with the two halves swapped, a permutation of
+dimensions that the rotation absorbs (distance 0 between the two). The minimum over
+orthogonal R depends on the PEs only through their 16 x 16 Gram matrices (positions):
+:math:`\|PR^\star - T\|_F^2 = \|P\|_F^2 + \|T\|_F^2 - 2\,\|P^\top T\|_*` (nuclear norm).
+``distance_normalized`` is ours, not the paper's.
+
 Caveat: at initialisation a learn-sigma PE is :math:`\sigma Z`, and its raw distance is about
 :math:`\sqrt{\sigma^2 \|Z\|_F^2 + \|T\|_F^2}`, so the raw distance grows with sigma before
 any training; compare with ``stage="init"`` and with ``distance_normalized``.

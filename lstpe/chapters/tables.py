@@ -11,12 +11,13 @@
 * :func:`noise_loss`: accuracy per noise level and the accuracy lost to the largest one;
 * :func:`human_table`, :func:`constant_cosine`, :func:`human_summary`: the models-and-humans
   table in a few columns, the cosine any constant model reaches, the chapter's "this run" line;
-* :func:`run_summary`: the "this run" line of a chapter's takeaways;
-* :func:`like_for_like`: our 200-epoch units beside the authors' own logs at epoch 200 and the
-  paper's 4000-epoch table (:func:`lstpe.analysis.authors_logs.compare_with_authors`).
+* :func:`run_summary`: the "this run" line of a chapter's takeaways.
+
+Our numbers beside the authors' logs and beside initialisation are in
+:mod:`lstpe.chapters.baselines`.
 
 Accuracy columns are the history's (:data:`lstpe.store.results.HISTORY_COLUMNS`); comparisons are
-:func:`lstpe.analysis.stats.compare_to_paper` tables. Part of :mod:`lstpe.chapters`; imports
+:func:`lstpe.analysis.paper_compare.compare_to_paper` tables. Part of :mod:`lstpe.chapters`; imports
 from :mod:`lstpe.chapters.text` only.
 """
 
@@ -35,7 +36,7 @@ from lstpe.chapters.text import _names, caveats, chance_test
 __all__ = [
     "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
     "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",
-    "constant_cosine", "human_summary", "run_summary", "like_for_like", "like_summary",
+    "constant_cosine", "human_summary", "run_summary",
 ]
 
 SPLIT_LABELS: dict[str, str] = {
@@ -70,16 +71,16 @@ def compare_splits(exp: Any, table: int | str, splits: Sequence[str] = ("val_dro
         exp: an experiment with ``final(split)``.
         pe_name: keep only models of this PE family (``"learn"`` for Tables 2 and 5).
     Returns:
-        :func:`lstpe.analysis.stats.compare_to_paper`'s columns plus ``split`` (the first) and
-        ``mean_<split>`` for the others.
+        :func:`lstpe.analysis.paper_compare.compare_to_paper`'s columns plus ``split`` (the
+        first) and ``mean_<split>`` for the others.
     """
-    from lstpe.analysis import stats
+    from lstpe.analysis import paper_compare
 
     def final(split: str) -> pd.DataFrame:
         f = exp.final(split)
         return f[f["pe_name"] == pe_name] if pe_name is not None else f
 
-    cmp = stats.compare_to_paper(final(splits[0]), table, metric=metric, setting=setting)
+    cmp = paper_compare.compare_to_paper(final(splits[0]), table, metric=metric, setting=setting)
     cmp.insert(cmp.columns.get_loc("mean"), "split", splits[0])
     for s in splits[1:]:
         means = final(s).groupby("pe")["accuracy"].mean()
@@ -131,9 +132,9 @@ def summary(table: pd.DataFrame, value: str = "accuracy", by: str = "pe", digits
             min_seeds: int = 5) -> pd.DataFrame:
     """Per group: ``n``, ``mean ± SD`` and the 95% t interval as text (``-`` under
     ``min_seeds`` seeds, where an interval from so few values says nothing)."""
-    from lstpe.analysis import stats
+    from lstpe.analysis import seed_stats
 
-    s = stats.summarize(table, value, by)
+    s = seed_stats.summarize(table, value, by)
     out = pd.DataFrame(index=s[by].to_numpy())
     out.index.name = by
     out["n"] = s["n"].to_numpy()
@@ -356,72 +357,4 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
     cav = caveats(exp, final)
     if cav:
         parts.append("Caveats: " + " ".join(cav))
-    return " ".join(parts)
-
-
-
-def like_for_like(final: pd.DataFrame, epoch: int = 200, digits: int = 3) -> pd.DataFrame:
-    """Our models beside the authors' logs at ``epoch`` and the paper's 4000-epoch table.
-
-    ``final``: one row per model (``run.final("val_dropout")``: evaluated as the authors did,
-    dropout active for 2d-fixed). Columns: ``seeds`` (ours), ``ours`` (each seed's accuracy,
-    then the mean when there are several), ``authors @<epoch>`` (mean ± SD, n),
-    ``ours - authors``, ``Welch p`` (5 seeds or more; else why not), ``paper @4000``.
-    """
-    from lstpe.analysis.authors_logs import compare_with_authors
-
-    cmp = compare_with_authors(final, epoch=epoch)
-    per = final.groupby("pe", sort=False)
-    out = pd.DataFrame(index=cmp["pe"].to_numpy())
-    out.index.name = "pe"
-    out["seeds"] = [", ".join(str(int(s)) for s in per.get_group(p)["seed"]) for p in cmp["pe"]]
-    out["ours"] = [
-        " ".join(f"{a:.{digits}f}" for a in per.get_group(p)["accuracy"])
-        + (f" (mean {m:.{digits}f})" if n > 1 else "")
-        for p, m, n in zip(cmp["pe"], cmp["ours_mean"], cmp["n_ours"], strict=True)]
-    out[f"authors @{epoch}"] = [
-        "no log" if math.isnan(m) else f"{_pm(m, s, digits)} (n={int(n)})"
-        for m, s, n in zip(cmp["authors_mean"], cmp["authors_sd"], cmp["authors_n"],
-                           strict=True)]
-    out["ours - authors"] = ["-" if math.isnan(d) else f"{d:+.{digits}f}" for d in cmp["diff"]]
-    out["Welch p"] = [f"{p:.3f}" if not math.isnan(p) else note
-                      for p, note in zip(cmp["test"], cmp["note"], strict=True)]
-    out["paper @4000"] = [_pm(m, s, digits) for m, s in zip(cmp["paper_mean"], cmp["paper_sd"],
-                                                            strict=True)]
-    return out
-
-
-def like_summary(final: pd.DataFrame, epoch: int = 200) -> str:
-    """One paragraph on our units against the authors' logs at ``epoch``: PEs at chance are
-    named and not compared; the others are placed against the authors' mean ± SD (a Welch test
-    only with 5 seeds or more)."""
-    from lstpe.analysis.authors_logs import compare_with_authors
-
-    cmp = compare_with_authors(final, epoch=epoch).set_index("pe")
-    ct = chance_test(final).set_index("pe")
-    n = final.groupby("pe")["seed"].nunique()
-    parts = [f"Stored so far: {len(cmp)} PEs, {n.min()}-{n.max()} seed(s) each "
-             f"({epoch} epochs, the authors' recipe)."
-             if n.min() != n.max() else
-             f"Stored so far: {len(cmp)} PEs, {n.min()} seed(s) each ({epoch} epochs, the "
-             "authors' recipe)."]
-    above = [p for p in cmp.index if not ct.loc[p, "at_chance"]]
-    chance = [p for p in cmp.index if ct.loc[p, "at_chance"]]
-    for p in above:
-        r = cmp.loc[p]
-        if math.isnan(r["authors_mean"]):
-            parts.append(f"{p}: {r['ours_mean']:.3f} (the authors logged no {p}).")
-            continue
-        k = abs(r["diff"]) / r["authors_sd"] if r["authors_sd"] > 0 else math.inf
-        test = f", Welch p = {r['test']:.3f}" if not math.isnan(r["test"]) else ""
-        parts.append(f"{p}: {r['ours_mean']:.3f} against the authors' {r['authors_mean']:.3f} "
-                     f"± {r['authors_sd']:.3f} at epoch {epoch} ({k:.1f} of their seed-to-seed "
-                     f"SDs away{test}).")
-    if chance:
-        names = ", ".join(f"{p} ({cmp.loc[p, 'ours_mean']:.3f})" for p in chance)
-        parts.append("Within noise of chance on the 108 validation puzzles (binomial test), so "
-                     f"not compared: {names}.")
-    if n.min() < 5:
-        parts.append("With fewer than 5 seeds per PE these are single models placed against the "
-                     "authors' spread, not estimates of a mean: no interval and no test yet.")
     return " ".join(parts)

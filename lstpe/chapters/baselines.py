@@ -1,0 +1,167 @@
+"""Our numbers beside their baselines: the authors' own logs, and the models' initialisation.
+
+* :func:`like_for_like`, :func:`like_summary`: our 200-epoch units beside the authors' own logs
+  at epoch 200 and the paper's 4000-epoch table
+  (:func:`lstpe.analysis.authors_logs.compare_with_authors`), as a table and a paragraph;
+* :func:`init_vs_final`, :func:`init_final_sentence`: a measure at initialisation beside its
+  value after training and the change, per sigma, so that a trend the models had before any
+  training is not read as learned.
+
+Part of :mod:`lstpe.chapters`; imports from :mod:`lstpe.chapters.text` and
+:mod:`lstpe.chapters.tables`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from lstpe.chapters.tables import _pm
+from lstpe.chapters.text import chance_test
+
+__all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary"]
+
+
+def like_for_like(final: pd.DataFrame, epoch: int = 200, digits: int = 3) -> pd.DataFrame:
+    """Our models beside the authors' logs at ``epoch`` and the paper's 4000-epoch table.
+
+    ``final``: one row per model (``run.final("val_dropout")``: evaluated as the authors did,
+    dropout active for 2d-fixed). Columns: ``seeds`` (ours), ``ours`` (each seed's accuracy,
+    then the mean when there are several), ``authors @<epoch>`` (mean ± SD, n),
+    ``ours - authors``, ``Welch p`` (5 seeds or more; else why not), ``paper @4000``.
+    """
+    from lstpe.analysis.authors_logs import compare_with_authors
+
+    cmp = compare_with_authors(final, epoch=epoch)
+    per = final.groupby("pe", sort=False)
+    out = pd.DataFrame(index=cmp["pe"].to_numpy())
+    out.index.name = "pe"
+    out["seeds"] = [", ".join(str(int(s)) for s in per.get_group(p)["seed"]) for p in cmp["pe"]]
+    out["ours"] = [
+        " ".join(f"{a:.{digits}f}" for a in per.get_group(p)["accuracy"])
+        + (f" (mean {m:.{digits}f})" if n > 1 else "")
+        for p, m, n in zip(cmp["pe"], cmp["ours_mean"], cmp["n_ours"], strict=True)]
+    out[f"authors @{epoch}"] = [
+        "no log" if math.isnan(m) else f"{_pm(m, s, digits)} (n={int(n)})"
+        for m, s, n in zip(cmp["authors_mean"], cmp["authors_sd"], cmp["authors_n"],
+                           strict=True)]
+    out["ours - authors"] = ["-" if math.isnan(d) else f"{d:+.{digits}f}" for d in cmp["diff"]]
+    out["Welch p"] = [f"{p:.3f}" if not math.isnan(p) else note
+                      for p, note in zip(cmp["test"], cmp["note"], strict=True)]
+    out["paper @4000"] = [_pm(m, s, digits) for m, s in zip(cmp["paper_mean"], cmp["paper_sd"],
+                                                            strict=True)]
+    return out
+
+
+def like_summary(final: pd.DataFrame, epoch: int = 200) -> str:
+    """One paragraph on our units against the authors' logs at ``epoch``: PEs at chance are
+    named and not compared; the others are placed against the authors' mean ± SD (a Welch test
+    only with 5 seeds or more)."""
+    from lstpe.analysis.authors_logs import compare_with_authors
+
+    cmp = compare_with_authors(final, epoch=epoch).set_index("pe")
+    ct = chance_test(final).set_index("pe")
+    n = final.groupby("pe")["seed"].nunique()
+    parts = [f"Stored so far: {len(cmp)} PEs, {n.min()}-{n.max()} seed(s) each "
+             f"({epoch} epochs, the authors' recipe)."
+             if n.min() != n.max() else
+             f"Stored so far: {len(cmp)} PEs, {n.min()} seed(s) each ({epoch} epochs, the "
+             "authors' recipe)."]
+    above = [p for p in cmp.index if not ct.loc[p, "at_chance"]]
+    chance = [p for p in cmp.index if ct.loc[p, "at_chance"]]
+    for p in above:
+        r = cmp.loc[p]
+        if math.isnan(r["authors_mean"]):
+            parts.append(f"{p}: {r['ours_mean']:.3f} (the authors logged no {p}).")
+            continue
+        k = abs(r["diff"]) / r["authors_sd"] if r["authors_sd"] > 0 else math.inf
+        test = f", Welch p = {r['test']:.3f}" if not math.isnan(r["test"]) else ""
+        parts.append(f"{p}: {r['ours_mean']:.3f} against the authors' {r['authors_mean']:.3f} "
+                     f"± {r['authors_sd']:.3f} at epoch {epoch} ({k:.1f} of their seed-to-seed "
+                     f"SDs away{test}).")
+    if chance:
+        names = ", ".join(f"{p} ({cmp.loc[p, 'ours_mean']:.3f})" for p in chance)
+        parts.append("Within noise of chance on the 108 validation puzzles (binomial test), so "
+                     f"not compared: {names}.")
+    if n.min() < 5:
+        parts.append("With fewer than 5 seeds per PE these are single models placed against the "
+                     "authors' spread, not estimates of a mean: no interval and no test yet.")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- init vs trained
+
+
+def init_vs_final(init: pd.DataFrame, final: pd.DataFrame, values: str | Sequence[str],
+                  by: str = "sigma", paper: int | str | None = None,
+                  paper_metric: str = "attention_cosine", digits: int = 3) -> pd.DataFrame:
+    """Each value at initialisation, after training and the change, per ``by`` group.
+
+    Args:
+        init, final: one row per model at each stage, the same models (paired by ``model``),
+            with ``by`` and ``values`` (e.g. :func:`lstpe.analysis.attention.table3`).
+        paper: a paper table (``3``): adds its means (4000 epochs, 15 seeds) of
+            ``paper_metric``, matched on the ``pe`` label (``final`` then needs ``pe``).
+    Returns:
+        Index ``by`` (first-seen order); columns ``("n", "")`` (models per group), then per
+        value ``(value, "at init" | "trained" | "change")``: group means of each stage and of
+        the per-model trained - init; with ``paper``, ``("paper", "@4000 ep.")`` (NaN where
+        the paper has no such row).
+    Raises:
+        ValueError: empty tables, missing columns, or different models at the two stages.
+    """
+    values = [values] if isinstance(values, str) else list(values)
+    for name, t in (("init", init), ("final", final)):
+        need = ("model", by, *values, *(("pe",) if paper is not None else ()))
+        missing = [c for c in need if c not in t]
+        if t.empty or missing:
+            raise ValueError(f"the {name} table is empty or lacks columns {missing}")
+    if sorted(init["model"]) != sorted(final["model"]) or init["model"].duplicated().any():
+        raise ValueError("init and final must hold the same models, one row each")
+    both = final.merge(init[["model", *values]], on="model", suffixes=("", "@init"))
+    g = both.groupby(by, sort=False)
+    out = pd.DataFrame({("n", ""): g.size()})
+    for v in values:
+        out[(v, "at init")] = g[f"{v}@init"].mean()
+        out[(v, "trained")] = g[v].mean()
+        out[(v, "change")] = (both[v] - both[f"{v}@init"]).groupby(both[by], sort=False).mean()
+    if paper is not None:  # matched on the PE label
+        from lstpe.analysis.paper_compare import load_paper_tables
+
+        pt = load_paper_tables()
+        pt = pt[(pt["table"] == str(paper)) & (pt["metric"] == paper_metric)]
+        means = both["pe"].map(dict(zip(pt["pe"], pt["mean"], strict=True)))
+        out[("paper", "@4000 ep.")] = means.groupby(both[by], sort=False).first()
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = by
+    return out.round(digits)
+
+
+def init_final_sentence(table: pd.DataFrame, value: str, what: str | None = None) -> str:
+    """One sentence on an :func:`init_vs_final` column group (as shown, i.e. rounded): its range
+    at initialisation, after training and of the change from the smallest to the largest index
+    value, and (with 3 or more rows) the Spearman correlation of each with the index -- a
+    correlation after training that was already there at initialisation is inherited, not
+    learned. A column that is constant has no correlation ("none (constant)")."""
+    if value not in table.columns.get_level_values(0):
+        raise ValueError(f"the table has no {value!r} columns")
+    t, x = table[value], table.index.to_numpy(float)
+    by = {"sigma": "σ"}.get(str(table.index.name), str(table.index.name))
+    lo, hi = int(np.argmin(x)), int(np.argmax(x))
+    rng = {c: f"{t[c].iloc[lo]:.3f} at {by} = {x[lo]:g} to {t[c].iloc[hi]:.3f} at {x[hi]:g}"
+           for c in ("at init", "trained", "change")}
+    parts = [f"{what or value}: at initialisation {rng['at init']}; after training "
+             f"{rng['trained']}; change {rng['change']}."]
+    if len(t) >= 3:
+        rho = {c: "none (constant)" if t[c].nunique() < 2
+               else f"{sps.spearmanr(x, t[c]).statistic:+.2f}"
+               for c in ("at init", "trained", "change")}
+        n = sorted({int(table["n"].min()), int(table["n"].max())})
+        parts.append(f"Spearman correlation with {by}: {rho['at init']} at initialisation, "
+                     f"{rho['trained']} after training, {rho['change']} for the change "
+                     f"({len(t)} values of {by}, {'-'.join(map(str, n))} model(s) each).")
+    return " ".join(parts)
