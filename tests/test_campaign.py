@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 import torch
 
+from lstpe import runtime
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments.runs import get_run
-from lstpe.nn.model import ModelConfig
+from lstpe.nn.architecture import ModelConfig
 from lstpe.runtime import BF16_FLAGS
 from lstpe.store import results as res
 from lstpe.store.rundir import RunLock
@@ -230,5 +231,55 @@ def test_run_rejects_bad_budget(tmp_path):
 def test_precision_is_fp32_and_says_why():
     prec, why = cr.choose_precision(torch.device("cpu"))
     assert prec == "fp32"
-    flags = cr.cpu_flags()
+    flags = runtime.cpu_flags()
     assert ("no bf16 instructions" in why) == (not any(f in flags for f in BF16_FLAGS))
+
+
+# --------------------------------------------------------------------------- progress
+
+
+def _manifest(results, key: str, **man) -> None:
+    """A synthetic fragment manifest (no files: read with ``verify=False``)."""
+    path = cp.find_unit(key).path(results)
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text(json.dumps({"config": {"epochs": 200}, **man}))
+
+
+def test_progress_equals_hand_sums_over_manifests(tmp_path):
+    units = cp.plan()
+    item4 = next(u.key for u in units if u.item == 4)
+    measured = {"probe": {"s_per_model_epoch": 6.0}, "setting": {"threads": 2}}
+    _manifest(tmp_path, "table2/2d-fixed/2235", device="cpu: x (2 threads)",
+              campaign={"unit_wall_s": 1200.0, **measured})
+    _manifest(tmp_path, "table2/learn-0.1/2235", device="cpu: x (2 threads)",
+              campaign={"unit_wall_s": 1800.0, **measured})
+    _manifest(tmp_path, "table1/rope/2235", device="cpu: x86_64 (4 threads)",
+              campaign={"unit_wall_s": 3600.0, "imported_from": {"model": 0}})
+    _manifest(tmp_path, item4, device="cuda", wall_time_s=7200.0, n_models=2)  # 1 thread
+    table = cs.status(tmp_path, verify=False)
+    assert list(table.loc[table["state"] == "done", "threads"]) == [2, 2, 4, 1]
+    p = cs.progress(table)
+    assert list(p.index) == ["1", "2", "3", "4", "5", "1-2", "all"]
+    rate = (1200 + 1800) / 2  # the median of the units the campaign trained (measured)
+    hand = {"1": (21, 2, 1200 + 1800, 2 * 1200 + 2 * 1800),
+            "2": (18, 1, 3600, 4 * 3600), "4": (70, 1, 3600, 3600),
+            "1-2": (39, 3, 6600, 6000 + 14400), "all": (len(units), 4, 10200, 24000)}
+    for item, (n, done, wall, cpu) in hand.items():
+        row = p.loc[item]
+        assert (row["units"], row["done"], row["left"]) == (n, done, n - done)
+        assert row["hours spent"] == pytest.approx(round(wall / 3600, 2))
+        assert row["CPU hours spent"] == pytest.approx(round(cpu / 3600, 2))
+        assert row["hours left"] == pytest.approx(round((n - done) * rate / 3600, 2))
+    assert p.loc["3", "done"] == 0 and p.loc["3", "hours spent"] == 0
+    s = cs.progress_text(table)
+    assert s.startswith(f"3 of the 39 units of Tables 1-2 at 3 seeds done, 4 of the plan's "
+                        f"{len(units)}; 2.83 hours of the machine spent (6.67 CPU core-hours)")
+    assert "25.0 min per unit (median of the 2 units the campaign trained)" in s
+    assert f"{36 * rate / 3600:.1f} hours left for Tables 1-2" in s
+
+
+def test_progress_before_any_unit(tmp_path):
+    table = cs.status(tmp_path, verify=False)
+    p = cs.progress(table)
+    assert p.loc["all", "done"] == 0 and p.loc["1-2", "units"] == 39
+    assert "no rate" in cs.progress_text(table)

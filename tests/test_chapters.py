@@ -407,3 +407,123 @@ def test_verdict_table(report_runs):
                                "inconclusive", "no test (n<5)"]
     assert v.loc["T1 val", "rows"] == 3
     assert v.loc["T1 val"].iloc[2:].sum() == 3  # every row has one verdict
+
+
+# --------------------------------------------------------------------------- every paper cell
+
+
+def _paper_cell_count() -> int:
+    """Cells of the vendored paper tables, counted from the CSVs themselves: one per non-empty
+    accuracy of ``paper_tables.csv`` and one per row of the Table 3 file."""
+    data = Path(ch.__file__).parents[1] / "data"
+    t = pd.read_csv(data / "paper_tables.csv")
+    return int(t["val_acc"].notna().sum() + t["train_acc"].notna().sum()
+               + len(pd.read_csv(data / "attention_similarity_table3.csv")))
+
+
+@pytest.fixture
+def cell_runs(report_runs):
+    """``report_runs`` (5 seeds, above chance) plus Table 4 SGD from 1 seed and Tables 5-6
+    from 5 seeds at chance."""
+    sgd = {"learn-0.1": {"val": 0.9, "train_running": 1.0, "train": 1.0}}
+    at_chance = {p: {"val": 0.25, "val_dropout": 0.25, "train_running": 0.9, "train": 0.9}
+                 for p in ("learn-0.1", "2d-fixed")}
+    return {**report_runs,
+            "table4/sgd": experiment(history(sgd, seeds=[1]), "table4/sgd", preset="paper",
+                                     epochs=1000, seeds=[1]),
+            "tables56": experiment(history(at_chance, seeds=range(5)), "tables56",
+                                   preset="paper", epochs=1000, seeds=range(5))}
+
+
+def test_paper_cells_has_one_row_per_paper_cell(cell_runs):
+    rep = ch.paper_report(cell_runs)
+    cells = ch.paper_cells(rep, cell_runs)
+    assert len(cells) == _paper_cell_count() == 140
+    assert not cells.index.duplicated().any()
+    assert list(cells.columns) == ["n", "ours", "authors @200", "paper", "verdict"]
+    empty = ch.paper_cells(None)  # no run at all: every cell still listed, table by table
+    assert len(empty) == 140 and set(empty["verdict"]) == {"no run yet"}
+    assert list(dict.fromkeys(empty.index.get_level_values("table"))) == [
+        "T1 val", "T1 train", "T2 val", "T2 train", "T3 attn", "T4 adam val", "T4 sgd val",
+        "T5 val", "T5 train", "T6 val", "T6 train"]
+    row = cells.loc[("T1 val", "2d-fixed")]
+    assert row["n"] == 5 and row["ours"] == "0.902" and row["paper"] == "0.977 ± 0.073"
+    none = cells.loc[("T1 val", "relative")]
+    assert (none["n"], none["ours"], none["verdict"]) == (0, "-", "no run yet")
+
+
+def test_paper_cells_gives_no_verdict_under_5_seeds_or_at_chance(cell_runs):
+    rep = ch.paper_report(cell_runs)
+    cells = ch.paper_cells(rep, cell_runs)
+    verdicts = {"equivalent", "different", "inconclusive"}
+    judged = cells[cells["verdict"].isin(verdicts)]
+    assert len(judged) and (judged["n"] >= 5).all()
+    assert cells.loc[("T4 sgd val", "learn-0.1"), "verdict"] == "1 seed: no test"
+    for t in ("T5 val", "T5 train"):  # 5 seeds, but their validation accuracy is chance
+        assert cells.loc[(t, "learn-0.1"), "verdict"] == "at chance"
+    assert cells.loc[("T6 val", "2d-fixed"), "verdict"] == "at chance"
+    assert cells.loc[("T1 val", "learn-0.2"), "verdict"] in verdicts
+    few = cells[(cells["n"] > 0) & (cells["n"] < 5)]
+    assert len(few) and not few["verdict"].isin(verdicts).any()
+    preview = {"table1": experiment(cell_runs["table1"].history, "table1", seeds=range(5))}
+    pv = ch.paper_cells(ch.paper_report(preview), preview)
+    assert set(pv.loc[pv["n"] > 0, "verdict"]) == {"preview: no test"}
+
+
+def test_paper_cells_show_the_authors_at_epoch_200(cell_runs):
+    from lstpe.analysis.authors_logs import authors_at
+
+    cells = ch.paper_cells(ch.paper_report(cell_runs), cell_runs)
+    logs = {"val": authors_at(200, "validation"), "train": authors_at(200, "train")}
+    shown = 0
+    for (table, pe), row in cells.iterrows():
+        metric = table.split()[-1]
+        logged = (table.startswith(("T1 ", "T2 ", "T4 adam")) and metric in logs
+                  and pe in logs[metric].index)
+        if not logged:
+            assert row["authors @200"] == "-", (table, pe)
+            continue
+        a = logs[metric].loc[pe]
+        assert row["authors @200"] == (f"{a['acc_mean']:.3f} ± {a['acc_sd']:.3f} "
+                                       f"({int(a['n_seeds'])})"), (table, pe)
+        shown += 1
+    assert shown == 2 * (2 + 20) + 2  # T1 and T2, val and train; T4 Adam sigma 0.1, 0.2
+    assert cells.loc[("T2 val", "learn-0.1"), "authors @200"].endswith("(14)")
+
+
+# --------------------------------------------------------------------------- facts said once
+
+
+def test_show_runs_says_each_fact_once(capsys):
+    chance = {"learn-0.2": {"val": 0.25}, "2d-fixed": {"val": 0.25}}
+    a = experiment(history(chance), "table4/sgd")
+    b = experiment(history(chance), "tables56")
+    c = experiment(history({"learn-0.2": {"val": 0.95}}, seeds=[1]), "table2", preset="paper",
+                   epochs=200, seeds=[1])
+    lines = ch.run_facts([a, b, c])
+    assert len([x for x in lines if x.startswith("[")]) == 3  # one describe line per run
+    facts = lines[3:]
+    assert facts == [
+        "Fewer than 5 seeds: table4/sgd, tables56 (2); table2 (1).",
+        "Preview scale (the paper: d_model=160, 4 blocks, 4000 epochs): table4/sgd, tables56 "
+        "(d_model=64, 2 blocks, 1000 training puzzles, 8 epochs).",
+        facts[2],
+        "Within noise of chance (0.25; one-sided binomial test over seeds x puzzles, "
+        "p >= 0.05): table4/sgd, tables56 (every PE)."]
+    assert facts[2].startswith("Shorter than the paper's 4000 epochs: table2 (200 epochs; at "
+                               "paper scale 200: ")
+    ch.show_runs(a, b, c)
+    out = capsys.readouterr().out
+    assert "WARNING" not in out and out.count("Preview scale") == 1
+    brain = Run(pd.DataFrame(), {"config": {"preset": "preview", "steps": 10}}, name="brain")
+    assert ch.run_facts([brain]) == [brain.describe()]  # no epochs: no LST facts
+
+
+def test_without_caveats_drops_only_the_caveats(five_seed_run):
+    exp = experiment(five_seed_run.history, "table1", seeds=range(5))
+    s = ch.run_summary(ch.compare_splits(exp, 1), exp, exp.final("val"))
+    assert "Caveats: table1 is a PREVIEW" in s
+    short = ch.without_caveats(s)
+    assert short.startswith("This run (table1)") and "Caveats" not in short
+    assert short == s[:s.index(" Caveats: ")]
+    assert ch.without_caveats("no caveats here.") == "no caveats here."

@@ -2,7 +2,7 @@
 
 The book's chapters (5-11) call these as ``ch.<name>`` (``from lstpe import chapters as ch``) so
 that a cell stays a few lines long and every chapter words its results the same way. This
-package face gathers the names of three modules, one job each:
+package face gathers the names of five modules, one job each:
 
 * :mod:`lstpe.chapters.text` -- printing and caveats: when a run can (not) test the paper:
 
@@ -11,6 +11,9 @@ package face gathers the names of three modules, one job each:
     epochs than the paper, or accuracies within noise of chance (0.25);
   * :func:`say`, :func:`source_note`, :func:`show_run`: wrapped printing, and where a run's
     numbers come from and what that source can show;
+  * :func:`run_facts`, :func:`show_runs`, :func:`without_caveats`: the facts about a page's
+    runs said once for all of them (chapters 8-11, whose one admonition says what the runs can
+    and cannot show), and a takeaway paragraph without the caveats said already;
   * :func:`describe_setup`: the chapter's setup line without local paths.
 
 * :mod:`lstpe.chapters.tables` -- tables and sentences about one run:
@@ -26,8 +29,14 @@ package face gathers the names of three modules, one job each:
   * :func:`human_table`, :func:`constant_cosine`, :func:`human_summary`: the
     models-and-humans table in a few columns, the cosine any constant model reaches, the
     chapter's "this run" line;
-  * :func:`run_summary`: the "this run" line of a chapter's takeaways;
-  * :func:`like_for_like`: our units beside the authors' logs at epoch 200 and the paper.
+  * :func:`run_summary`: the "this run" line of a chapter's takeaways.
+
+* :mod:`lstpe.chapters.baselines` -- our numbers beside their baselines:
+
+  * :func:`like_for_like`, :func:`like_summary`: our units beside the authors' logs at epoch
+    200 and the paper, as a table and a paragraph;
+  * :func:`init_vs_final`, :func:`init_final_sentence`: a measure at initialisation, after
+    training and the change, per sigma.
 
 * :mod:`lstpe.chapters.report` -- the reproduction report (chapter 11):
 
@@ -36,18 +45,35 @@ package face gathers the names of three modules, one job each:
   * :func:`paper_report`, :func:`verdict_table`, :func:`both_evaluations`,
     :func:`outside_rows`, :func:`report_summary`: every paper table against our runs like for
     like, the verdict counts per table, both evaluations of the PEs with dropout, the rows
-    outside the paper's interval grouped by reason, and the verdict in words.
+    outside the paper's interval grouped by reason, and the verdict in words;
+  * :func:`paper_cells`: every cell of the paper's Tables 1-6 in one table -- our seeds and
+    mean, the authors' logs at epoch 200, the paper's value, a verdict or why there is none.
+
+* :mod:`lstpe.chapters.explore` -- explorers for a live kernel with a static twin for the page:
+
+  * :func:`with_static`, :class:`WithStatic`: one displayed object holding an ipywidgets view
+    and a PNG of the same content (``_config.yml`` ranks the PNG first on the html page);
+  * :func:`sigma_explorer`, :func:`sigma_grid`: chapter 6's pick-a-sigma-and-seed explorer (PE
+    kernel and validation curve beside the authors' logs) and its grid over every stored sigma.
 
 Accuracy columns are the history's (:data:`lstpe.store.results.HISTORY_COLUMNS`); comparisons are
-:func:`lstpe.analysis.stats.compare_to_paper` tables.
+:func:`lstpe.analysis.paper_compare.compare_to_paper` tables.
 
-Imports go one way: ``text`` <- ``tables`` <- ``report`` <- this face (``notebook`` and
-``batch`` stand beside them). A test that patches a helper patches it where it is used (e.g.
-``lstpe.chapters.text.caveats``), not here.
+Imports go one way: ``text`` <- ``tables`` <- ``report`` <- this face, and ``tables`` <-
+``baselines`` / ``explore`` <- this face (``notebook`` and ``batch`` stand beside them). A test
+that patches a helper patches it where it is used (e.g. ``lstpe.chapters.text.caveats``), not here.
 """
 
 from __future__ import annotations
 
+from lstpe.analysis.widgets import WithStatic, with_static
+from lstpe.chapters.baselines import (
+    init_final_sentence,
+    init_vs_final,
+    like_for_like,
+    like_summary,
+)
+from lstpe.chapters.explore import sigma_explorer, sigma_grid
 from lstpe.chapters.report import (
     PAPER_ROUNDING,
     REPORT_ROWS,
@@ -55,6 +81,7 @@ from lstpe.chapters.report import (
     explain_rows,
     outside_paper_interval,
     outside_rows,
+    paper_cells,
     paper_report,
     report_summary,
     verdict_table,
@@ -69,8 +96,6 @@ from lstpe.chapters.tables import (
     constant_cosine,
     human_summary,
     human_table,
-    like_for_like,
-    like_summary,
     noise_loss,
     pe_kernel,
     pe_kernels,
@@ -87,23 +112,29 @@ from lstpe.chapters.text import (
     chance_test,
     comparable,
     describe_setup,
+    run_facts,
     say,
     show_run,
+    show_runs,
     source_note,
     warn,
     why_no_correlation,
+    without_caveats,
 )
 
 __all__ = [
     # lstpe.chapters.text
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
     "caveats", "comparable", "say", "source_note", "show_run", "warn", "why_no_correlation",
-    "describe_setup",
+    "describe_setup", "run_facts", "show_runs", "without_caveats",
     # lstpe.chapters.tables
     "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
     "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",
     "constant_cosine", "human_summary", "run_summary", "like_for_like", "like_summary",
+    "init_vs_final", "init_final_sentence",
     # lstpe.chapters.report
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
-    "verdict_table", "both_evaluations", "outside_rows", "report_summary",
+    "verdict_table", "both_evaluations", "outside_rows", "report_summary", "paper_cells",
+    # lstpe.chapters.explore
+    "WithStatic", "with_static", "sigma_explorer", "sigma_grid",
 ]

@@ -8,7 +8,10 @@
 * :func:`paper_report`: every paper table against our runs like for like, with the reasons;
 * :func:`verdict_table`, :func:`both_evaluations`, :func:`outside_rows`,
   :func:`report_summary`: the verdict counts per table, both evaluations of the PEs with
-  dropout, the rows outside the paper's interval grouped by reason, and the verdict in words.
+  dropout, the rows outside the paper's interval grouped by reason, and the verdict in words;
+* :func:`paper_cells`: every cell of the paper's Tables 1-6 in one compact table -- our seeds
+  and mean, the authors' logs at epoch 200, the paper's value, and a verdict or the reason
+  there is none.
 
 Part of :mod:`lstpe.chapters`; imports from :mod:`lstpe.chapters.text` and
 :mod:`lstpe.chapters.tables` only.
@@ -24,12 +27,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lstpe.chapters.tables import SHORT_VERDICT, compare_splits
-from lstpe.chapters.text import N_PAPER_SEEDS, PAPER_EPOCHS, _cfg
+from lstpe.chapters.tables import SHORT_VERDICT, _pm, compare_splits
+from lstpe.chapters.text import CHANCE, N_PAPER_SEEDS, N_VAL_PUZZLES, PAPER_EPOCHS, _cfg
 
 __all__ = [
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
-    "verdict_table", "both_evaluations", "outside_rows", "report_summary",
+    "verdict_table", "both_evaluations", "outside_rows", "report_summary", "paper_cells",
+    "CELL_METRICS",
 ]
 
 
@@ -53,8 +57,8 @@ def outside_paper_interval(cmp: pd.DataFrame, level: float = 0.95,
 def explain_rows(report: pd.DataFrame, runs: Mapping[str, Any]) -> pd.Series:
     """The reason the evidence gives for each row of the report, as far as it goes.
 
-    ``report`` holds :func:`lstpe.analysis.stats.compare_to_paper` rows with a ``run`` column
-    (the key of ``runs``) and ``metric``; rows inside the paper's interval get ``""``.
+    ``report`` holds :func:`lstpe.analysis.paper_compare.compare_to_paper` rows with a ``run``
+    column (the key of ``runs``) and ``metric``; rows inside the paper's interval get ``""``.
     Reasons, first match wins: the run is at preview scale; too few seeds; ``rope`` (the
     published row cannot come from the authors' public module, deviation 6); 2d-fixed or
     1d-fixed validation (evaluation mode and dropout, deviations 2-3; 2d-fixed still rising
@@ -120,9 +124,9 @@ def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
     Args:
         runs: experiments by registry name (``table1``, ``table2``, ``table4/adam``,
             ``table4/sgd``, ``tables56``); missing names are skipped.
-        attention: layer-averaged attention similarity of the ``table2`` run
-            (:func:`lstpe.analysis.attention.similarity_to_reference`, then ``average_layers``)
-            for Table 3; None skips Table 3.
+        attention: one row per model of the ``table2`` run with a ``cosine`` column: the
+            attention similarity compared with Table 3 (chapter 11 passes the paper variant of
+            :func:`lstpe.analysis.attention.table3`); None skips Table 3.
     Returns:
         One row per (table, metric, setting, PE), in :data:`REPORT_ROWS` order (Table 3 after
         Table 2): ``run, table, setting, metric, split, pe, sigma, n, mean, sd, mean_<split>``
@@ -130,7 +134,7 @@ def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
         p_diff, verdict``, ``outside`` (:func:`outside_paper_interval`) and ``why``
         (:func:`explain_rows`).
     """
-    from lstpe.analysis import stats
+    from lstpe.analysis import paper_compare
 
     parts = []
     for run, table, metric, splits, pe_name, setting in REPORT_ROWS:
@@ -141,7 +145,7 @@ def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
         parts.append(cmp.assign(run=run, metric=metric))
         if table == "2" and metric == "train_acc" and attention is not None:
             learn = attention[attention["pe_name"] == "learn"]
-            t3 = stats.compare_to_paper(learn, 3, metric="attention_cosine", value="cosine")
+            t3 = paper_compare.compare_to_paper(learn, 3, metric="attention_cosine", value="cosine")
             parts.append(t3.assign(run="table2", metric="attention_cosine", split="val"))
     rep = pd.concat(parts, ignore_index=True)
     rep["outside"] = outside_paper_interval(rep)
@@ -156,7 +160,7 @@ def verdict_table(report: pd.DataFrame) -> pd.DataFrame:
     """Per paper table and metric (index like ``T4 val (sgd)``): the number of rows, the mean
     absolute difference from the paper, and how many rows get each verdict -- seven narrow
     columns."""
-    from lstpe.analysis import stats
+    from lstpe.analysis import paper_compare
 
     short = {"val_acc": "val", "train_acc": "train", "attention_cosine": "attention"}
     rows = []
@@ -166,7 +170,7 @@ def verdict_table(report: pd.DataFrame) -> pd.DataFrame:
         rows.append({"table": label, "rows": len(g),
                      "mean |diff|": round(float(g["diff"].abs().mean()), 3),
                      **{SHORT_VERDICT.get(v, v): int(counts.get(v, 0))
-                        for v in stats.VERDICTS}})
+                        for v in paper_compare.VERDICTS}})
     return pd.DataFrame(rows).set_index("table")
 
 
@@ -221,5 +225,104 @@ def report_summary(report: pd.DataFrame, runs: Mapping[str, Any]) -> str:
         parts.append(f"{', '.join(preview)} ran at PREVIEW scale: small models, few seeds and "
                      f"epochs, accuracies near chance. Preview numbers cannot test the paper; "
                      f"these tables only show that every comparison can be computed. The "
-                     f"reproduction needs the paper-scale runs (scripts/reproduce.py).")
+                     f"reproduction needs the paper-scale runs (lstpe reproduce).")
     return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- every cell
+
+
+CELL_METRICS: dict[str, str] = {"val_acc": "val", "train_acc": "train",
+                                "attention_cosine": "attn"}
+"""How :func:`paper_cells` names the paper's metrics."""
+
+_LOG_PHASE = {"val_acc": "validation", "train_acc": "train"}
+_LOGGED_TABLES = ("1", "2", "4")  # Adam, lr 1e-4: the recipe of the authors' logged runs
+
+
+def _at_chance(mean: float, n: int, alpha: float = 0.05) -> bool:
+    """Is a mean validation accuracy over ``n`` seeds within noise of chance? One-sided
+    binomial test of ``mean * 108 * n`` correct answers out of ``108 * n`` against 0.25 (as
+    :func:`lstpe.chapters.text.chance_test`, from the mean instead of each seed)."""
+    trials = N_VAL_PUZZLES * int(n)
+    k = min(trials, max(0, int(round(float(mean) * trials))))
+    return bool(sps.binomtest(k, trials, CHANCE, alternative="greater").pvalue >= alpha)
+
+
+def _authors(epoch: int) -> dict[str, pd.DataFrame]:
+    """The authors' logs at ``epoch`` per paper metric (index ``pe``)."""
+    from lstpe.analysis.authors_logs import authors_at
+
+    return {m: authors_at(epoch, phase) for m, phase in _LOG_PHASE.items()}
+
+
+def paper_cells(report: pd.DataFrame | None, runs: Mapping[str, Any] | None = None,
+                epoch: int = 200, digits: int = 3, min_seeds: int = 5) -> pd.DataFrame:
+    """Every cell of the paper's Tables 1-6, one row each, with what we have for it.
+
+    Args:
+        report: :func:`paper_report` of our runs (None or empty: no run yet for any cell).
+        runs: the runs behind ``report`` by registry name (their preset marks previews);
+            None: previews are recognised by the report's ``why``.
+        epoch: the authors' logged epoch shown beside ours (our units train 200 epochs).
+        digits: decimals of every number.
+        min_seeds: fewest seeds for a verdict (the report's, 5).
+    Returns:
+        One row per cell of :func:`lstpe.analysis.paper_compare.load_paper_tables` (table,
+        setting, PE, metric; 140 cells), by table (1-6), then metric (val, train, attn), then
+        the paper's row order, index ``(table, pe)`` with
+        ``table`` like ``T1 val``, ``T4 sgd val``, ``T3 attn``; columns ``n`` (our seeds, 0
+        without a run), ``ours`` (our mean of the like-for-like evaluation, or ``-``),
+        ``authors @<epoch>`` (mean ± SD (n seeds) of the authors' logs, for the Adam rows of
+        Tables 1, 2 and 4 whose PE they logged: 2d-fixed, learn-0.1 ... learn-2; ``-``
+        elsewhere), ``paper`` (mean ± SD, 15 seeds, 4000 epochs) and ``verdict``: the report's
+        verdict against the paper only with ``min_seeds`` seeds or more of a full-scale run
+        whose models are above chance; else the reason, first match: ``no run yet``,
+        ``preview: no test``, ``<n> seed(s): no test``, ``at chance`` (the validation accuracy
+        of the same PEs, same table -- Table 2's for Table 3 -- within noise of 0.25).
+    """
+    from lstpe.analysis.paper_compare import load_paper_tables
+
+    paper = load_paper_tables()
+    rank = {m: k for k, m in enumerate(CELL_METRICS)}  # per table: val, train, attn rows
+    paper = paper.assign(_m=paper["metric"].map(rank)).sort_values(["table", "_m"],
+                                                                    kind="stable")
+    rep = report if report is not None else pd.DataFrame(
+        columns=["run", "table", "setting", "pe", "metric", "n", "mean", "verdict", "why"])
+    key = ["table", "setting", "pe", "metric"]
+    ours = {tuple(k): r for k, r in zip(rep[key].astype(str).itertuples(index=False),
+                                        rep.itertuples(index=False), strict=True)}
+    logs = _authors(epoch)
+    rows = []
+    for c in paper.itertuples(index=False):
+        r = ours.get((c.table, c.setting, c.pe, c.metric))
+        log = logs.get(c.metric)
+        a = log.loc[c.pe] if (log is not None and c.setting == "adam"
+                              and c.table in _LOGGED_TABLES and c.pe in log.index) else None
+        label = f"T{c.table}" + (f" {c.setting}" if c.table == "4" else "")
+        row = {"table": f"{label} {CELL_METRICS[c.metric]}", "pe": c.pe,
+               "n": 0 if r is None else int(r.n),
+               "ours": "-" if r is None else f"{r.mean:.{digits}f}",
+               f"authors @{epoch}": "-" if a is None else
+               f"{_pm(a['acc_mean'], a['acc_sd'], digits)} ({int(a['n_seeds'])})",
+               "paper": _pm(c.mean, c.sd, digits)}
+        row["verdict"] = _cell_verdict(r, ours, c, runs, min_seeds)
+        rows.append(row)
+    return pd.DataFrame(rows).set_index(["table", "pe"])
+
+
+def _cell_verdict(r: Any, ours: Mapping[tuple, Any], cell: Any,
+                  runs: Mapping[str, Any] | None, min_seeds: int) -> str:
+    """The verdict of one cell of :func:`paper_cells`, or why there is none."""
+    if r is None:
+        return "no run yet"
+    preview = (_cfg(runs.get(r.run)).get("preset") == "preview" if runs is not None
+               else str(getattr(r, "why", "")).startswith("preview"))
+    if preview:
+        return "preview: no test"
+    if int(r.n) < min_seeds:
+        return f"{int(r.n)} seed{'s' if int(r.n) != 1 else ''}: no test"
+    val = ours.get(("2" if cell.table == "3" else cell.table, cell.setting, cell.pe, "val_acc"))
+    if val is not None and _at_chance(val.mean, val.n):
+        return "at chance"
+    return SHORT_VERDICT.get(r.verdict, r.verdict)

@@ -9,6 +9,9 @@
 * :func:`say`: print wrapped to the width of a chapter's output box (:data:`PRINT_WIDTH`);
 * :func:`source_note`, :func:`show_run`: where a run's numbers come from and what that source
   can show;
+* :func:`run_facts`, :func:`show_runs`, :func:`without_caveats`: the facts about a page's runs,
+  each said once for all of them (chapters 8-11, whose single admonition says what the runs
+  can and cannot show), and a takeaway paragraph without the caveats already said;
 * :func:`describe_setup`: the chapter's setup line without local paths.
 
 The private helpers ``_cfg`` (a run's config, ``{}`` without one) and ``_names`` (a short list
@@ -30,7 +33,8 @@ from scipy import stats as sps
 
 __all__ = [
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
-    "caveats", "say", "source_note", "show_run", "warn", "describe_setup",
+    "caveats", "say", "source_note", "show_run", "warn", "describe_setup", "run_facts",
+    "show_runs", "without_caveats",
 ]
 
 CHANCE = 0.25
@@ -256,6 +260,99 @@ def warn(exp: Any, final: pd.DataFrame | None = None, by: str = "pe") -> None:
         if line not in _WARNED:
             _WARNED.add(line)
             say(line, prefix="WARNING: ")
+
+
+def _seed_label(run: Any) -> str:
+    """A run's seeds as a short label: ``2`` or ``1 per PE`` / ``1-3 per PE`` (campaign)."""
+    per_pe = (getattr(run, "manifest", None) or {}).get("seeds_per_pe")
+    if per_pe:
+        counts = sorted({len(v) for v in per_pe.values()})
+        n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        return f"{n} per PE"
+    return str(len(_cfg(run).get("seeds") or []))
+
+
+def _fewest_seeds(run: Any) -> int:
+    per_pe = (getattr(run, "manifest", None) or {}).get("seeds_per_pe")
+    if per_pe:
+        return min(len(v) for v in per_pe.values())
+    return len(_cfg(run).get("seeds") or [])
+
+
+def _grouped(pairs: Iterable[tuple[str, str]]) -> str:
+    """``(name, value)`` pairs as ``a, b (v1); c (v2)``: names sharing a value named once."""
+    groups: dict[str, list[str]] = {}
+    for name, value in pairs:
+        groups.setdefault(value, []).append(name)
+    return "; ".join(f"{', '.join(names)} ({value})" for value, names in groups.items())
+
+
+def run_facts(runs: Iterable[Any], finals: dict[str, pd.DataFrame] | None = None,
+              min_seeds: int = 5) -> list[str]:
+    """The facts about a page's runs, each said once for all of them.
+
+    Args:
+        runs: :class:`lstpe.store.results.Run` objects (LST runs have ``epochs`` in their
+            config; others, such as the brain's, get their describe line only).
+        finals: validation table per run name (one row per model) for the chance test;
+            default ``run.final("val")``.
+        min_seeds: seeds a run needs for an interval and a verdict.
+    Returns:
+        Lines: each run's :meth:`~lstpe.store.results.Run.describe`; then, only where they
+        apply, one line each for the runs with fewer than ``min_seeds`` seeds, the preview runs
+        (their model size), the runs shorter than the paper's 4000 epochs with the registry's
+        paper-scale epochs and its reason, and the PEs within noise of chance
+        (:func:`chance_test`). What these facts mean for the paper is the page's admonition.
+    """
+    from lstpe.experiments.registry import REGISTRY
+
+    runs = list(runs)
+    lines = [r.describe() for r in runs]
+    lst = [r for r in runs if "epochs" in _cfg(r)]
+    few = [(r.name, _seed_label(r)) for r in lst if 0 < _fewest_seeds(r) < min_seeds]
+    if few:
+        lines.append(f"Fewer than {min_seeds} seeds: {_grouped(few)}.")
+    prev = [(r.name, f"d_model={(_cfg(r).get('model') or {}).get('d_model')}, "
+                     f"{(_cfg(r).get('model') or {}).get('n_layers')} blocks, "
+                     f"{_cfg(r).get('n_train') or 'all'} training puzzles, "
+                     f"{_cfg(r).get('epochs')} epochs")
+            for r in lst if _cfg(r).get("preset") == "preview"]
+    if prev:
+        lines.append(f"Preview scale (the paper: d_model=160, 4 blocks, {PAPER_EPOCHS} "
+                     f"epochs): {_grouped(prev)}.")
+    short = [(r.name, f"{_cfg(r)['epochs']} epochs; at paper scale {spec.paper_epochs}: "
+                      f"{spec.why}")
+             for r in lst if _cfg(r).get("preset") != "preview"
+             and _cfg(r)["epochs"] < PAPER_EPOCHS and (spec := REGISTRY.get(r.name))]
+    if short:
+        lines.append(f"Shorter than the paper's {PAPER_EPOCHS} epochs: {_grouped(short)}.")
+    low = []
+    for r in lst:
+        final = (finals or {}).get(r.name)
+        final = r.final("val") if final is None else final
+        if final is None or final.empty:
+            continue
+        ct = chance_test(final)
+        at = ct[ct["at_chance"]]
+        if len(at):
+            low.append((r.name, "every PE" if len(at) == len(ct) else _names(at["pe"])))
+    if low:
+        lines.append(f"Within noise of chance ({CHANCE}; one-sided binomial test over seeds x "
+                     f"puzzles, p >= 0.05): {_grouped(low)}.")
+    return lines
+
+
+def show_runs(*runs: Any, finals: dict[str, pd.DataFrame] | None = None) -> None:
+    """Print :func:`run_facts` of the page's runs, wrapped (one call per page)."""
+    for line in run_facts(runs, finals):
+        say(line)
+
+
+def without_caveats(summary: str) -> str:
+    """A takeaway paragraph (:func:`lstpe.chapters.tables.run_summary`,
+    :func:`~lstpe.chapters.tables.human_summary`) without its closing ``Caveats: ...``, on
+    pages whose admonition and :func:`show_runs` have said them once already."""
+    return summary.split(" Caveats: ", 1)[0]
 
 
 # --------------------------------------------------------------------------- setup

@@ -1,7 +1,11 @@
 """What the campaign has done: units done, claimed, paused or damaged; hours spent and left.
 
 ``lstpe campaign status`` prints :func:`status_text` of :func:`status`; chapter 11 shows
-:func:`progress` (per item of the plan) and :func:`stored_units` (one row per stored fragment).
+:func:`progress` (per item of the plan, Tables 1-2 at 3 seeds, the whole plan),
+:func:`progress_text` (the same in a sentence) and :func:`stored_units` (one row per stored
+fragment). Hours come from the stored fragments' manifests (:func:`unit_seconds`: the unit's
+share of the wall time of the chunk it trained in); CPU core-hours are those times the threads
+the unit trained with (:func:`unit_threads`).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -20,8 +25,21 @@ from lstpe.experiments.campaign import _work, done_units, load_fragment, plan, u
 from lstpe.store import results as res
 
 
+def unit_threads(manifest: dict) -> int:
+    """CPU threads a unit trained with: the campaign's setting, else its machine record, else
+    the ``(N threads)`` of the manifest's device, else 1."""
+    camp = manifest.get("campaign") or {}
+    for rec in (camp.get("setting") or {}, camp.get("machine") or {}):
+        if rec.get("threads"):
+            return int(rec["threads"])
+    m = re.search(r"\((\d+) threads?\)", str(manifest.get("device", "")))
+    return int(m.group(1)) if m else 1
+
+
 def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.DataFrame:
-    """One row per unit: ``unit, item, state, seconds, device, precision, commit, epochs``.
+    """One row per unit: ``unit, item, state, seconds, measured, threads, device, precision,
+    commit, epochs, error`` (``seconds``: :func:`unit_seconds`; ``measured``: trained by the
+    campaign itself, with its probe; ``threads``: :func:`unit_threads`, 0 until done).
 
     ``state``: ``done`` (fragment stored, and verified when ``verify``), ``damaged`` (it fails
     verification: the ``error`` column says why), ``claimed`` (a live process trains it),
@@ -34,7 +52,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
     paused = paused_units(results_dir)
     for u in plan():
         row: dict[str, Any] = {"unit": u.key, "item": u.item, "state": "todo", "seconds": 0.0,
-                               "measured": False,
+                               "measured": False, "threads": 0,
                                "device": "", "precision": "", "commit": "", "epochs": 0,
                                "error": ""}
         if (u.path(results_dir) / "manifest.json").exists():
@@ -47,7 +65,8 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                 row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
                            precision=camp.get("precision", ""),
                            commit=str(man.get("git_commit"))[:7],
-                           epochs=man["config"].get("epochs"), measured="probe" in camp)
+                           epochs=man["config"].get("epochs"), measured="probe" in camp,
+                           threads=unit_threads(man))
             except (ValueError, OSError) as e:
                 row.update(state="damaged", error=str(e)[:200])
         elif u.path(results_dir).exists():
@@ -122,20 +141,52 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
     return "\n".join(lines)
 
 
+TABLES12_ITEMS: tuple[int, ...] = (1, 2)
+"""The items that make Tables 1-2 at the paper's first 3 seeds (39 units)."""
+
+
 def progress(table: pd.DataFrame) -> pd.DataFrame:
-    """Per item of the plan: units, done, left, machine-hours spent, hours left at the median
-    cost of the stored units (``table``: :func:`status`)."""
+    """Units done and hours, per item of the plan and in total (``table``: :func:`status`).
+
+    Returns:
+        Index ``item``: ``"1"`` ... ``"5"``, then ``"1-2"`` (Tables 1-2 at 3 seeds, 39 units)
+        and ``"all"`` (the plan); columns ``what``, ``units``, ``done``, ``left``, ``hours
+        spent`` (wall hours of the machine, summed over the stored units), ``CPU hours spent``
+        (wall hours x threads: core-hours), ``hours left`` (units left x the measured rate,
+        :func:`unit_rate`; NaN before any unit is stored). Hours rounded to 2 decimals.
+    """
     done = table[table["state"] == "done"]
     per_unit = unit_rate(table)[0] if len(done) else math.nan
+    groups = [(str(item), ITEMS.get(int(item), ""), g) for item, g in table.groupby("item")]
+    groups.append(("1-2", "Tables 1-2, seeds 1-3",
+                   table[table["item"].isin(TABLES12_ITEMS)]))
+    groups.append(("all", "the whole plan", table))
     rows = []
-    for item, g in table.groupby("item"):
+    for item, what, g in groups:
         d = g[g["state"] == "done"]
         left = len(g) - len(d)
-        rows.append({"item": item, "what": ITEMS.get(item, ""), "units": len(g),
-                     "done": len(d), "left": left,
-                     "hours spent": round(d["seconds"].sum() / 3600, 2),
-                     "hours left": round(left * per_unit / 3600, 1)})
+        threads = d["threads"] if "threads" in d else pd.Series(1, index=d.index)
+        rows.append({"item": item, "what": what, "units": len(g), "done": len(d),
+                     "left": left, "hours spent": round(d["seconds"].sum() / 3600, 2),
+                     "CPU hours spent": round(float((d["seconds"] * threads).sum()) / 3600, 2),
+                     "hours left": round(left * per_unit / 3600, 2)})
     return pd.DataFrame(rows).set_index("item")
+
+
+def progress_text(table: pd.DataFrame) -> str:
+    """:func:`progress` in two sentences: units done of Tables 1-2 at 3 seeds and of the plan,
+    hours and CPU core-hours spent, and hours left at the measured rate (and what it rests on)."""
+    p = progress(table)
+    t12, whole = p.loc["1-2"], p.loc["all"]
+    text = (f"{t12['done']} of the {t12['units']} units of Tables 1-2 at 3 seeds done, "
+            f"{whole['done']} of the plan's {whole['units']}; {whole['hours spent']:.2f} hours "
+            f"of the machine spent ({whole['CPU hours spent']:.2f} CPU core-hours).")
+    if not whole["done"]:
+        return text + " No unit stored yet: no rate to estimate the hours left."
+    rate, basis = unit_rate(table)
+    return text + (f" At the measured {rate / 60:.1f} min per unit ({basis}): "
+                   f"{t12['hours left']:.1f} hours left for Tables 1-2, "
+                   f"{whole['hours left']:.1f} for the whole plan.")
 
 
 ITEMS: dict[int, str] = {
