@@ -56,6 +56,7 @@ import pandas as pd
 from lstpe import repo
 from lstpe.chapters.batch import VALUE_SYNTAX, parse_grid, parse_params, run_batch
 from lstpe.experiments import reproduce
+from lstpe.training.flags import add_training_flags
 
 
 def build_config(preset_name: str, model: dict[str, int] | None = None, **overrides: Any):
@@ -269,25 +270,16 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 def _add_training_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="preview",
                    help="named configuration of lstpe.training.config.preset (preview, cpu, paper)")
-    p.add_argument("--seeds", type=int, nargs="+", help="model seeds (default: the preset's)")
     p.add_argument("--n-seeds", type=int, help="use the first N of the paper's 15 seeds")
-    p.add_argument("--epochs", type=int)
     p.add_argument("--optimizer", help="adam, adamw or sgd (default: the preset's)")
     p.add_argument("--lr", type=float, help="learning rate (default: per optimizer)")
     p.add_argument("--weight-decay", type=float, help="(default: per optimizer)")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--n-train", type=int, help="stratified subset of the training puzzles")
     p.add_argument("--data", help="training puzzles: paper or generated")
     p.add_argument("--variant", help="PE variant: paper or textbook")
-    p.add_argument("--d-model", type=int, help="model width (default: the preset's)")
-    p.add_argument("--n-layers", type=int, help="number of blocks (default: the preset's)")
     p.add_argument("--n-heads", type=int, help="attention heads (default: the preset's)")
-    p.add_argument("--device", help="auto (cuda > mps > cpu), cpu, cuda, ...")
-    p.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA or CPU)")
     p.add_argument("--compile", action="store_true", help="torch.compile the batched model")
-    p.add_argument("--checkpoint-every", type=int, help="epochs between checkpoints (0 = none)")
-    p.add_argument("--max-models", type=int, help="at most this many models per batch (memory)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_training_flags(p)  # seeds, epochs, n-train, d-model, n-layers, device, amp, ...
     p.add_argument("--include-diverged", action="store_true",
                    help="keep models with a non-finite loss or logits in the printed table")
     p.add_argument("--out", required=True, help="run directory (resumed if it exists)")

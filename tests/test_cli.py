@@ -456,3 +456,20 @@ def test_batch_kernel_applies_to_a_notebook_without_kernelspec(tmp_path, monkeyp
     out = tmp_path / "out-python3"
     assert main(["batch", str(bare), "--kernel", "python3", "--out", str(out)]) == 0
     assert pd.read_csv(out / "collected.csv")["kernel"].tolist() == ["default"]
+
+
+def test_training_flags_are_declared_once_for_train_sweep_and_reproduce():
+    from lstpe.cli import build_parser
+    from lstpe.training.flags import TRAINING_FLAGS
+
+    argv = ["--seeds", "1", "2", "--epochs", "3", "--n-train", "64", "--d-model", "16",
+            "--n-layers", "1", "--device", "cpu", "--amp", "--max-models", "2",
+            "--checkpoint-every", "1", "--no-progress"]
+    assert {a.lstrip("-") for a in argv if a.startswith("--")} == set(TRAINING_FLAGS)
+    for head in (["train", "--out", "o"], ["sweep", "--out", "o"], ["reproduce", "run"],
+                 ["reproduce", "plan"]):
+        args = build_parser().parse_args([*head, *argv])
+        assert (args.seeds, args.epochs, args.n_train, args.d_model, args.n_layers) == \
+            ([1, 2], 3, 64, 16, 1)
+        assert (args.device, args.amp, args.max_models, args.checkpoint_every,
+                args.no_progress) == ("cpu", True, 2, 1, True)

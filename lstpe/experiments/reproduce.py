@@ -37,6 +37,7 @@ from lstpe.experiments.registry import REGISTRY, bundles, run_config
 from lstpe.runtime import default_results_dir, repo_root
 from lstpe.store import results as res
 from lstpe.training.config import SCALES
+from lstpe.training.flags import add_training_flags
 
 DEFAULT_PARTS: list[str] = ["table2", "table1", "table4/adam", "table4/sgd", "tables56",
                             "long4000", "bench"]
@@ -257,17 +258,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        help=f"default: {' '.join(DEFAULT_PARTS)}")
         s.add_argument("--scale", default="paper", choices=list(SCALES))
         s.add_argument("--out", help="results folder (default: results/<scale>)")
-        s.add_argument("--epochs", type=int, help="override every run's epochs (dry runs)")
-        s.add_argument("--seeds", type=int, nargs="+", help="override the seeds (dry runs)")
-        s.add_argument("--d-model", type=int, help="override the model width (dry runs)")
-        s.add_argument("--n-layers", type=int, help="override the number of blocks")
-        s.add_argument("--n-train", type=int, help="stratified training subset (dry runs)")
-        s.add_argument("--device", help="auto (default), cuda, cpu")
-        s.add_argument("--amp", action="store_true", help="bf16 autocast")
         s.add_argument("--step-mode", help="auto (graph on CUDA), eager, compile, graph")
-        s.add_argument("--max-models", type=int, help="models per chunk at most (memory)")
-        s.add_argument("--checkpoint-every", type=int, help="epochs between checkpoints")
-        s.add_argument("--no-progress", action="store_true")
+        add_training_flags(s)  # seeds, epochs, n-train, d-model (dry runs), device, amp, ...
         if name == "run":
             s.add_argument("--minutes", type=float, help="stop cleanly (checkpointed, exit 3) "
                            "before this many minutes have passed; rerun to resume")
