@@ -288,7 +288,9 @@ else:
     model.eval()
     with torch.no_grad():
         model(xv)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM: this process's own high-water mark (ru_maxrss would keep the parent's across exec)
+with open("/proc/self/status") as f:
+    peak = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
 print(json.dumps({"measured": peak - before}))
 """
 
