@@ -258,9 +258,12 @@ def test_explain_rows_gives_the_evidence():
 
 def test_run_summary(five_seed_run):
     cmp = ch.compare_splits(five_seed_run, 1)
-    s = ch.run_summary(cmp, five_seed_run, five_seed_run.final("val"))
+    s = ch.run_summary(cmp, five_seed_run, five_seed_run.final("val"), with_caveats=True)
     assert s.startswith("This run (table1): validation accuracy 0.904-0.954 across 2 rows")
     assert "Verdicts:" in s and "Caveats: table1 trained 1000 epochs" in s
+    # a page says its caveats once (admonition, show_runs): the takeaway leaves them out
+    short = ch.run_summary(cmp, five_seed_run, five_seed_run.final("val"))
+    assert "Caveats" not in short and short == s[:s.index(" Caveats: ")]
     few = experiment(history({"learn-0.2": {"val": 0.9}, "2d-fixed": {"val": 0.95},
                               "relative": {"val": 0.8}}))
     cmp_few = ch.compare_splits(few, 1, splits=("val",))
@@ -320,7 +323,7 @@ def test_human_helpers():
     with pytest.raises(ValueError):
         ch.constant_cosine([0.0, 0.0])
     s = ch.human_summary(sim.assign(pe=["learn-1", "learn-0.2", "nope"]),
-                         experiment(pd.DataFrame()), human=h)
+                         experiment(pd.DataFrame()), human=h, with_caveats=True)
     assert s.startswith("Highest composite on this run: learn-1 (0.695")
     assert "learn-0.2 ranks 2 of 2." in s and "1 of 3 cosines exceed 0.985" in s
     assert "Caveats: table1 is a PREVIEW" in s
@@ -519,11 +522,10 @@ def test_show_runs_says_each_fact_once(capsys):
     assert ch.run_facts([brain]) == [brain.describe()]  # no epochs: no LST facts
 
 
-def test_without_caveats_drops_only_the_caveats(five_seed_run):
+def test_takeaways_leave_the_caveats_to_the_page(five_seed_run):
     exp = experiment(five_seed_run.history, "table1", seeds=range(5))
-    s = ch.run_summary(ch.compare_splits(exp, 1), exp, exp.final("val"))
+    s = ch.run_summary(ch.compare_splits(exp, 1), exp, exp.final("val"), with_caveats=True)
     assert "Caveats: table1 is a PREVIEW" in s
-    short = ch.without_caveats(s)
+    short = ch.run_summary(ch.compare_splits(exp, 1), exp, exp.final("val"))
     assert short.startswith("This run (table1)") and "Caveats" not in short
     assert short == s[:s.index(" Caveats: ")]
-    assert ch.without_caveats("no caveats here.") == "no caveats here."

@@ -11,9 +11,8 @@ package face gathers the names of five modules, one job each:
     epochs than the paper, or accuracies within noise of chance (0.25);
   * :func:`say`, :func:`source_note`, :func:`show_run`: wrapped printing, and where a run's
     numbers come from and what that source can show;
-  * :func:`run_facts`, :func:`show_runs`, :func:`without_caveats`: the facts about a page's
-    runs said once for all of them (chapters 8-11, whose one admonition says what the runs can
-    and cannot show), and a takeaway paragraph without the caveats said already;
+  * :func:`run_facts`, :func:`show_runs`: the facts about a page's runs said once for all of
+    them (chapters 5-11, whose one admonition says what the runs can and cannot show);
   * :func:`describe_setup`: the chapter's setup line without local paths.
 
 * :mod:`lstpe.chapters.tables` -- tables and sentences about one run:
@@ -119,14 +118,13 @@ from lstpe.chapters.text import (
     source_note,
     warn,
     why_no_correlation,
-    without_caveats,
 )
 
 __all__ = [
     # lstpe.chapters.text
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
     "caveats", "comparable", "say", "source_note", "show_run", "warn", "why_no_correlation",
-    "describe_setup", "run_facts", "show_runs", "without_caveats",
+    "describe_setup", "run_facts", "show_runs",
     # lstpe.chapters.tables
     "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
     "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",

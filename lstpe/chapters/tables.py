@@ -301,9 +301,11 @@ def constant_cosine(human: Sequence[float] | pd.Series) -> float:
 
 
 def human_summary(sim: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
-                  human: Sequence[float] | None = None) -> str:
+                  human: Sequence[float] | None = None, with_caveats: bool = False) -> str:
     """The "this run" line of chapter 9: the PE with the highest composite, where
-    ``learn-0.2`` ranks, how many cosines beat the constant-model floor, and the caveats."""
+    ``learn-0.2`` ranks, how many cosines beat the constant-model floor, and (``with_caveats``)
+    the run's :func:`caveats` -- off by default: a page says them once, in its admonition and
+    :func:`~lstpe.chapters.text.show_runs`."""
     t = sim.dropna(subset=["composite"]).sort_values("composite", ascending=False)
     parts = []
     if t.empty:
@@ -320,7 +322,7 @@ def human_summary(sim: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None
         above = int((sim["cosine"] > floor).sum())
         parts.append(f"{above} of {len(sim)} cosines exceed {floor:.3f}, the cosine of a model "
                      f"that finds every puzzle equally hard.")
-    cav = caveats(exp, final)
+    cav = caveats(exp, final) if with_caveats else []
     if cav:
         parts.append("Caveats: " + " ".join(cav))
     return " ".join(parts)
@@ -330,10 +332,12 @@ def human_summary(sim: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None
 
 
 def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
-                what: str = "validation accuracy") -> str:
+                what: str = "validation accuracy", with_caveats: bool = False) -> str:
     """One paragraph for a chapter's takeaways: the range of our means, the rank correlation
     with the paper's means (left out, with the reason, when every PE of ``final`` is at
-    chance), the verdict counts, and the run's :func:`caveats`."""
+    chance), the verdict counts, and (``with_caveats``) the run's :func:`caveats` -- off by
+    default: a page says them once, in its admonition and
+    :func:`~lstpe.chapters.text.show_runs`."""
     lo, hi = cmp["mean"].min(), cmp["mean"].max()
     parts = [f"This run ({getattr(exp, 'name', 'run')}): {what} {lo:.3f}-{hi:.3f} across "
              f"{len(cmp)} rows (paper: {cmp['paper_mean'].min():.3f}-"
@@ -354,7 +358,7 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
                      f"{len(cmp)} rows, each of {int(cmp['n'].min())} or more seeds.")
     counts = cmp["verdict"].value_counts()
     parts.append("Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
-    cav = caveats(exp, final)
+    cav = caveats(exp, final) if with_caveats else []
     if cav:
         parts.append("Caveats: " + " ".join(cav))
     return " ".join(parts)

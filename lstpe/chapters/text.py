@@ -9,9 +9,8 @@
 * :func:`say`: print wrapped to the width of a chapter's output box (:data:`PRINT_WIDTH`);
 * :func:`source_note`, :func:`show_run`: where a run's numbers come from and what that source
   can show;
-* :func:`run_facts`, :func:`show_runs`, :func:`without_caveats`: the facts about a page's runs,
-  each said once for all of them (chapters 8-11, whose single admonition says what the runs
-  can and cannot show), and a takeaway paragraph without the caveats already said;
+* :func:`run_facts`, :func:`show_runs`: the facts about a page's runs, each said once for all
+  of them (chapters 5-11, whose single admonition says what the runs can and cannot show);
 * :func:`describe_setup`: the chapter's setup line without local paths.
 
 The private helpers ``_cfg`` (a run's config, ``{}`` without one) and ``_names`` (a short list
@@ -34,7 +33,7 @@ from scipy import stats as sps
 __all__ = [
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
     "caveats", "say", "source_note", "show_run", "warn", "describe_setup", "run_facts",
-    "show_runs", "without_caveats",
+    "show_runs",
 ]
 
 CHANCE = 0.25
@@ -346,13 +345,6 @@ def show_runs(*runs: Any, finals: dict[str, pd.DataFrame] | None = None) -> None
     """Print :func:`run_facts` of the page's runs, wrapped (one call per page)."""
     for line in run_facts(runs, finals):
         say(line)
-
-
-def without_caveats(summary: str) -> str:
-    """A takeaway paragraph (:func:`lstpe.chapters.tables.run_summary`,
-    :func:`~lstpe.chapters.tables.human_summary`) without its closing ``Caveats: ...``, on
-    pages whose admonition and :func:`show_runs` have said them once already."""
-    return summary.split(" Caveats: ", 1)[0]
 
 
 # --------------------------------------------------------------------------- setup
