@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 
 from lstpe.experiments.campaign import _work, done_units, load_fragment, plan, unit_seconds
 from lstpe.store import results as res
@@ -100,6 +99,17 @@ def paused_units(results_dir: str | Path | None = None) -> dict[str, Path]:
     return out
 
 
+def _threads(done: pd.DataFrame) -> pd.Series:
+    """The threads each stored unit trained with (1 where a table has no ``threads``)."""
+    return done["threads"] if "threads" in done else pd.Series(1, index=done.index)
+
+
+def _core_hours(done: pd.DataFrame) -> float:
+    """CPU core-hours of stored units: each unit's wall hours times its own threads
+    (:func:`unit_threads`), not the threads of the process that reads them."""
+    return float((done["seconds"] * _threads(done)).sum()) / 3600
+
+
 def unit_rate(table: pd.DataFrame) -> tuple[float, str]:
     """Seconds of the machine per unit, and what that rests on: the median over the units the
     campaign trained itself (whole chunks on an otherwise idle machine, as it runs), else over
@@ -121,9 +131,10 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
                      + (f", {int((g['state'] != 'done').sum())} left" if done < len(g) else ""))
     done = table[table["state"] == "done"]
     spent = done["seconds"].sum() / 3600
-    threads = torch.get_num_threads()
+    threads = sorted(set(_threads(done)))
+    at = f" at {threads[0]} threads" if len(threads) == 1 else ""
     lines.append(f"all: {len(done)}/{len(table)} units done; {spent:.2f} hours of the whole "
-                 f"machine spent ({spent * threads:.1f} CPU core-hours at {threads} threads)")
+                 f"machine spent ({_core_hours(done):.1f} CPU core-hours{at})")
     basis = "as given"
     if seconds_per_unit is None and len(done):
         seconds_per_unit, basis = unit_rate(table)
@@ -165,10 +176,9 @@ def progress(table: pd.DataFrame) -> pd.DataFrame:
     for item, what, g in groups:
         d = g[g["state"] == "done"]
         left = len(g) - len(d)
-        threads = d["threads"] if "threads" in d else pd.Series(1, index=d.index)
         rows.append({"item": item, "what": what, "units": len(g), "done": len(d),
                      "left": left, "hours spent": round(d["seconds"].sum() / 3600, 2),
-                     "CPU hours spent": round(float((d["seconds"] * threads).sum()) / 3600, 2),
+                     "CPU hours spent": round(_core_hours(d), 2),
                      "hours left": round(left * per_unit / 3600, 2)})
     return pd.DataFrame(rows).set_index("item")
 
