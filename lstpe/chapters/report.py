@@ -28,7 +28,14 @@ import pandas as pd
 from scipy import stats as sps
 
 from lstpe.chapters.tables import SHORT_VERDICT, _pm, compare_splits
-from lstpe.chapters.text import CHANCE, N_PAPER_SEEDS, N_VAL_PUZZLES, PAPER_EPOCHS, _cfg
+from lstpe.chapters.text import (
+    CHANCE,
+    N_PAPER_SEEDS,
+    N_VAL_PUZZLES,
+    PAPER_EPOCHS,
+    _cfg,
+    _p_above_chance,
+)
 
 __all__ = [
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
@@ -246,7 +253,7 @@ def _at_chance(mean: float, n: int, alpha: float = 0.05) -> bool:
     :func:`lstpe.chapters.text.chance_test`, from the mean instead of each seed)."""
     trials = N_VAL_PUZZLES * int(n)
     k = min(trials, max(0, int(round(float(mean) * trials))))
-    return bool(sps.binomtest(k, trials, CHANCE, alternative="greater").pvalue >= alpha)
+    return _p_above_chance(k, trials, CHANCE) >= alpha
 
 
 def _authors(epoch: int) -> dict[str, pd.DataFrame]:

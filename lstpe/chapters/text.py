@@ -82,10 +82,16 @@ def chance_test(final: pd.DataFrame, chance: float = CHANCE, n_items: int = N_VA
     for key, g in final.groupby(by, sort=False):
         correct = np.rint(g[value].to_numpy(float) * n_items).astype(int)
         k, n = int(correct.sum()), n_items * len(g)
-        p = float(sps.binomtest(k, n, chance, alternative="greater").pvalue)
+        p = _p_above_chance(k, n, chance)
         rows.append({by: key, "seeds": len(g), "mean": float(g[value].mean()), "k": k,
                      "trials": n, "p_above_chance": p, "at_chance": p >= alpha})
     return pd.DataFrame(rows)
+
+
+def _p_above_chance(k: int, trials: int, chance: float = CHANCE) -> float:
+    """p of the one-sided binomial test of ``k`` correct out of ``trials`` against ``chance``
+    (shared with :mod:`lstpe.chapters.report`, which tests a mean over seeds)."""
+    return float(sps.binomtest(k, trials, chance, alternative="greater").pvalue)
 
 
 def _cfg(exp: Any) -> dict:
@@ -261,21 +267,24 @@ def warn(exp: Any, final: pd.DataFrame | None = None, by: str = "pe") -> None:
             say(line, prefix="WARNING: ")
 
 
-def _seed_label(run: Any) -> str:
-    """A run's seeds as a short label: ``2`` or ``1 per PE`` / ``1-3 per PE`` (campaign)."""
+def _seed_counts(run: Any) -> tuple[list[int], bool]:
+    """(sorted distinct seed counts, whether they are per PE): a campaign run's
+    ``seeds_per_pe``, else the config's seeds."""
     per_pe = (getattr(run, "manifest", None) or {}).get("seeds_per_pe")
     if per_pe:
-        counts = sorted({len(v) for v in per_pe.values()})
-        n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-        return f"{n} per PE"
-    return str(len(_cfg(run).get("seeds") or []))
+        return sorted({len(v) for v in per_pe.values()}), True
+    return [len(_cfg(run).get("seeds") or [])], False
+
+
+def _seed_label(run: Any) -> str:
+    """A run's seeds as a short label: ``2`` or ``1 per PE`` / ``1-3 per PE`` (campaign)."""
+    counts, per_pe = _seed_counts(run)
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"{n} per PE" if per_pe else n
 
 
 def _fewest_seeds(run: Any) -> int:
-    per_pe = (getattr(run, "manifest", None) or {}).get("seeds_per_pe")
-    if per_pe:
-        return min(len(v) for v in per_pe.values())
-    return len(_cfg(run).get("seeds") or [])
+    return _seed_counts(run)[0][0]
 
 
 def _grouped(pairs: Iterable[tuple[str, str]]) -> str:
