@@ -20,6 +20,7 @@ import pandas as pd
 from lstpe.analysis.plots import draw_kernel
 from lstpe.analysis.widgets import WithStatic, close_figure, figure_png, with_static
 from lstpe.chapters.tables import pe_kernels
+from lstpe.nn.encodings import parse_pe
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -35,8 +36,8 @@ AUTHORS_EPOCHS: tuple[int, int] = (0, 200)
 
 
 def _sigma(label: str) -> float:
-    """The init std of a ``learn-<sigma>`` label."""
-    return float(label.split("-", 1)[1])
+    """The init std of a ``learn-<sigma>`` label (:func:`lstpe.nn.encodings.parse_pe`)."""
+    return float(parse_pe(label).sigma)
 
 
 def sigma_models(artifacts: Mapping[str, Any]) -> dict[str, list[int]]:
