@@ -6,6 +6,8 @@
   paper's two versions have distinct labels (2024a, 2024b), every ``{cite}`` key used in
   the book exists, and the keys other chapters rely on are there;
 * cross-references: every relative Markdown link in a chapter points at a file that exists;
+* code fences close as written in README and the chapters (text after a closing fence turns
+  the rest of the page into code);
 * the vendored MathJax is present with its license, and ``_config.yml`` points at it.
 """
 
@@ -166,6 +168,42 @@ def test_relative_links_between_chapters_resolve() -> None:
                 continue
             path = target.split("#")[0]
             assert (ROOT / "book" / path).exists(), f"{page}: broken link to {target}"
+
+
+def _fence_errors(text: str) -> list[str]:
+    """Code fences that do not close as written (CommonMark: a closing fence is the backticks
+    alone, so text after it leaves the block open and the rest of the page renders as code)."""
+    errors, open_at = [], 0
+    for n, line in enumerate(text.split("\n"), 1):
+        stripped = line.strip()
+        if not stripped.startswith("```"):
+            continue
+        if not open_at:
+            open_at = n
+        elif stripped.strip("`").strip():
+            errors.append(f"line {n}: text after the fence that closes line {open_at}: {line!r}")
+        else:
+            open_at = 0
+    return errors + ([f"line {open_at}: fence never closed"] if open_at else [])
+
+
+def test_fence_errors_catch_text_after_a_closing_fence() -> None:
+    assert _fence_errors("```bash\nls\n```\ntext\n") == []
+    assert _fence_errors("```bash\nls\n``` text\n```\n")[0].startswith("line 3:")
+    assert _fence_errors("```\nls\n") == ["line 1: fence never closed"]
+
+
+def test_code_fences_close_in_readme_and_chapters() -> None:
+    pages = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
+             **_markdown_sources()}
+    for page, text in pages.items():
+        if page.endswith(".ipynb"):  # one text per cell: a fence cannot span cells
+            cells = json.loads((ROOT / "book" / page).read_text(encoding="utf-8"))["cells"]
+            texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+        else:
+            texts = [text]
+        for t in texts:
+            assert not _fence_errors(t), f"{page}: {_fence_errors(t)}"
 
 
 # --------------------------------------------------------------------------- offline MathJax
