@@ -339,7 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train only this unit (repeatable), e.g. table2/learn-0.2/2235")
     q.add_argument("--max-units", type=int, default=8, help="at most this many per chunk")
     q.add_argument("--allow-partial", action="store_true",
-                   help="start a unit even if it does not fit (resumed by a later run here)")
+                   help="fill the budget: start --max-units units even if they cannot "
+                   "finish (the chunk pauses with a checkpoint; a later run here resumes it)")
     q.add_argument("--device", help="auto (cuda > mps > cpu), cpu, cuda, ...")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("import", help="split a finished run of the recipe into fragments")

@@ -206,6 +206,45 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     assert cp.load_fragment(unit, results).manifest["resumed"]
 
 
+def _chunks_started(monkeypatch, results, minutes, **kw) -> tuple[list[list[str]], list[str]]:
+    """The chunks ``cr.run`` starts under a probe of 30 s per model-epoch (tiny recipe: 2
+    epochs, so a unit is 60 s + the margin), and its log; nothing is trained."""
+    started: list[list[str]] = []
+    monkeypatch.setattr(cr, "probe", lambda head, dev, **o: {
+        "models": len(head), "step_s": 1.0, "eval_s": 1.0, "s_per_model_epoch": 30.0,
+        "n_train": 64})
+    monkeypatch.setattr(cr, "floor_of", lambda *a, **k: {})
+
+    def train_chunk(chunk, *args):
+        started.append([u.key for u in chunk])
+        return []  # as if it paused at the deadline
+
+    monkeypatch.setattr(cr, "_train_chunk", train_chunk)
+    lines: list[str] = []
+    cr.run(minutes, results, device="cpu", log=lines.append, **kw)
+    return started, lines
+
+
+def test_allow_partial_fills_the_budget_with_a_full_chunk(tmp_path, tiny, monkeypatch):
+    first3 = [u.key for u in cp.plan()[:3]]
+    # 4.2 min = 252 s: 2 units (120 s + 120 s margin) finish, 3 do not (300 s); with
+    # --allow-partial all 3 start, since 1 epoch of each (90 s + margin) fits
+    monkeypatch.setattr(cr, "MIN_PARTIAL_EPOCHS", 1)
+    started, _ = _chunks_started(monkeypatch, tmp_path, 4.2, max_units=3)
+    assert started == [first3[:2]]
+    started, lines = _chunks_started(monkeypatch, tmp_path, 4.2, max_units=3,
+                                     allow_partial=True)
+    assert started == [first3]
+    assert any("2 of 3 unit(s) would finish" in line for line in lines)
+    # 2.5 min = 150 s: the 2 epochs of 3 units (the recipe has fewer than 5) do not fit
+    monkeypatch.setattr(cr, "MIN_PARTIAL_EPOCHS", 5)
+    started, lines = _chunks_started(monkeypatch, tmp_path, 2.5, max_units=3,
+                                     allow_partial=True)
+    assert started == [] and "too little time left" in lines[-1]
+    started, lines = _chunks_started(monkeypatch, tmp_path, 2.5, max_units=3)
+    assert started == [] and "no further unit fits" in lines[-1]
+
+
 def test_publish_never_overwrites(tmp_path, tiny):
     results = tmp_path / "results"
     key = "table2/learn-1.5/2235"

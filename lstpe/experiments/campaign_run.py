@@ -6,7 +6,8 @@
 2. otherwise measures this machine (:func:`probe`: a few real training steps and one
    evaluation of the paper-size model, in the precision chosen by :func:`choose_precision`),
    estimates the wall time of a unit from it, and takes the next free units of the plan that
-   fit in the time left (at least one unit must fit, unless ``allow_partial``);
+   fit in the time left (with ``allow_partial``, a full chunk even if it cannot finish: it
+   pauses at the deadline and the next run resumes it);
 3. claims them (one :class:`~lstpe.store.rundir.RunLock` per unit: two processes never train the
    same unit), trains them as one batch of models (:func:`lstpe.training.train.train_many`,
    checkpointed every :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs, pausing cleanly
@@ -46,6 +47,10 @@ MAX_UNITS = 8
 
 MARGIN_S = 120.0
 """Seconds kept free at the end of a budget (final evaluation, noise test, publishing)."""
+
+MIN_PARTIAL_EPOCHS = 5
+"""``allow_partial`` starts a chunk that cannot finish only if this many of its epochs fit
+(one checkpoint interval): less would be training thrown away if the machine changes."""
 
 
 def choose_precision(device: torch.device) -> tuple[str, str]:
@@ -185,8 +190,10 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         device: where to train.
         units: train only these unit keys (``run/pe/seed``), e.g. one per SLURM array task.
         max_units: at most this many units per chunk.
-        allow_partial: start one unit even if it does not fit (its checkpoint is kept; a later
-            ``run`` on the same machine resumes it).
+        allow_partial: fill the budget: when fewer than ``max_units`` units would finish,
+            start ``max_units`` anyway (at least :data:`MIN_PARTIAL_EPOCHS` of their epochs must
+            fit); the chunk pauses before the deadline with its checkpoint and the next ``run``
+            on this machine resumes it first.
         overrides: recipe overrides (tests only: a tiny model).
     """
     if not (minutes > 0):
@@ -225,11 +232,17 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         log(f"probe: {p['models']} model(s), {p['step_s']} s/step, eval {p['eval_s']} s -> "
             f"{p['s_per_model_epoch']} s per model-epoch; {left / 60:.1f} min left: "
             f"{n} unit(s) fit")
-        if n == 0:
-            if not allow_partial or published:
-                log("campaign: no further unit fits in the time left")
+        want = min(max_units, len(free))
+        if n < want and allow_partial:
+            if left < estimate_s(want, p["s_per_model_epoch"], min(MIN_PARTIAL_EPOCHS, epochs)):
+                log("campaign: too little time left to start a chunk that pauses")
                 return published
-            n = 1
+            log(f"campaign: {n} of {want} unit(s) would finish; --allow-partial starts all "
+                f"{want}: the chunk pauses at the deadline and the next run here resumes it")
+            n = want
+        if n == 0:
+            log("campaign: no further unit fits in the time left")
+            return published
         spec = {"units": [u.key for u in free[:n]], "probe": p,
                 "floor": floor_of(head[0].config(**overrides), n, p["n_train"], dev),
                 "setting": {"precision": precision, "step_mode": "eager", "models": n,
