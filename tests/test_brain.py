@@ -561,3 +561,27 @@ def test_plot_network_measures_uses_final_init_and_null():
     ax = fig.axes[0]
     final = ax.containers[0].lines[0].get_ydata()  # errorbar means, in the given order
     np.testing.assert_allclose(np.asarray(final, dtype=float), [0.315, 0.515])
+
+
+def _z_table(zs: dict[str, float], seeds=(2235,)) -> pd.DataFrame:
+    return pd.DataFrame([{"pe": pe, "stage": stage, "seed": s, "modularity_z": z}
+                         for pe, z in zs.items() for s in seeds for stage in ("init", "final")])
+
+
+def test_fig4c_text_names_the_pattern_only_when_it_holds():
+    z = {"learn-0.1": 15.8, "learn-0.2": 8.9, "learn-1": 3.5, "learn-2": 0.2, "random": -0.1,
+         "rope": float("nan")}
+    text = brain.fig4c_text(_z_table(z))
+    assert text.startswith("This run's modularity z-scores after training (1 seed per PE) are "
+                           "15.8 for learn-0.1, 8.9 for learn-0.2, 3.5 for learn-1, 0.2 for "
+                           "learn-2, -0.1 for random.")
+    assert text.endswith("the paper's pattern, qualitatively.") and "rope" not in text
+    # sigma order broken (learn-1 above learn-0.2), or random off its null: not the pattern
+    assert brain.fig4c_text(_z_table({**z, "learn-1": 9.5})).endswith(
+        "does not fall steadily as sigma grows; random is within 2 of its null: "
+        "not the paper's pattern.")
+    assert brain.fig4c_text(_z_table({**z, "random": 2.5})).endswith(
+        "random is beyond 2 of its null: not the paper's pattern.")
+    assert "(3 seeds per PE)" in brain.fig4c_text(_z_table(z, seeds=(1, 2, 3)))
+    with pytest.raises(ValueError, match="n_perm"):
+        brain.fig4c_text(_z_table(z).drop(columns="modularity_z"))

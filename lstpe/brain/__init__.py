@@ -32,7 +32,7 @@ needs:
 
 from __future__ import annotations
 
-from lstpe.brain.analysis import curves, final_mse, mse_summary, network_table
+from lstpe.brain.analysis import curves, fig4c_text, final_mse, mse_summary, network_table
 from lstpe.brain.config import BRAIN_PES, BrainConfig, brain_preset, describe, masks_for
 from lstpe.brain.data import (
     GROUPS,
@@ -84,8 +84,8 @@ __all__ = [
     "BRAIN_PES", "GROUPS", "BRAIN_HISTORY_COLUMNS", "MASK_STREAM", "ORDERS", "PAPER_MASKS",
     "PAPER_SEEDS", "PARCELLATIONS", "TEST_MASK", "YEO7", "BatchedBrainTransformer",
     "BrainConfig", "BrainData", "BrainTask", "ModelConfig", "brain_spec",
-    "curves", "draw_batch", "eval_sets", "evaluate", "final_mse", "init_brain_weights",
-    "initial_pe",
+    "curves", "draw_batch", "fig4c_text", "eval_sets", "evaluate", "final_mse",
+    "init_brain_weights", "initial_pe",
     "linear_baseline_mse", "load_fc", "load_networks", "load_timeseries", "make_data",
     "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary",
     "n_masked", "nearest_pd", "network_table", "plot_by_network", "plot_mse_bars",

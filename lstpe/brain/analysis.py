@@ -122,3 +122,50 @@ def curves(history: pd.DataFrame, split: str = "test", mask_ratio: float = TEST_
         raise ValueError(f"no history rows for split={split!r}, mask_ratio={mask_ratio}, "
                          f"train_mask={train_mask}")
     return h.pivot_table(index="step", columns="pe", values="mse", aggfunc="mean")
+
+
+NULL_Z = 2.0
+"""A PE whose modularity z-score is within this of 0 is "at its null" in :func:`fig4c_text`."""
+
+
+def fig4c_text(net: pd.DataFrame) -> str:
+    """This run's modularity z-scores after training, read against the paper's Fig. 4C (plain
+    text, for :func:`lstpe.chapters.text.say`).
+
+    The paper's pattern: the smaller a learnable PE's initial sigma, the more network structure
+    it ends with; a fixed ``random`` PE stays at its null. The sentence lists the mean z per PE
+    (over the run's seeds), whether the learnable PEs' z falls strictly as sigma grows and
+    whether ``random`` is within :data:`NULL_Z` of 0, and says "the paper's pattern,
+    qualitatively" only when both hold.
+
+    Args:
+        net: :func:`network_table` rows with ``n_perm > 0`` (``modularity_z``, ``stage``).
+    """
+    if "modularity_z" not in net:
+        raise ValueError("fig4c_text needs z-scores: network_table(..., n_perm > 0)")
+    fin = net[(net["stage"] == "final") & net["modularity_z"].notna()]
+    if fin.empty:
+        raise ValueError("fig4c_text: no PE with a final modularity z-score in the table")
+    z = fin.groupby("pe")["modularity_z"].mean()
+    seeds = fin.groupby("pe")["seed"].nunique()
+    learn = sorted((parse_pe(p).sigma, p) for p in z.index if parse_pe(p).name == "learn")
+    others = sorted(p for p in z.index if parse_pe(p).name != "learn")
+    listed = ", ".join(f"{z[p]:.1f} for {p}" for p in [q for _, q in learn] + others)
+    lo, hi = int(seeds.min()), int(seeds.max())
+    count = f"{lo}-{hi} seeds" if lo != hi else f"{lo} seed" + ("s" if lo > 1 else "")
+    text = f"This run's modularity z-scores after training ({count} per PE) are {listed}."
+    zs = [z[p] for _, p in learn]
+    falls = len(zs) >= 2 and all(a > b for a, b in zip(zs, zs[1:], strict=False))
+    at_null = abs(z["random"]) < NULL_Z if "random" in z else None
+    parts = []
+    if len(zs) >= 2:
+        parts.append("the learnable PEs' z falls as sigma grows" if falls else
+                     "the learnable PEs' z does not fall steadily as sigma grows")
+    if at_null is not None:
+        parts.append(f"random is {'within' if at_null else 'beyond'} {NULL_Z:g} of its null")
+    if parts:
+        verdict = ("the paper's pattern, qualitatively" if falls and at_null
+                   else "not the paper's pattern")
+        said = "; ".join(parts)
+        text += f" {said[0].upper()}{said[1:]}: {verdict}."
+    return text
