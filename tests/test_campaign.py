@@ -198,8 +198,14 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
                            lambda m: None, {}) == []
     assert not unit.path(results).exists()
     assert cs.status(results).set_index("unit").loc[key, "state"] == "paused"
-    done = cr.run(5, results, device="cpu", units=[key], log=lambda m: None)
+    lines: list[str] = []
+    done = cr.run(5, results, device="cpu", units=[key], log=lines.append)
     assert [u.key for u in done] == [key]
+    # the rate it logs is over both processes' training time (the manifest's wall time)
+    wall = cp.load_fragment(unit, results).manifest["wall_time_s"]
+    line = next(x for x in lines if x.startswith("published"))
+    assert f"trained in {wall / 60:.1f} min" in line
+    assert f"{TINY['epochs'] / wall:.3f} model-epochs/s" in line
     a = cp.load_fragment(unit, results).history
     b = cp.load_fragment(unit, ref).history
     pd.testing.assert_frame_equal(a, b)

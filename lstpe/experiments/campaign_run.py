@@ -318,9 +318,12 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
             cp.publish(stage, u, results_dir)
             out.append(u)
         shutil.rmtree(cdir, ignore_errors=True)
-        rate = len(chunk) * cfgs[0].epochs / wall
+        # a resumed chunk trained in several processes: its rate is over all of them
+        total = float(runs[0].manifest["wall_time_s"])
+        rate = len(chunk) * cfgs[0].epochs / total
         floor = (spec.get("floor") or {}).get("model_epochs_per_s")
-        log(f"published {len(out)} fragment(s) in {wall / 60:.1f} min (estimate "
+        here = f", {wall / 60:.1f} min of it in this process" if total > wall + 1 else ""
+        log(f"published {len(out)} fragment(s) trained in {total / 60:.1f} min{here} (estimate "
             f"{spec['estimate_s'] / 60:.1f} min): {', '.join(u.key for u in out)}; "
             f"{rate:.3f} model-epochs/s" + (f" = {rate / floor:.2f} of the fp32 floor"
                                             if floor else ""))
