@@ -197,7 +197,10 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     assert cr._train_chunk([unit], results, torch.device("cpu"), time.monotonic(), spec,
                            lambda m: None, {}) == []
     assert not unit.path(results).exists()
-    assert cs.status(results).set_index("unit").loc[key, "state"] == "paused"
+    table = cs.status(results)
+    assert table.set_index("unit").loc[key, ["state", "at_epoch", "epochs"]].tolist() == [
+        "paused", 1, TINY["epochs"]]
+    assert f"paused: {key} (at epoch 1 of 2;" in cs.status_text(table)
     lines: list[str] = []
     done = cr.run(5, results, device="cpu", units=[key], log=lines.append)
     assert [u.key for u in done] == [key]

@@ -37,12 +37,13 @@ def unit_threads(manifest: dict) -> int:
 
 def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.DataFrame:
     """One row per unit: ``unit, item, state, seconds, measured, threads, device, precision,
-    commit, epochs, error`` (``seconds``: :func:`unit_seconds`; ``measured``: trained by the
-    campaign itself, with its probe; ``threads``: :func:`unit_threads`, 0 until done).
+    commit, epochs, error, at_epoch`` (``seconds``: :func:`unit_seconds`; ``measured``:
+    trained by the campaign itself, with its probe; ``threads``: :func:`unit_threads`, 0 until
+    done).
 
     ``state``: ``done`` (fragment stored, and verified when ``verify``), ``damaged`` (it fails
     verification: the ``error`` column says why), ``claimed`` (a live process trains it),
-    ``paused`` (a checkpoint waits for it), ``todo``.
+    ``paused`` (a checkpoint waits for it: ``at_epoch``, :func:`paused_epoch`), ``todo``.
     """
     from lstpe.store.rundir import RunLock
 
@@ -53,7 +54,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
         row: dict[str, Any] = {"unit": u.key, "item": u.item, "state": "todo", "seconds": 0.0,
                                "measured": False, "threads": 0,
                                "device": "", "precision": "", "commit": "", "epochs": 0,
-                               "error": ""}
+                               "error": "", "at_epoch": 0}
         if (u.path(results_dir) / "manifest.json").exists():
             try:
                 f = load_fragment(u, results_dir, artifacts=verify) if verify else \
@@ -79,6 +80,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                 row["state"] = "claimed"
             elif u.key in paused:
                 row["state"] = "paused"
+                row["at_epoch"], row["epochs"] = paused_epoch(paused[u.key])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -97,6 +99,17 @@ def paused_units(results_dir: str | Path | None = None) -> dict[str, Path]:
             for k in keys:
                 out[k] = d
     return out
+
+
+def paused_epoch(chunk: Path) -> tuple[int, int]:
+    """(epochs trained, epochs of the recipe) of a paused chunk, read from its checkpoint;
+    (-1, 0) if the checkpoint cannot be read (the next run says why, or starts it again)."""
+    try:
+        state = res.load_torch(next(chunk.glob("checkpoints/*.pt")), "checkpoint",
+                               map_location="cpu")
+        return int(state["epoch"]), int(state["meta"]["configs"][0]["epochs"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError, StopIteration):
+        return -1, 0
 
 
 def _threads(done: pd.DataFrame) -> pd.Series:
@@ -146,9 +159,16 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
                          f"{seconds_per_unit / 60:.1f} min per unit ({basis})")
     for state in ("claimed", "paused", "damaged"):
         sel = table[table["state"] == state]
-        if len(sel):
-            lines.append(f"{state}: " + ", ".join(sel["unit"])
-                         + ("" if state != "damaged" else f" ({sel['error'].iloc[0]})"))
+        if not len(sel):
+            continue
+        if state == "paused":  # one line per chunk (its units share the epoch)
+            for (at, of), g in sel.groupby(["at_epoch", "epochs"], sort=False):
+                where = f"at epoch {at} of {of}" if at >= 0 else "checkpoint unreadable"
+                lines.append(f"paused: {', '.join(g['unit'])} ({where}; the next campaign run "
+                             "on this machine resumes it first)")
+            continue
+        lines.append(f"{state}: " + ", ".join(sel["unit"])
+                     + ("" if state != "damaged" else f" ({sel['error'].iloc[0]})"))
     return "\n".join(lines)
 
 
