@@ -583,5 +583,9 @@ def test_fig4c_text_names_the_pattern_only_when_it_holds():
     assert brain.fig4c_text(_z_table({**z, "random": 2.5})).endswith(
         "random is beyond 2 of its null: not the paper's pattern.")
     assert "(3 seeds per PE)" in brain.fig4c_text(_z_table(z, seeds=(1, 2, 3)))
+    # without random only half of the pattern is checked: no verdict either way
+    no_random = {k: v for k, v in z.items() if k != "random"}
+    assert brain.fig4c_text(_z_table(no_random)).endswith(
+        "falls as sigma grows: only part of the paper's pattern can be checked in this run.")
     with pytest.raises(ValueError, match="n_perm"):
         brain.fig4c_text(_z_table(z).drop(columns="modularity_z"))
