@@ -50,6 +50,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
     rows = []
     work = _work(results_dir)
     paused = paused_units(results_dir)
+    at: dict[Path, tuple[int, int]] = {}  # one checkpoint read per paused chunk
     for u in plan():
         row: dict[str, Any] = {"unit": u.key, "item": u.item, "state": "todo", "seconds": 0.0,
                                "measured": False, "threads": 0,
@@ -80,7 +81,10 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                 row["state"] = "claimed"
             elif u.key in paused:
                 row["state"] = "paused"
-                row["at_epoch"], row["epochs"] = paused_epoch(paused[u.key])
+                chunk = paused[u.key]
+                if chunk not in at:
+                    at[chunk] = paused_epoch(chunk)
+                row["at_epoch"], row["epochs"] = at[chunk]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -161,7 +165,7 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
         sel = table[table["state"] == state]
         if not len(sel):
             continue
-        if state == "paused":  # one line per chunk (its units share the epoch)
+        if state == "paused":  # one line per epoch reached (a chunk's units share it)
             for (at, of), g in sel.groupby(["at_epoch", "epochs"], sort=False):
                 where = f"at epoch {at} of {of}" if at >= 0 else "checkpoint unreadable"
                 lines.append(f"paused: {', '.join(g['unit'])} ({where}; the next campaign run "
