@@ -45,17 +45,21 @@ def _bib_entries() -> dict[str, str]:
     return {m[2]: text[m.end():e] for m, e in zip(starts, ends, strict=True)}
 
 
-def _markdown_sources() -> dict[str, str]:
-    """Page name -> its Markdown (the markdown cells of a notebook, or a .md file)."""
+def _markdown_cells() -> dict[str, list[str]]:
+    """Page name -> its Markdown texts (the markdown cells of a notebook, or one .md file)."""
     out = {}
     for p in sorted((ROOT / "book").iterdir()):
         if p.suffix == ".md":
-            out[p.name] = p.read_text(encoding="utf-8")
+            out[p.name] = [p.read_text(encoding="utf-8")]
         elif p.suffix == ".ipynb":
             cells = json.loads(p.read_text(encoding="utf-8"))["cells"]
-            out[p.name] = "\n".join("".join(c["source"]) for c in cells
-                                    if c["cell_type"] == "markdown")
+            out[p.name] = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
     return out
+
+
+def _markdown_sources() -> dict[str, str]:
+    """Page name -> its Markdown (the markdown cells of a notebook joined, or a .md file)."""
+    return {page: "\n".join(texts) for page, texts in _markdown_cells().items()}
 
 
 # --------------------------------------------------------------------------- repository URL
@@ -194,14 +198,9 @@ def test_fence_errors_catch_text_after_a_closing_fence() -> None:
 
 
 def test_code_fences_close_in_readme_and_chapters() -> None:
-    pages = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
-             **_markdown_sources()}
-    for page, text in pages.items():
-        if page.endswith(".ipynb"):  # one text per cell: a fence cannot span cells
-            cells = json.loads((ROOT / "book" / page).read_text(encoding="utf-8"))["cells"]
-            texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
-        else:
-            texts = [text]
+    pages = {"README.md": [(ROOT / "README.md").read_text(encoding="utf-8")],
+             **_markdown_cells()}  # one text per notebook cell: a fence cannot span cells
+    for page, texts in pages.items():
         for t in texts:
             assert not _fence_errors(t), f"{page}: {_fence_errors(t)}"
 
