@@ -13,6 +13,7 @@ import torch
 from lstpe import chapters as ch
 from lstpe import lst
 from lstpe.chapters.notebook import Setup
+from lstpe.experiments.registry import REGISTRY
 from lstpe.runtime import repo_root
 from lstpe.store.results import Run
 
@@ -97,9 +98,20 @@ def test_caveats_state_the_registry_reason_for_short_runs():
     exp = experiment(history({"learn-0.2": {"val": 0.95}}), name="table2", preset="paper",
                      epochs=200, seeds=range(15))
     (line,) = ch.caveats(exp, exp.final("val"))
-    from lstpe.experiments.registry import REGISTRY
-
     assert "200 epochs, not the paper's 4000" in line and REGISTRY["table2"].why in line
+    # Table 1's campaign units stop at 200, not at the registry's 1000: both are said
+    units = Run(exp.history, {"config": {**exp.config, "seeds": list(range(15))},
+                              "seeds_per_pe": {"learn-0.2": list(range(15))}}, name="table1")
+    (line,) = ch.caveats(units, units.final("val"))
+    assert "table1 trained 200 epochs" in line and "campaign's units stop at 200" in line
+    assert f"the registry's 1000 at paper scale: {REGISTRY['table1'].why}" in line
+    fact = [f for f in ch.run_facts([units]) if f.startswith("Shorter")]
+    assert fact and "table1 (200 epochs; the campaign's units stop at 200" in fact[0]
+    # a whole run of 1000 epochs gets the registry's reason only
+    whole = experiment(exp.history, name="table1", preset="paper", epochs=1000,
+                       seeds=range(15))
+    (line,) = ch.caveats(whole, whole.final("val"))
+    assert line.endswith(f"({REGISTRY['table1'].why}).") and "campaign" not in line
 
 
 def test_no_caveat_for_a_full_run_above_chance(capsys):
@@ -155,10 +167,15 @@ def test_compact_formats_a_narrow_table(five_seed_run):
     assert t.loc["2d-fixed", "paper"] == "0.977 ± 0.073"
     assert t.loc["2d-fixed", "diff"] == "-0.073"
     assert t.loc["2d-fixed", "95% CI"].startswith("[0.90")
-    few = experiment(history({"learn-0.2": {"val": 0.3}}))
+    few = experiment(history({"learn-0.2": {"val": 0.6}}))
     t2 = ch.compact(ch.compare_splits(few, 1, splits=("val",)), names={"val": "eval"})
     assert list(t2.columns) == ["n", "ours (eval)", "paper", "diff", "verdict"]  # no CI: none
     assert t2.loc["learn-0.2", "verdict"] == "no test (n<5)"
+    assert t2.loc["learn-0.2", "diff"] == "-0.356"  # 0.6 - 0.956
+    # 0.3 of 108 puzzles from one seed (32 right) is within noise of 0.25: not compared
+    low = experiment(history({"learn-0.2": {"val": 0.3}}))
+    t3 = ch.compact(ch.compare_splits(low, 1, splits=("val",)))
+    assert (t3.loc["learn-0.2", "diff"], t3.loc["learn-0.2", "verdict"]) == ("-", "at chance")
 
 
 # --------------------------------------------------------------------------- complexity
@@ -373,6 +390,11 @@ def test_paper_report_lines_up_every_table(report_runs):
 
     s = ch.report_summary(rep, report_runs)
     assert "table1: paper, 5 seeds, 1000 epochs" in s and "PREVIEW" not in s
+    camp = {"table1": Run(report_runs["table1"].history, {
+        "config": report_runs["table1"].config,
+        "seeds_per_pe": {"2d-fixed": [0, 1, 2], "learn-0.2": [0, 1], "rope": [0, 1]}},
+        name="table1")}
+    assert "table1: paper, 2-3 seeds per PE, 1000 epochs" in ch.report_summary(rep, camp)
     assert "Outside the paper's 95% interval:" in s
 
 
@@ -407,9 +429,39 @@ def test_verdict_table(report_runs):
     v = ch.verdict_table(rep)
     assert list(v.index) == ["T1 val", "T1 train", "T2 val", "T2 train"]
     assert list(v.columns) == ["rows", "mean |diff|", "equivalent", "different",
-                               "inconclusive", "no test (n<5)"]
+                               "inconclusive", "no test (n<5)", "at chance"]
     assert v.loc["T1 val", "rows"] == 3
     assert v.loc["T1 val"].iloc[2:].sum() == 3  # every row has one verdict
+    t1 = rep[(rep["table"] == "1") & (rep["metric"] == "val_acc")]
+    assert v.loc["T1 val", "mean |diff|"] == f"{t1['diff'].abs().mean():.3f}"
+
+
+def test_rows_at_chance_are_not_compared_with_the_paper(cell_runs):
+    """Tables 5-6 of ``cell_runs`` are 5 seeds at chance (0.25): no verdict, no difference,
+    no outside-the-interval call, no mean |diff|, no row among both evaluations."""
+    rep = ch.paper_report(cell_runs)
+    low = rep[rep["run"] == "tables56"]
+    assert len(low) and low["at_chance"].all() and (low["verdict"] == ch.AT_CHANCE).all()
+    assert low["outside"].isna().all() and low["p_equiv"].isna().all()
+    assert set(low["why"]) == {"validation accuracy at chance: not compared with the paper"}
+    above = rep[rep["run"] == "table1"]
+    assert not above["at_chance"].any() and (above["verdict"] != ch.AT_CHANCE).all()
+    v = ch.verdict_table(rep)
+    assert v.loc["T6 val", "mean |diff|"] == "-" and v.loc["T6 val", "at chance"] == 1
+    assert v.loc["T6 val", "no test (n<5)"] + v.loc["T6 val", "equivalent"] == 0
+    t6 = ch.compact(low[(low["table"] == "6") & (low["metric"] == "val_acc")])
+    assert set(t6["diff"]) == {"-"} and set(t6["verdict"]) == {"at chance"}
+    assert list(ch.both_evaluations(rep).index) == [("1", "2d-fixed")]
+    # compare_splits marks the PE from its own validation accuracy
+    cmp = ch.compare_splits(cell_runs["tables56"], 6)
+    assert cmp["at_chance"].all()
+    assert not ch.compare_splits(cell_runs["table1"], 1)["at_chance"].any()
+
+
+def test_verdict_table_leaves_previews_out_of_the_mean_difference(five_seed_run):
+    runs = {"table1": experiment(five_seed_run.history, "table1", seeds=range(5))}
+    v = ch.verdict_table(ch.paper_report(runs))
+    assert v.loc["T1 val", "mean |diff|"] == "-" and v.loc["T1 val", "rows"] == 2
 
 
 # --------------------------------------------------------------------------- every paper cell
@@ -513,8 +565,8 @@ def test_show_runs_says_each_fact_once(capsys):
         facts[2],
         "Within noise of chance (0.25; one-sided binomial test over seeds x puzzles, "
         "p >= 0.05): table4/sgd, tables56 (every PE)."]
-    assert facts[2].startswith("Shorter than the paper's 4000 epochs: table2 (200 epochs; at "
-                               "paper scale 200: ")
+    assert facts[2] == ("Shorter than the paper's 4000 epochs: table2 (200 epochs; "
+                        f"{REGISTRY['table2'].why}).")
     ch.show_runs(a, b, c)
     out = capsys.readouterr().out
     assert "WARNING" not in out and out.count("Preview scale") == 1

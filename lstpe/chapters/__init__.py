@@ -86,6 +86,7 @@ from lstpe.chapters.report import (
     verdict_table,
 )
 from lstpe.chapters.tables import (
+    AT_CHANCE,
     SHORT_VERDICT,
     SPLIT_LABELS,
     compact,
@@ -126,10 +127,10 @@ __all__ = [
     "caveats", "comparable", "say", "source_note", "show_run", "warn", "why_no_correlation",
     "describe_setup", "run_facts", "show_runs",
     # lstpe.chapters.tables
-    "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
-    "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",
-    "constant_cosine", "human_summary", "run_summary", "like_for_like", "like_summary",
-    "init_vs_final", "init_final_sentence",
+    "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
+    "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",
+    "human_table", "constant_cosine", "human_summary", "run_summary", "like_for_like",
+    "like_summary", "init_vs_final", "init_final_sentence",
     # lstpe.chapters.report
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
     "verdict_table", "both_evaluations", "outside_rows", "report_summary", "paper_cells",

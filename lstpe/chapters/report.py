@@ -27,14 +27,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lstpe.chapters.tables import SHORT_VERDICT, _pm, compare_splits
+from lstpe.chapters.tables import AT_CHANCE, SHORT_VERDICT, _pm, compare_splits
 from lstpe.chapters.text import (
-    CHANCE,
     N_PAPER_SEEDS,
-    N_VAL_PUZZLES,
     PAPER_EPOCHS,
     _cfg,
-    _p_above_chance,
+    _seed_label,
 )
 
 __all__ = [
@@ -66,8 +64,9 @@ def explain_rows(report: pd.DataFrame, runs: Mapping[str, Any]) -> pd.Series:
 
     ``report`` holds :func:`lstpe.analysis.paper_compare.compare_to_paper` rows with a ``run``
     column (the key of ``runs``) and ``metric``; rows inside the paper's interval get ``""``.
-    Reasons, first match wins: the run is at preview scale; too few seeds; ``rope`` (the
-    published row cannot come from the authors' public module, deviation 6); 2d-fixed or
+    Reasons, first match wins: the run is at preview scale; its models are at chance
+    (``at_chance``); too few seeds; ``rope`` (the published row cannot come from the
+    authors' public module, deviation 6); 2d-fixed or
     1d-fixed validation (evaluation mode and dropout, deviations 2-3; 2d-fixed still rising
     after epoch 200 in the authors' logs); a training-accuracy row of a run shorter than 4000
     epochs; any run shorter than 4000 epochs (its registry reason); otherwise none known.
@@ -80,6 +79,8 @@ def explain_rows(report: pd.DataFrame, runs: Mapping[str, Any]) -> pd.Series:
         short = epochs is not None and epochs < PAPER_EPOCHS
         if cfg.get("preset") == "preview":
             reasons.append("preview-scale run: cannot test the paper")
+        elif bool(getattr(r, "at_chance", False)):
+            reasons.append("validation accuracy at chance: not compared with the paper")
         elif out is None:
             reasons.append("too few seeds to compare")
         elif not out:
@@ -138,8 +139,11 @@ def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
         One row per (table, metric, setting, PE), in :data:`REPORT_ROWS` order (Table 3 after
         Table 2): ``run, table, setting, metric, split, pe, sigma, n, mean, sd, mean_<split>``
         (the other evaluations), ``ci_low, ci_high, paper_mean, paper_sd, diff, p_equiv,
-        p_diff, verdict``, ``outside`` (:func:`outside_paper_interval`) and ``why``
-        (:func:`explain_rows`).
+        p_diff, verdict``, ``at_chance``, ``outside`` (:func:`outside_paper_interval`) and
+        ``why`` (:func:`explain_rows`). A row is ``at_chance`` when its PE's validation
+        accuracy (eval mode; Table 2's for Table 3) is within noise of chance
+        (:func:`lstpe.chapters.text.chance_test`): such a row is not compared with the paper
+        (verdict ``at chance``, no p values, ``outside`` None).
     """
     from lstpe.analysis import paper_compare
 
@@ -155,37 +159,65 @@ def paper_report(runs: Mapping[str, Any], attention: pd.DataFrame | None = None
             t3 = paper_compare.compare_to_paper(learn, 3, metric="attention_cosine", value="cosine")
             parts.append(t3.assign(run="table2", metric="attention_cosine", split="val"))
     rep = pd.concat(parts, ignore_index=True)
-    rep["outside"] = outside_paper_interval(rep)
+    rep["at_chance"] = _chance_rows(rep)
+    rep["outside"] = outside_paper_interval(rep).mask(rep["at_chance"], None)
     rep["why"] = explain_rows(rep, runs)
+    rep.loc[rep["at_chance"], ["p_equiv", "p_diff"]] = math.nan
+    rep.loc[rep["at_chance"], "verdict"] = AT_CHANCE
     first = ["run", "table", "setting", "metric", "split", "pe", "sigma", "n", "mean", "sd"]
     others = [c for c in rep.columns if c.startswith("mean_")]
     rest = [c for c in rep.columns if c not in first + others]
     return rep[first + others + rest]
 
 
+def _chance_rows(report: pd.DataFrame) -> pd.Series:
+    """``at_chance`` of every row: its own (:func:`compare_splits`), or for Table 3 rows
+    (which have none) that of the same PE's Table 2 validation row; False where unknown."""
+    own = (report["at_chance"] if "at_chance" in report
+           else pd.Series(np.nan, index=report.index, dtype=object))
+    val = report[report["metric"] == "val_acc"]
+    known = {(str(t), str(pe)): bool(c) for t, pe, c in
+             zip(val["table"], val["pe"], own[val.index], strict=True)
+             if isinstance(c, (bool, np.bool_))}
+    return pd.Series([bool(c) if isinstance(c, (bool, np.bool_)) else
+                      known.get(("2" if str(t) == "3" else str(t), str(pe)), False)
+                      for c, t, pe in zip(own, report["table"], report["pe"], strict=True)],
+                     index=report.index, name="at_chance")
+
+
 def verdict_table(report: pd.DataFrame) -> pd.DataFrame:
     """Per paper table and metric (index like ``T4 val (sgd)``): the number of rows, the mean
-    absolute difference from the paper, and how many rows get each verdict -- seven narrow
-    columns."""
+    absolute difference from the paper over the rows that can be compared with it, and how
+    many rows get each verdict (``at chance`` included) -- eight narrow columns.
+
+    ``mean |diff|`` leaves out rows of preview runs and rows at chance: their difference from
+    the paper measures the preview or guessing, not the paper. ``-`` where no row is left.
+    """
     from lstpe.analysis import paper_compare
 
     short = {"val_acc": "val", "train_acc": "train", "attention_cosine": "attention"}
+    skip = report["verdict"] == AT_CHANCE
+    if "why" in report:
+        skip |= report["why"].astype(str).str.startswith("preview")
     rows = []
     for (t, st, m), g in report.groupby(["table", "setting", "metric"], sort=False):
         label = f"T{t} {short.get(m, m)}" + (f" ({st})" if str(t) == "4" else "")
         counts = g["verdict"].value_counts()
+        d = g.loc[~skip[g.index], "diff"].abs()
         rows.append({"table": label, "rows": len(g),
-                     "mean |diff|": round(float(g["diff"].abs().mean()), 3),
+                     "mean |diff|": "-" if d.empty else f"{d.mean():.3f}",
                      **{SHORT_VERDICT.get(v, v): int(counts.get(v, 0))
-                        for v in paper_compare.VERDICTS}})
+                        for v in (*paper_compare.VERDICTS, AT_CHANCE)}})
     return pd.DataFrame(rows).set_index("table")
 
 
 def both_evaluations(report: pd.DataFrame) -> pd.DataFrame:
     """The validation rows of the PEs with dropout (2d-fixed, 1d-fixed): our accuracy with
-    dropout on (the authors' evaluation) and in eval mode, beside the paper's."""
+    dropout on (the authors' evaluation) and in eval mode, beside the paper's. Rows at chance
+    are left out (the gap between two guesses says nothing about dropout)."""
     r = report[(report["metric"] == "val_acc") & (report["split"] == "val_dropout")
-               & report["pe"].isin(["2d-fixed", "1d-fixed"])]
+               & report["pe"].isin(["2d-fixed", "1d-fixed"])
+               & (report["verdict"] != AT_CHANCE)]
     out = pd.DataFrame({"table": r["table"], "pe": r["pe"], "n": r["n"],
                         "dropout on": r["mean"], "eval mode": r["mean_val"],
                         "eval - dropout": r["mean_val"] - r["mean"],
@@ -211,6 +243,12 @@ def outside_rows(report: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["why", "rows", "which"])
 
 
+def _seeds(run: Any) -> str:
+    """``5 seeds``, or ``2-3 seeds per PE`` for a campaign run whose PEs differ."""
+    n, _, per_pe = _seed_label(run).partition(" ")
+    return f"{n} seed{'' if n == '1' else 's'}" + (f" {per_pe}" if per_pe else "")
+
+
 def report_summary(report: pd.DataFrame, runs: Mapping[str, Any]) -> str:
     """The report's verdict in a few sentences: what the runs are, the verdict counts, how many
     rows fall outside the paper's interval and why, and -- for preview runs -- that preview
@@ -223,8 +261,8 @@ def report_summary(report: pd.DataFrame, runs: Mapping[str, Any]) -> str:
                                                                      and math.isnan(v)))
     outside = int(report["outside"].apply(lambda v: v is True or v is np.True_).sum())
     parts = [f"{len(report)} rows from {len(names)} runs ("
-             + ", ".join(f"{n}: {cfgs[n].get('preset')}, {len(cfgs[n].get('seeds') or [])} "
-                         f"seeds, {cfgs[n].get('epochs')} epochs" for n in names) + ").",
+             + ", ".join(f"{n}: {cfgs[n].get('preset')}, {_seeds(runs.get(n))}, "
+                         f"{cfgs[n].get('epochs')} epochs" for n in names) + ").",
              "Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".",
              f"Outside the paper's 95% interval: {outside} of the {int(known.sum())} rows with "
              f"enough seeds to say."]
@@ -245,15 +283,6 @@ CELL_METRICS: dict[str, str] = {"val_acc": "val", "train_acc": "train",
 
 _LOG_PHASE = {"val_acc": "validation", "train_acc": "train"}
 _LOGGED_TABLES = ("1", "2", "4")  # Adam, lr 1e-4: the recipe of the authors' logged runs
-
-
-def _at_chance(mean: float, n: int, alpha: float = 0.05) -> bool:
-    """Is a mean validation accuracy over ``n`` seeds within noise of chance? One-sided
-    binomial test of ``mean * 108 * n`` correct answers out of ``108 * n`` against 0.25 (as
-    :func:`lstpe.chapters.text.chance_test`, from the mean instead of each seed)."""
-    trials = N_VAL_PUZZLES * int(n)
-    k = min(trials, max(0, int(round(float(mean) * trials))))
-    return _p_above_chance(k, trials, CHANCE) >= alpha
 
 
 def _authors(epoch: int) -> dict[str, pd.DataFrame]:
@@ -313,13 +342,12 @@ def paper_cells(report: pd.DataFrame | None, runs: Mapping[str, Any] | None = No
                f"authors @{epoch}": "-" if a is None else
                f"{_pm(a['acc_mean'], a['acc_sd'], digits)} ({int(a['n_seeds'])})",
                "paper": _pm(c.mean, c.sd, digits)}
-        row["verdict"] = _cell_verdict(r, ours, c, runs, min_seeds)
+        row["verdict"] = _cell_verdict(r, runs, min_seeds)
         rows.append(row)
     return pd.DataFrame(rows).set_index(["table", "pe"])
 
 
-def _cell_verdict(r: Any, ours: Mapping[tuple, Any], cell: Any,
-                  runs: Mapping[str, Any] | None, min_seeds: int) -> str:
+def _cell_verdict(r: Any, runs: Mapping[str, Any] | None, min_seeds: int) -> str:
     """The verdict of one cell of :func:`paper_cells`, or why there is none."""
     if r is None:
         return "no run yet"
@@ -329,7 +357,4 @@ def _cell_verdict(r: Any, ours: Mapping[tuple, Any], cell: Any,
         return "preview: no test"
     if int(r.n) < min_seeds:
         return f"{int(r.n)} seed{'s' if int(r.n) != 1 else ''}: no test"
-    val = ours.get(("2" if cell.table == "3" else cell.table, cell.setting, cell.pe, "val_acc"))
-    if val is not None and _at_chance(val.mean, val.n):
-        return "at chance"
-    return SHORT_VERDICT.get(r.verdict, r.verdict)
+    return SHORT_VERDICT.get(r.verdict, r.verdict)  # AT_CHANCE where paper_report set it

@@ -34,9 +34,9 @@ from scipy import stats as sps
 from lstpe.chapters.text import _names, caveats, chance_test
 
 __all__ = [
-    "SPLIT_LABELS", "SHORT_VERDICT", "compare_splits", "compact", "summary", "complexity_table",
-    "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss", "human_table",
-    "constant_cosine", "human_summary", "run_summary",
+    "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
+    "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",
+    "human_table", "constant_cosine", "human_summary", "run_summary",
 ]
 
 SPLIT_LABELS: dict[str, str] = {
@@ -49,6 +49,9 @@ SPLIT_LABELS: dict[str, str] = {
 """How the chapters name each split of the history."""
 
 SHORT_VERDICT = {"too few seeds (n<5)": "no test (n<5)"}
+
+AT_CHANCE = "at chance"
+"""The verdict of a row whose models' validation accuracy is within noise of chance."""
 
 MIN_SEEDS = 5
 """Seeds a row needs before a correlation or verdict is computed from it."""
@@ -72,7 +75,9 @@ def compare_splits(exp: Any, table: int | str, splits: Sequence[str] = ("val_dro
         pe_name: keep only models of this PE family (``"learn"`` for Tables 2 and 5).
     Returns:
         :func:`lstpe.analysis.paper_compare.compare_to_paper`'s columns plus ``split`` (the
-        first) and ``mean_<split>`` for the others.
+        first), ``mean_<split>`` for the others and ``at_chance``: the PE's validation
+        accuracy (eval mode, seeds pooled) is within noise of chance (:func:`chance_test`), so
+        its row says nothing about the paper (:func:`compact` shows no difference for it).
     """
     from lstpe.analysis import paper_compare
 
@@ -85,6 +90,9 @@ def compare_splits(exp: Any, table: int | str, splits: Sequence[str] = ("val_dro
     for s in splits[1:]:
         means = final(s).groupby("pe")["accuracy"].mean()
         cmp.insert(cmp.columns.get_loc("ci_low"), f"mean_{s}", cmp["pe"].map(means).to_numpy())
+    val = final("val")
+    chance = chance_test(val).set_index("pe")["at_chance"] if not val.empty else {}
+    cmp["at_chance"] = [bool(chance.get(p, False)) for p in cmp["pe"]]
     return cmp
 
 
@@ -105,7 +113,9 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     (splits named by ``names`` or :data:`SPLIT_LABELS`); ``95% CI`` (only when some row
     has one, ``-`` for the others); ``paper`` (mean ± SD, 15 seeds); ``diff`` (ours -
     paper); ``verdict`` (``no test (n<5)`` for too few seeds). ``index`` (``pe`` or
-    ``sigma``) becomes the index.
+    ``sigma``) becomes the index. Rows ``at_chance`` (:func:`compare_splits`) get ``-`` as
+    their difference and ``at chance`` as their verdict: guessing is not compared with the
+    paper.
     """
     names = dict(names or {})
     out = pd.DataFrame(index=cmp[index].to_numpy())
@@ -123,8 +133,12 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
                          for lo, hi in zip(cmp["ci_low"], cmp["ci_high"], strict=True)]
     out["paper"] = [_pm(m, s, digits) for m, s in zip(cmp["paper_mean"], cmp["paper_sd"],
                                                       strict=True)]
-    out["diff"] = [f"{d:+.{digits}f}" for d in cmp["diff"]]
-    out["verdict"] = [SHORT_VERDICT.get(v, v) for v in cmp["verdict"]]
+    chance = (cmp["at_chance"].fillna(False).astype(bool) if "at_chance" in cmp
+              else pd.Series(False, index=cmp.index))
+    out["diff"] = ["-" if c else f"{d:+.{digits}f}"
+                   for d, c in zip(cmp["diff"], chance, strict=True)]
+    out["verdict"] = [AT_CHANCE if c else SHORT_VERDICT.get(v, v)
+                      for v, c in zip(cmp["verdict"], chance, strict=True)]
     return out
 
 

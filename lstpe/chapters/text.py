@@ -120,8 +120,6 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
     Returns:
         The sentences; empty when the run is a full-scale run above chance.
     """
-    from lstpe.experiments.registry import REGISTRY
-
     cfg = _cfg(exp)
     name = getattr(exp, "name", "this run")
     seeds = cfg.get("seeds") or []
@@ -143,8 +141,8 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
         out.append(f"{name} has {len(seeds)} seed(s){some}: no confidence interval and no "
                    f"verdict (those need {min_seeds}).")
     if cfg.get("preset") == "paper" and epochs is not None and epochs < PAPER_EPOCHS:
-        spec = REGISTRY.get(name)
-        why = f" ({spec.why})" if spec is not None else ""
+        why = _epochs_reason(exp, epochs)
+        why = f" ({why})" if why else ""
         out.append(f"{name} trained {epochs} epochs, not the paper's {PAPER_EPOCHS}{why}.")
     if final is not None and not final.empty:
         ct = chance_test(final, by=by)
@@ -276,6 +274,24 @@ def _seed_counts(run: Any) -> tuple[list[int], bool]:
     return [len(_cfg(run).get("seeds") or [])], False
 
 
+def _epochs_reason(run: Any, epochs: int) -> str:
+    """Why a run of the registry trained ``epochs`` epochs: the registry's reason when that is
+    its paper-scale number; for the campaign's units (fewer), that they stop at the authors'
+    first logged epoch, then the registry's number and reason; ``""`` outside the registry."""
+    from lstpe.experiments.registry import REGISTRY
+
+    spec = REGISTRY.get(getattr(run, "name", ""))
+    if spec is None:
+        return ""
+    if epochs == spec.paper_epochs:
+        return spec.why
+    reg = f"the registry's {spec.paper_epochs} at paper scale: {spec.why}"
+    if _seed_counts(run)[1]:
+        return (f"the campaign's units stop at {epochs}, an epoch the authors logged, and are "
+                f"compared with their logs there first; {reg}")
+    return reg
+
+
 def _seed_label(run: Any) -> str:
     """A run's seeds as a short label: ``2`` or ``1 per PE`` / ``1-3 per PE`` (campaign)."""
     counts, per_pe = _seed_counts(run)
@@ -312,8 +328,6 @@ def run_facts(runs: Iterable[Any], finals: dict[str, pd.DataFrame] | None = None
         paper-scale epochs and its reason, and the PEs within noise of chance
         (:func:`chance_test`). What these facts mean for the paper is the page's admonition.
     """
-    from lstpe.experiments.registry import REGISTRY
-
     runs = list(runs)
     lines = [r.describe() for r in runs]
     lst = [r for r in runs if "epochs" in _cfg(r)]
@@ -328,10 +342,9 @@ def run_facts(runs: Iterable[Any], finals: dict[str, pd.DataFrame] | None = None
     if prev:
         lines.append(f"Preview scale (the paper: d_model=160, 4 blocks, {PAPER_EPOCHS} "
                      f"epochs): {_grouped(prev)}.")
-    short = [(r.name, f"{_cfg(r)['epochs']} epochs; at paper scale {spec.paper_epochs}: "
-                      f"{spec.why}")
+    short = [(r.name, f"{_cfg(r)['epochs']} epochs; {why}")
              for r in lst if _cfg(r).get("preset") != "preview"
-             and _cfg(r)["epochs"] < PAPER_EPOCHS and (spec := REGISTRY.get(r.name))]
+             and _cfg(r)["epochs"] < PAPER_EPOCHS and (why := _epochs_reason(r, _cfg(r)["epochs"]))]
     if short:
         lines.append(f"Shorter than the paper's {PAPER_EPOCHS} epochs: {_grouped(short)}.")
     low = []

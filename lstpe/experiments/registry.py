@@ -123,13 +123,13 @@ class RunSpec:
 
 _SETTLED = "learn-sigma is settled by epoch 200 in the authors' logs (within ~0.02 of 4000)"
 _SLOW = ("2d-fixed is still rising at 200 (0.938; 0.969 at 1000, 0.977 at 4000) and the "
-         "other PEs have no logs: 1000 epochs")
+         "other PEs have no logs")
 REGISTRY: dict[str, RunSpec] = {s.name: s for s in (
     RunSpec("table1", "table1", "adam", 1000, _SLOW, attention=True),
     RunSpec("table2", "table2", "adam", 200, _SETTLED, attention=True),
     RunSpec("table4/adam", "table4", "adam", 1000, "Table 4 pairs Adam with SGD: same budget"),
     RunSpec("table4/sgd", "table4", "sgd", 1000,
-            "plain SGD at lr 1e-3 has no logs and learns slowly: 1000 epochs"),
+            "plain SGD at lr 1e-3 has no logs and learns slowly"),
     RunSpec("tables56", "tables56", "adamw", 1000, _SLOW),
     RunSpec("long4000", "long", "adam", 4000, "the paper's full schedule, to measure the "
             "200-vs-4000 gap on our code"),
