@@ -321,3 +321,13 @@ def test_init_final_sentence_inherited_trend():
     text = ch.init_final_sentence(tab, "v")
     assert "-1.00 at initialisation, -1.00 after training, none (constant) for the change" in text
     assert "4 values of σ, 1 model(s) each" in text
+    assert "Training moved it down at every σ." in text
+    assert text.endswith("already there at initialisation: on this run it is inherited, "
+                         "not learned.")
+    # a trend that training made: flat at init, falling after training
+    flat = pd.DataFrame(dict(base, v=[0.7, 0.7, 0.7, 0.7]))
+    text = ch.init_final_sentence(ch.init_vs_final(flat, final.assign(v=[0.9, 0.8, 0.75, 0.6]),
+                                                   "v"), "v")
+    assert "none (constant) at initialisation, -1.00 after training" in text
+    assert "moved it" not in text  # up at 0.1 and 0.5, down at 2
+    assert text.endswith("was not there at initialisation as strongly: training changed it.")

@@ -416,3 +416,27 @@ def test_rank_correlation_of_a_constant_column_is_nan_without_a_warning():
         warnings.simplefilter("error")  # scipy's ConstantInputWarning would fail the book build
         r = ss.rank_correlation(t, "sigma")
     assert math.isnan(r["rho"]) and math.isnan(r["pvalue"]) and r["n"] == 3
+
+
+def test_rank_correlation_p_is_exact_for_few_points():
+    """A perfect order of n points is 2 of the n! pairings (both directions): p = 2/n!, where
+    SciPy's t approximation says 0. With ties, the enumeration agrees with scipy's own
+    permutation test over all pairings."""
+    from scipy import stats
+
+    for n in (4, 6, 8):
+        t = pd.DataFrame({"sigma": np.arange(1, n + 1) / 10, "accuracy": np.linspace(1, 0.3, n)})
+        r = ss.rank_correlation(t, "sigma")
+        assert r["rho"] == pytest.approx(-1.0)
+        assert r["pvalue"] == pytest.approx(2 / math.factorial(n))
+    a = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
+    b = np.array([0.3, 0.1, 0.3, 0.5, 0.4, 0.9, 0.8])  # a tie in b
+    t = pd.DataFrame({"sigma": a, "x": b})
+    ref = stats.permutation_test((a,), lambda u: stats.spearmanr(u, b).statistic,
+                                 permutation_type="pairings", n_resamples=np.inf)
+    assert ss.rank_correlation(t, "x", "sigma", level="model")["pvalue"] == pytest.approx(
+        ref.pvalue)
+    # nine points: SciPy's approximation, unchanged
+    t9 = pd.DataFrame({"sigma": np.arange(9.0), "accuracy": [3, 1, 4, 1, 5, 9, 2, 6, 5]})
+    assert ss.rank_correlation(t9, "sigma")["pvalue"] == pytest.approx(
+        stats.spearmanr(t9["sigma"], t9["accuracy"]).pvalue)

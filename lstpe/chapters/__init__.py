@@ -35,7 +35,9 @@ package face gathers the names of five modules, one job each:
   * :func:`like_for_like`, :func:`like_summary`: our units beside the authors' logs at epoch
     200 and the paper, as a table and a paragraph;
   * :func:`init_vs_final`, :func:`init_final_sentence`: a measure at initialisation, after
-    training and the change, per sigma.
+    training and the change, per sigma;
+  * :func:`accuracy_correlations`: each measure's rank correlation with accuracy across sigma,
+    after training and at initialisation.
 
 * :mod:`lstpe.chapters.report` -- the reproduction report (chapter 11):
 
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 from lstpe.analysis.widgets import WithStatic, with_static
 from lstpe.chapters.baselines import (
+    accuracy_correlations,
     init_final_sentence,
     init_vs_final,
     like_for_like,
@@ -130,7 +133,7 @@ __all__ = [
     "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
     "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",
     "human_table", "constant_cosine", "human_summary", "run_summary", "like_for_like",
-    "like_summary", "init_vs_final", "init_final_sentence",
+    "like_summary", "init_vs_final", "init_final_sentence", "accuracy_correlations",
     # lstpe.chapters.report
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
     "verdict_table", "both_evaluations", "outside_rows", "report_summary", "paper_cells",

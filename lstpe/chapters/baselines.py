@@ -5,7 +5,9 @@
   (:func:`lstpe.analysis.authors_logs.compare_with_authors`), as a table and a paragraph;
 * :func:`init_vs_final`, :func:`init_final_sentence`: a measure at initialisation beside its
   value after training and the change, per sigma, so that a trend the models had before any
-  training is not read as learned.
+  training is not read as learned;
+* :func:`accuracy_correlations`: each measure's rank correlation with accuracy across sigma,
+  after training and at initialisation.
 
 Part of :mod:`lstpe.chapters`; imports from :mod:`lstpe.chapters.text` and
 :mod:`lstpe.chapters.tables`.
@@ -23,7 +25,8 @@ from scipy import stats as sps
 from lstpe.chapters.tables import _pm
 from lstpe.chapters.text import chance_test
 
-__all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary"]
+__all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary",
+           "accuracy_correlations"]
 
 
 def like_for_like(final: pd.DataFrame, epoch: int = 200, digits: int = 3) -> pd.DataFrame:
@@ -156,12 +159,47 @@ def init_final_sentence(table: pd.DataFrame, value: str, what: str | None = None
            for c in ("at init", "trained", "change")}
     parts = [f"{what or value}: at initialisation {rng['at init']}; after training "
              f"{rng['trained']}; change {rng['change']}."]
+    change = t["change"].to_numpy(float)
+    if (change < 0).all() or (change > 0).all():
+        parts.append(f"Training moved it {'down' if change[0] < 0 else 'up'} at every {by}.")
     if len(t) >= 3:
-        rho = {c: "none (constant)" if t[c].nunique() < 2
-               else f"{sps.spearmanr(x, t[c]).statistic:+.2f}"
-               for c in ("at init", "trained", "change")}
+        r = {c: math.nan if t[c].nunique() < 2 else float(sps.spearmanr(x, t[c]).statistic)
+             for c in ("at init", "trained", "change")}
+        rho = {c: "none (constant)" if math.isnan(v) else f"{v:+.2f}" for c, v in r.items()}
         n = sorted({int(table["n"].min()), int(table["n"].max())})
         parts.append(f"Spearman correlation with {by}: {rho['at init']} at initialisation, "
                      f"{rho['trained']} after training, {rho['change']} for the change "
                      f"({len(t)} values of {by}, {'-'.join(map(str, n))} model(s) each).")
+        a, b = r["at init"], r["trained"]
+        if not math.isnan(b) and b != 0:
+            if not math.isnan(a) and a * b > 0 and abs(a) >= abs(b):
+                parts.append(f"So its ordering over {by} after training was already there at "
+                             f"initialisation: on this run it is inherited, not learned.")
+            else:
+                parts.append(f"Its ordering over {by} after training was not there at "
+                             f"initialisation as strongly: training changed it.")
     return " ".join(parts)
+
+
+def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFrame, str]],
+                          history: pd.DataFrame) -> pd.DataFrame:
+    """Spearman correlation across sigma (per-sigma means) of each measure with the models'
+    validation accuracy after training, for the measure after training and at initialisation.
+
+    Args:
+        measures: ``(name, trained, at_init, column)``: per-model tables (``model``,
+            ``sigma``) of the measure after training and at initialisation.
+        history: the run's history (:func:`lstpe.analysis.seed_stats.with_accuracy`).
+    Returns:
+        Index ``measure``; ``rho``, ``pvalue`` (exact up to 8 sigmas), ``n`` (sigmas) of the
+        trained measure, and ``rho at init.``: the measure before training against the same
+        accuracy. Where that is as strong as ``rho``, the correlation was there before training.
+    """
+    from lstpe.analysis.seed_stats import rank_correlation, with_accuracy
+
+    rows = []
+    for name, trained, init, col in measures:
+        r = rank_correlation(with_accuracy(trained, history), col)
+        r0 = rank_correlation(with_accuracy(init, history), col)
+        rows.append({"measure": name, **r, "rho at init.": r0["rho"]})
+    return pd.DataFrame(rows).set_index("measure")
