@@ -331,3 +331,24 @@ def test_init_final_sentence_inherited_trend():
     assert "none (constant) at initialisation, -1.00 after training" in text
     assert "moved it" not in text  # up at 0.1 and 0.5, down at 2
     assert text.endswith("was not there at initialisation as strongly: training changed it.")
+
+
+def test_accuracy_correlations_sets_the_trained_measure_beside_its_initial_value():
+    """Accuracy falls with sigma (0.95 ... 0.6). Measure ``m`` after training follows accuracy
+    exactly (rho +1, exact p 2/5! over 5 sigmas); at initialisation it was reversed (-1)."""
+    from lstpe import chapters as ch
+
+    sig = [0.1, 0.2, 0.5, 1.0, 2.0]
+    acc = [0.95, 0.9, 0.8, 0.7, 0.6]
+    hist = pd.DataFrame({"model": range(5), "pe": [f"learn-{s:g}" for s in sig],
+                         "pe_name": "learn", "sigma": sig, "seed": 1, "optimizer": "adam",
+                         "epoch": 200, "split": "val", "condition": "all", "accuracy": acc,
+                         "loss": 1.0})
+    trained = pd.DataFrame({"model": range(5), "sigma": sig, "m": acc})
+    init = trained.assign(m=[0.1, 0.2, 0.3, 0.4, 0.5])
+    t = ch.accuracy_correlations([("m", trained, init, "m")], hist)
+    assert list(t.columns) == ["rho", "pvalue", "n", "rho at init."]
+    row = t.loc["m"]
+    assert row["rho"] == pytest.approx(1.0) and row["rho at init."] == pytest.approx(-1.0)
+    assert row["n"] == 5
+    assert row["pvalue"] == pytest.approx(2 / 120)
