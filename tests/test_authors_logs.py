@@ -172,3 +172,22 @@ def test_missing_or_malformed_file(tmp_path, monkeypatch, fresh_cache):
     (tmp_path / "data" / al.AUTHORS_LOGS_FILE).write_text("pe,phase,epoch\n2d-fixed,test,0\n")
     with pytest.raises(ValueError, match=r"authors_logs_summary.csv is malformed.*condition"):
         al.authors_logs()
+
+
+def test_like_summary_places_units_names_the_farthest_and_the_guessers():
+    """learn-2 at 0.9 is several of the authors' SDs above their epoch-200 mean (0.389);
+    learn-0.2 at its mean; nope at 0.25 guesses and is named, not compared."""
+    from lstpe import chapters as ch
+
+    rows = ([("learn-0.2", s, round(_at("learn-0.2", 200)["acc_mean"], 3)) for s in (1, 2)]
+            + [("learn-2", s, 0.9) for s in (1, 2)] + [("nope", s, 0.25) for s in (1, 2)])
+    f = pd.DataFrame(rows, columns=["pe", "seed", "accuracy"]).assign(
+        epoch=200, split="val", condition="all")
+    text = ch.like_summary(f)
+    a = _at("learn-2", 200)
+    k = (0.9 - a["acc_mean"]) / a["acc_sd"]
+    assert text.startswith("Stored so far: 3 PEs, 2 seed(s) each")
+    assert f"learn-2: 0.900 against the authors' {a['acc_mean']:.3f}" in text
+    assert f"Farthest from the authors' mean: learn-2 ({k:.1f} SDs)." in text
+    assert "not compared: nope (0.250)" in text and "nope:" not in text
+    assert text.endswith("no interval and no test yet.")

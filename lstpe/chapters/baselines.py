@@ -76,22 +76,26 @@ def like_summary(final: pd.DataFrame, epoch: int = 200) -> str:
              "authors' recipe)."]
     above = [p for p in cmp.index if not ct.loc[p, "at_chance"]]
     chance = [p for p in cmp.index if ct.loc[p, "at_chance"]]
+    far: tuple[float, str] | None = None
     for p in above:
         r = cmp.loc[p]
         if math.isnan(r["authors_mean"]):
             parts.append(f"{p}: {r['ours_mean']:.3f} (the authors logged no {p}).")
             continue
         k = abs(r["diff"]) / r["authors_sd"] if r["authors_sd"] > 0 else math.inf
+        far = max(far, (k, p)) if far is not None else (k, p)
         test = f", Welch p = {r['test']:.3f}" if not math.isnan(r["test"]) else ""
         parts.append(f"{p}: {r['ours_mean']:.3f} against the authors' {r['authors_mean']:.3f} "
                      f"± {r['authors_sd']:.3f} at epoch {epoch} ({k:.1f} of their seed-to-seed "
                      f"SDs away{test}).")
+    if far is not None and len(above) > 1:
+        parts.append(f"Farthest from the authors' mean: {far[1]} ({far[0]:.1f} SDs).")
     if chance:
         names = ", ".join(f"{p} ({cmp.loc[p, 'ours_mean']:.3f})" for p in chance)
         parts.append("Within noise of chance on the 108 validation puzzles (binomial test), so "
                      f"not compared: {names}.")
     if n.min() < 5:
-        parts.append("With fewer than 5 seeds per PE these are single models placed against the "
+        parts.append("With fewer than 5 seeds per PE these are a few models placed against the "
                      "authors' spread, not estimates of a mean: no interval and no test yet.")
     return " ".join(parts)
 
