@@ -189,6 +189,13 @@ def test_every_chapter_page_has_its_content(built_book: Path) -> None:
             assert p.images >= 1, f"{chapter}: no figure on the page"
 
 
+def test_references_page_is_labelled_by_author_and_year(built_book: Path) -> None:
+    """lstpe.sphinx_bib: the list reads like the citations, not pybtex's alpha labels."""
+    page = (built_book / "book" / "references.html").read_text(encoding="utf-8")
+    assert "Ito et al., 2024b" in page and "Ito et al., 2024a" in page
+    assert "ICK+" not in page and "Deletang" not in page
+
+
 def test_no_stray_outputs(built_book: Path) -> None:
     """Cells show results, not reprs of return values, nor paths of the machine that built them."""
     problems = []

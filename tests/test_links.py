@@ -143,6 +143,31 @@ def test_the_two_paper_versions_read_apart() -> None:
     assert years == {"ito2024importance": "2024a", "ito2024learning": "2024b"}
 
 
+def test_references_page_labels_read_like_the_citations() -> None:
+    """The References page's labels (lstpe.sphinx_bib) are the in-text author-year form, one
+    per entry, with TeX accents decoded and the two paper versions apart."""
+    from pybtex.database import parse_file
+
+    from lstpe.sphinx_bib import STYLE, AuthorYearLabelStyle
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert "lstpe.sphinx_bib" in cfg["sphinx"]["extra_extensions"]
+    assert cfg["sphinx"]["config"]["bibtex_default_style"] == STYLE
+    bib = parse_file(str(BIB))
+    labels = {k: AuthorYearLabelStyle().format_label(e) for k, e in bib.entries.items()}
+    assert len(set(labels.values())) == len(labels), labels
+    assert labels["ito2024learning"] == "Ito et al., 2024b"
+    assert labels["ito2024importance"] == "Ito et al., 2024a"
+    assert labels["ruoss2023randomized"] == "Ruoss et al., 2023"
+    assert labels["su2021sinusoidal"] == "Su, 2021"
+    assert not any("{" in v or "\\" in v for v in labels.values())
+    from pybtex.database import Entry, Person
+
+    accented = Entry("misc", fields={"year": "2023"},
+                     persons={"author": [Person("Del{\\'e}tang, Gr{\\'e}goire")]})
+    assert AuthorYearLabelStyle().format_label(accented) == "Delétang, 2023"
+
+
 def test_every_citation_resolves() -> None:
     keys = set(_bib_entries())
     cited = set()
