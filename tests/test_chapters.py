@@ -309,7 +309,16 @@ def test_run_summary_reports_no_correlation_at_chance():
     exp = experiment(history(acc))
     cmp = ch.compare_splits(exp, 1, splits=("val",))
     s = ch.run_summary(cmp, exp, exp.final("val"))
-    assert "Spearman" not in s and "relative are at chance" in s
+    assert s == ("This run (table1): every model is within noise of chance (validation "
+                 "accuracy 0.250-0.250), so none of it is compared with the paper.")
+    # one PE above chance: only its row is set beside the paper; the others are named
+    acc["learn-0.2"] = {"val": 0.95}
+    exp = experiment(history(acc))
+    s = ch.run_summary(ch.compare_splits(exp, 1, splits=("val",)), exp, exp.final("val"))
+    assert s.startswith("This run (table1): validation accuracy 0.950-0.950 across 1 rows "
+                        "above chance (paper, same rows: 0.956-0.956).")
+    assert "Within noise of chance, not compared: 2d-fixed, relative." in s
+    assert s.endswith("Verdicts: no test (n<5) 1.") and "Spearman" not in s
 
 
 def test_noise_loss():
@@ -322,6 +331,27 @@ def test_noise_loss():
     assert t.loc["b", "loss"] == pytest.approx(0.1)
     with pytest.raises(ValueError, match="condition"):
         ch.noise_loss(pd.DataFrame(rows), condition="3")
+
+
+def test_noise_sentence_ranks_in_the_papers_measure():
+    """Mean accuracy over the noisy levels: learn-0.2 loses 0.5 per unit of noise, learn-2
+    loses 2 (from a higher start), 2d-fixed nothing; nope guesses and is not ranked."""
+    start = {"2d-fixed": 0.99, "learn-0.2": 0.95, "learn-2": 0.97, "nope": 0.25}
+    slope = {"2d-fixed": 0.0, "learn-0.2": 0.5, "learn-2": 2.0, "nope": 0.0}
+    xs = (0.0, 0.02, 0.04, 0.06, 0.08, 0.1)
+    rows = [{"noise": x, "pe": pe, "condition": "all", "seed": k,
+             "accuracy": start[pe] - slope[pe] * x} for pe in start for k in (1, 2) for x in xs]
+    final = pd.DataFrame({"pe": list(start), "accuracy": list(start.values())})
+    text = ch.noise_sentence(pd.DataFrame(rows), final)
+    # learn-0.2: 0.95 - 0.5 * 0.06 = 0.920; learn-2: 0.97 - 2 * 0.06 = 0.850
+    assert "(the paper's Fig. A9D measure; 2 seed(s) per PE), highest first: 2d-fixed 0.990, " \
+           "learn-0.2 0.920, learn-2 0.850." in text
+    assert "most robust learnable PE here is learn-0.2, inside the paper's most robust range" \
+           in text
+    assert "Largest drop from no noise to 0.1: learn-2 (0.200)." in text
+    assert "not ranked: nope." in text and text.endswith("it tests nothing.")
+    with pytest.raises(ValueError, match="no noisy rows"):
+        ch.noise_sentence(pd.DataFrame(rows).query("noise == 0"))
 
 
 def test_human_helpers():
@@ -344,6 +374,11 @@ def test_human_helpers():
     assert s.startswith("Highest composite on this run: learn-1 (0.695")
     assert "learn-0.2 ranks 2 of 2." in s and "1 of 3 cosines exceed 0.985" in s
     assert "Caveats: table1 is a PREVIEW" in s
+    assert "No rank correlation, hence no composite: nope (the same accuracy" in s
+    one = ch.human_summary(sim.assign(pe=["learn-0.2", "2d-fixed", "nope"]).iloc[[0, 2]],
+                           experiment(pd.DataFrame()))
+    assert one.startswith("Only learn-0.2 has a composite score (0.695")
+    assert "ranks" not in one and "Highest" not in one
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ package face gathers the names of five modules, one job each:
   * :func:`complexity_table`, :func:`complexity_sentence`: accuracy per relational complexity,
     and a sentence that says what this table shows (not what people do);
   * :func:`pe_kernel`, :func:`pe_kernels`: the position x position cosine of learned PEs;
-  * :func:`noise_loss`: accuracy per noise level and the accuracy lost to the largest one;
+  * :func:`noise_loss`, :func:`noise_sentence`: accuracy per noise level and the accuracy
+    lost to the largest one; what that shows in the paper's measure;
   * :func:`human_table`, :func:`constant_cosine`, :func:`human_summary`: the
     models-and-humans table in a few columns, the cosine any constant model reaches, the
     chapter's "this run" line;
@@ -100,6 +101,7 @@ from lstpe.chapters.tables import (
     human_summary,
     human_table,
     noise_loss,
+    noise_sentence,
     pe_kernel,
     pe_kernels,
     run_summary,
@@ -132,8 +134,9 @@ __all__ = [
     # lstpe.chapters.tables
     "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
     "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",
-    "human_table", "constant_cosine", "human_summary", "run_summary", "like_for_like",
-    "like_summary", "init_vs_final", "init_final_sentence", "accuracy_correlations",
+    "noise_sentence", "human_table", "constant_cosine", "human_summary", "run_summary",
+    "like_for_like", "like_summary", "init_vs_final", "init_final_sentence",
+    "accuracy_correlations",
     # lstpe.chapters.report
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
     "verdict_table", "both_evaluations", "outside_rows", "report_summary", "paper_cells",

@@ -8,7 +8,8 @@
 * :func:`complexity_table`, :func:`complexity_sentence`: accuracy per relational complexity,
   and a sentence that says what this table shows (not what people do);
 * :func:`pe_kernel`, :func:`pe_kernels`: the position x position cosine of learned PEs;
-* :func:`noise_loss`: accuracy per noise level and the accuracy lost to the largest one;
+* :func:`noise_loss`, :func:`noise_sentence`: accuracy per noise level and the accuracy lost
+  to the largest one; what the table shows in the paper's measure;
 * :func:`human_table`, :func:`constant_cosine`, :func:`human_summary`: the models-and-humans
   table in a few columns, the cosine any constant model reaches, the chapter's "this run" line;
 * :func:`run_summary`: the "this run" line of a chapter's takeaways.
@@ -36,7 +37,7 @@ from lstpe.chapters.text import _names, caveats, chance_test
 __all__ = [
     "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
     "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",
-    "human_table", "constant_cosine", "human_summary", "run_summary",
+    "noise_sentence", "human_table", "constant_cosine", "human_summary", "run_summary",
 ]
 
 SPLIT_LABELS: dict[str, str] = {
@@ -291,6 +292,53 @@ def noise_loss(noise: pd.DataFrame, condition: str = "all",
 # --------------------------------------------------------------------------- humans
 
 
+PAPER_ROBUST_SIGMAS = (0.1, 0.6)
+"""The range of sigma the earlier version of the paper found most robust to embedding noise."""
+
+
+def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
+                   condition: str = "all") -> str:
+    """What a noise table shows, in the paper's measure: each PE's mean accuracy over the noisy
+    levels (std > 0, seeds and levels pooled; the paper's Fig. A9D), highest first; the most
+    robust learnable PE and whether its sigma lies in the paper's most robust range
+    (:data:`PAPER_ROBUST_SIGMAS`); the largest drop from no noise to the largest std. PEs
+    within noise of chance in ``final`` (one validation row per model) are named apart.
+    """
+    r = noise[noise["condition"].astype(str) == condition]
+    noisy = r[r["noise"] > 0]
+    if noisy.empty:
+        raise ValueError(f"no noisy rows for condition {condition!r}")
+    low = set()
+    if final is not None and not final.empty:
+        ct = chance_test(final)
+        low = set(ct.loc[ct["at_chance"], "pe"])
+    avg = noisy.groupby("pe")["accuracy"].mean().sort_values(ascending=False)
+    real = avg[[p for p in avg.index if p not in low]]
+    seeds = r.groupby("pe")["seed"].nunique()
+    lo, hi = noisy["noise"].min(), noisy["noise"].max()
+    n = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
+    parts = [f"Mean validation accuracy over the noise stds {lo:g}-{hi:g} (the paper's Fig. A9D "
+             f"measure; {n} seed(s) per PE), highest first: "
+             + ", ".join(f"{p} {v:.3f}" for p, v in real.items()) + "."]
+    learn = [p for p in real.index if str(p).startswith("learn-")]
+    if len(learn) > 1:
+        sigma = float(str(learn[0]).split("-", 1)[1])
+        a, b = PAPER_ROBUST_SIGMAS
+        where = "inside" if a <= sigma <= b else "outside"
+        parts.append(f"The most robust learnable PE here is {learn[0]}, {where} the paper's "
+                     f"most robust range σ = {a:g}-{b:g}.")
+    loss = noise_loss(noise, condition)["loss"].drop(list(low), errors="ignore")
+    if len(loss):
+        parts.append(f"Largest drop from no noise to {hi:g}: {loss.idxmax()} "
+                     f"({loss.max():.3f}).")
+    if low:
+        parts.append(f"Within noise of chance, not ranked: {', '.join(sorted(low))}.")
+    if seeds.min() < 5:
+        parts.append("With fewer than 5 seeds per PE this describes these models; it tests "
+                     "nothing.")
+    return " ".join(parts)
+
+
 def human_table(sim: pd.DataFrame, by: str = "pe", digits: int = 3) -> pd.DataFrame:
     """:func:`lstpe.analysis.humans.human_similarity` in five short columns, sorted by
     composite: ``accuracy`` (the model's mean over puzzles), ``cosine``, ``Spearman ρ``,
@@ -326,11 +374,20 @@ def human_summary(sim: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None
         parts.append("No PE has a composite score (every rank correlation is undefined).")
     else:
         best = t.iloc[0]
-        parts.append(f"Highest composite on this run: {best['pe']} ({best['composite']:.3f}: "
-                     f"cosine {best['cosine']:.3f}, Spearman {best['spearman']:.3f}).")
-        if "learn-0.2" in set(t["pe"]):
-            rank = list(t["pe"]).index("learn-0.2") + 1
-            parts.append(f"learn-0.2 ranks {rank} of {len(t)}.")
+        score = (f"({best['composite']:.3f}: cosine {best['cosine']:.3f}, Spearman "
+                 f"{best['spearman']:.3f})")
+        none = [str(x) for x in sim["pe"] if x not in set(t["pe"])]
+        if len(t) == 1:
+            parts.append(f"Only {best['pe']} has a composite score {score}; nothing to rank it "
+                         "against.")
+        else:
+            parts.append(f"Highest composite on this run: {best['pe']} {score}.")
+            if "learn-0.2" in set(t["pe"]):
+                rank = list(t["pe"]).index("learn-0.2") + 1
+                parts.append(f"learn-0.2 ranks {rank} of {len(t)}.")
+        if none:
+            parts.append(f"No rank correlation, hence no composite: {', '.join(none)} "
+                         "(the same accuracy on every puzzle).")
     if human is not None:
         floor = constant_cosine(human)
         above = int((sim["cosine"] > floor).sum())
@@ -347,31 +404,45 @@ def human_summary(sim: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None
 
 def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
                 what: str = "validation accuracy", with_caveats: bool = False) -> str:
-    """One paragraph for a chapter's takeaways: the range of our means, the rank correlation
-    with the paper's means (left out, with the reason, when every PE of ``final`` is at
-    chance), the verdict counts, and (``with_caveats``) the run's :func:`caveats` -- off by
-    default: a page says them once, in its admonition and
-    :func:`~lstpe.chapters.text.show_runs`."""
-    lo, hi = cmp["mean"].min(), cmp["mean"].max()
-    parts = [f"This run ({getattr(exp, 'name', 'run')}): {what} {lo:.3f}-{hi:.3f} across "
-             f"{len(cmp)} rows (paper: {cmp['paper_mean'].min():.3f}-"
-             f"{cmp['paper_mean'].max():.3f})."]
+    """One paragraph for a chapter's takeaways: the range of our means over the rows whose
+    models are above chance, beside the paper's over the same rows; the rows at chance, named
+    and not compared (a run whose every row is at chance is not compared with the paper at
+    all); the rank correlation with the paper's means (only with ``MIN_SEEDS`` seeds per row);
+    the verdict counts; and (``with_caveats``) the run's :func:`caveats` -- off by default: a
+    page says them once, in its admonition and :func:`~lstpe.chapters.text.show_runs`.
+
+    A row is at chance when :func:`compare_splits` marked it (``at_chance``) or its PE is
+    within noise of chance in ``final`` (:func:`chance_test`)."""
+    name = getattr(exp, "name", "run")
+    chance = (cmp["at_chance"].fillna(False).astype(bool) if "at_chance" in cmp
+              else pd.Series(False, index=cmp.index))
     ct = chance_test(final) if final is not None and not final.empty else None
-    few = int(cmp["n"].min()) < MIN_SEEDS if "n" in cmp else True
-    if ct is not None and bool(ct["at_chance"].any()):
-        low = ", ".join(ct.loc[ct["at_chance"], "pe"].astype(str))
-        parts.append(f"No rank correlation with the paper: {low} "
-                     f"{'is' if ct['at_chance'].sum() == 1 else 'are'} at chance, and a "
-                     "ranking that includes guessing models cannot test the paper's.")
-    elif few:
-        parts.append(f"No rank correlation with the paper: fewer than {MIN_SEEDS} seeds per "
-                     "row, so our means are single models or near it.")
-    elif len(cmp) >= 3 and cmp["mean"].nunique() > 1:
-        rho = sps.spearmanr(cmp["mean"], cmp["paper_mean"]).statistic
-        parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f} over "
-                     f"{len(cmp)} rows, each of {int(cmp['n'].min())} or more seeds.")
-    counts = cmp["verdict"].value_counts()
-    parts.append("Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
+    if ct is not None:
+        guess = set(ct.loc[ct["at_chance"], "pe"].astype(str))
+        chance = chance | cmp["pe"].astype(str).isin(guess)
+    real, low = cmp[~chance], cmp[chance]
+    parts: list[str] = []
+    if real.empty:
+        parts.append(f"This run ({name}): every model is within noise of chance ({what} "
+                     f"{cmp['mean'].min():.3f}-{cmp['mean'].max():.3f}), so none of it is "
+                     "compared with the paper.")
+    else:
+        parts.append(f"This run ({name}): {what} {real['mean'].min():.3f}-"
+                     f"{real['mean'].max():.3f} across {len(real)} rows above chance (paper, "
+                     f"same rows: {real['paper_mean'].min():.3f}-"
+                     f"{real['paper_mean'].max():.3f}).")
+        if len(low):
+            parts.append(f"Within noise of chance, not compared: {_names(low['pe'])}.")
+        few = int(real["n"].min()) < MIN_SEEDS if "n" in real else True
+        if few:
+            parts.append(f"No rank correlation with the paper: fewer than {MIN_SEEDS} seeds per "
+                         "row, so our means are single models or near it.")
+        elif len(real) >= 3 and real["mean"].nunique() > 1:
+            rho = sps.spearmanr(real["mean"], real["paper_mean"]).statistic
+            parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f} over "
+                         f"{len(real)} rows, each of {int(real['n'].min())} or more seeds.")
+        counts = real["verdict"].map(lambda v: SHORT_VERDICT.get(v, v)).value_counts()
+        parts.append("Verdicts: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
     cav = caveats(exp, final) if with_caveats else []
     if cav:
         parts.append("Caveats: " + " ".join(cav))
