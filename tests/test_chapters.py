@@ -487,6 +487,9 @@ def test_rows_at_chance_are_not_compared_with_the_paper(cell_runs):
     t6 = ch.compact(low[(low["table"] == "6") & (low["metric"] == "val_acc")])
     assert set(t6["diff"]) == {"-"} and set(t6["verdict"]) == {"at chance"}
     assert list(ch.both_evaluations(rep).index) == [("1", "2d-fixed")]
+    s = ch.report_summary(rep, cell_runs)  # verdicts named as the tables name them
+    n_chance = int((rep["verdict"] == ch.AT_CHANCE).sum())
+    assert f"at chance {n_chance}" in s and "no test (n<5) 1" in s and "too few" not in s
     # compare_splits marks the PE from its own validation accuracy
     cmp = ch.compare_splits(cell_runs["tables56"], 6)
     assert cmp["at_chance"].all()

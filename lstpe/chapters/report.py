@@ -256,7 +256,7 @@ def report_summary(report: pd.DataFrame, runs: Mapping[str, Any]) -> str:
     names = list(dict.fromkeys(report["run"]))
     cfgs = {n: _cfg(runs.get(n)) for n in names}
     preview = [n for n in names if cfgs[n].get("preset") == "preview"]
-    counts = report["verdict"].value_counts()
+    counts = report["verdict"].map(lambda v: SHORT_VERDICT.get(v, v)).value_counts()
     known = report["outside"].apply(lambda v: v is not None and not (isinstance(v, float)
                                                                      and math.isnan(v)))
     outside = int(report["outside"].apply(lambda v: v is True or v is np.True_).sum())

@@ -436,7 +436,7 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
         few = int(real["n"].min()) < MIN_SEEDS if "n" in real else True
         if few:
             parts.append(f"No rank correlation with the paper: fewer than {MIN_SEEDS} seeds per "
-                         "row, so our means are single models or near it.")
+                         "row, so our means come from a few models each.")
         elif len(real) >= 3 and real["mean"].nunique() > 1:
             rho = sps.spearmanr(real["mean"], real["paper_mean"]).statistic
             parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f} over "
