@@ -18,7 +18,7 @@ from lstpe.experiments import runs
 ROOT = Path(lstpe.__file__).parent
 
 LAYERS: dict[str, int] = {
-    "runtime": 0, "repo": 0, "sphinx_mathjax": 0, "__init__": 0,
+    "runtime": 0, "repo": 0, "sphinx_mathjax": 0, "sphinx_bib": 0, "__init__": 0,
     "lst": 1,
     "nn": 2, "store": 2,
     "training": 3,
