@@ -352,3 +352,7 @@ def test_accuracy_correlations_sets_the_trained_measure_beside_its_initial_value
     assert row["rho"] == pytest.approx(1.0) and row["rho at init."] == pytest.approx(-1.0)
     assert row["n"] == 5
     assert row["pvalue"] == pytest.approx(2 / 120)
+    # a measure constant as shown (3 decimals) has no correlation, not one of float noise
+    noise = init.assign(m=1.127 + 1e-6 * np.arange(5))
+    t = ch.accuracy_correlations([("m", trained, noise, "m")], hist)
+    assert np.isnan(t.loc["m", "rho at init."]) and t.loc["m", "rho"] == pytest.approx(1.0)

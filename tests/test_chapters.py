@@ -114,6 +114,19 @@ def test_caveats_state_the_registry_reason_for_short_runs():
     assert line.endswith(f"({REGISTRY['table1'].why}).") and "campaign" not in line
 
 
+def test_caveats_count_seeds_per_pe_of_a_campaign_run():
+    exp = experiment(history({"learn-0.2": {"val": 0.95}, "learn-2": {"val": 0.9}}),
+                     name="table2", preset="paper", epochs=200, seeds=[1, 2, 3])
+    same = Run(exp.history, {"config": exp.config,
+                             "seeds_per_pe": {"learn-0.2": [1, 2, 3], "learn-2": [1, 2, 3]}},
+               name="table2")
+    assert "table2 has 3 seed(s) per PE: no confidence interval" in ch.caveats(same)[0]
+    mixed = Run(exp.history, {"config": exp.config,
+                              "seeds_per_pe": {"learn-0.2": [1, 2, 3], "learn-2": [1]}},
+                name="table2")
+    assert "table2 has 1 seed(s) for some PEs" in ch.caveats(mixed)[0]
+
+
 def test_no_caveat_for_a_full_run_above_chance(capsys):
     exp = experiment(history({"learn-0.2": {"val": 0.95}}), preset="paper", epochs=4000,
                      seeds=range(15))

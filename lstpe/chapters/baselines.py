@@ -186,7 +186,7 @@ def init_final_sentence(table: pd.DataFrame, value: str, what: str | None = None
 
 
 def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFrame, str]],
-                          history: pd.DataFrame) -> pd.DataFrame:
+                          history: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """Spearman correlation across sigma (per-sigma means) of each measure with the models'
     validation accuracy after training, for the measure after training and at initialisation.
 
@@ -198,12 +198,14 @@ def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFra
         Index ``measure``; ``rho``, ``pvalue`` (exact up to 8 sigmas), ``n`` (sigmas) of the
         trained measure, and ``rho at init.``: the measure before training against the same
         accuracy. Where that is as strong as ``rho``, the correlation was there before training.
+        Each measure is rounded to ``digits`` first, as :func:`init_vs_final` shows it, so a
+        measure the tables show as constant has no correlation (NaN), not one of float noise.
     """
     from lstpe.analysis.seed_stats import rank_correlation, with_accuracy
 
     rows = []
     for name, trained, init, col in measures:
-        r = rank_correlation(with_accuracy(trained, history), col)
-        r0 = rank_correlation(with_accuracy(init, history), col)
+        r, r0 = (rank_correlation(with_accuracy(t.assign(**{col: t[col].round(digits)}),
+                                                history), col) for t in (trained, init))
         rows.append({"measure": name, **r, "rho at init.": r0["rho"]})
     return pd.DataFrame(rows).set_index("measure")
