@@ -105,6 +105,14 @@ def _pm(mean: float, sd: float, digits: int) -> str:
     return f"{mean:.{digits}f} ± {sd:.{digits}f}"
 
 
+def _chance_flags(cmp: pd.DataFrame) -> pd.Series:
+    """The ``at_chance`` column of a :func:`compare_splits` table as booleans (all False
+    without one)."""
+    if "at_chance" not in cmp:
+        return pd.Series(False, index=cmp.index)
+    return cmp["at_chance"].fillna(False).astype(bool)
+
+
 def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | None = None,
             digits: int = 3) -> pd.DataFrame:
     """A comparison table formatted to fit a page: a few short text columns.
@@ -134,8 +142,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
                          for lo, hi in zip(cmp["ci_low"], cmp["ci_high"], strict=True)]
     out["paper"] = [_pm(m, s, digits) for m, s in zip(cmp["paper_mean"], cmp["paper_sd"],
                                                       strict=True)]
-    chance = (cmp["at_chance"].fillna(False).astype(bool) if "at_chance" in cmp
-              else pd.Series(False, index=cmp.index))
+    chance = _chance_flags(cmp)
     out["diff"] = ["-" if c else f"{d:+.{digits}f}"
                    for d, c in zip(cmp["diff"], chance, strict=True)]
     out["verdict"] = [AT_CHANCE if c else SHORT_VERDICT.get(v, v)
@@ -414,8 +421,7 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
     A row is at chance when :func:`compare_splits` marked it (``at_chance``) or its PE is
     within noise of chance in ``final`` (:func:`chance_test`)."""
     name = getattr(exp, "name", "run")
-    chance = (cmp["at_chance"].fillna(False).astype(bool) if "at_chance" in cmp
-              else pd.Series(False, index=cmp.index))
+    chance = _chance_flags(cmp)
     ct = chance_test(final) if final is not None and not final.empty else None
     if ct is not None:
         guess = set(ct.loc[ct["at_chance"], "pe"].astype(str))

@@ -137,8 +137,8 @@ def caveats(exp: Any, final: pd.DataFrame | None = None, by: str = "pe",
             f"runs end to end; its numbers cannot test the paper ({N_PAPER_SEEDS} seeds, "
             f"d_model=160, 4 blocks, {PAPER_EPOCHS} epochs).")
     if 0 < len(seeds) < min_seeds:
-        counts = {len(v) for v in per_pe.values()} if per_pe else set()
-        some = (" for some PEs" if len(counts) > 1 else " per PE") if per_pe else ""
+        some = ((" for some PEs" if len(_seed_counts(exp)[0]) > 1 else " per PE") if per_pe
+                else "")
         out.append(f"{name} has {len(seeds)} seed(s){some}: no confidence interval and no "
                    f"verdict (those need {min_seeds}).")
     if cfg.get("preset") == "paper" and epochs is not None and epochs < PAPER_EPOCHS:
