@@ -331,6 +331,16 @@ def test_init_final_sentence_inherited_trend():
     assert "none (constant) at initialisation, -1.00 after training" in text
     assert "moved it" not in text  # up at 0.1 and 0.5, down at 2
     assert text.endswith("was not there at initialisation as strongly: training changed it.")
+    assert "barely" not in text  # changes up to 0.2 / 0.7
+    # the same ordering made by changes of at most 0.5% of the value (the normalised
+    # Procrustes distance of chapter 7): said so, and called nudged, not changed
+    flat = pd.DataFrame(dict(base, v=[1.13] * 4))
+    text = ch.init_final_sentence(ch.init_vs_final(
+        flat, final.assign(v=[1.1355, 1.131, 1.130, 1.129]), "v"), "v")
+    assert "none (constant) at initialisation, -1.00 after training" in text
+    assert "Each change is at most 0.5% of the value at initialisation: training barely " \
+        "moved it." in text
+    assert text.endswith("not on a new shape: training nudged it.")
 
 
 def test_accuracy_correlations_sets_the_trained_measure_beside_its_initial_value():

@@ -148,12 +148,19 @@ def init_vs_final(init: pd.DataFrame, final: pd.DataFrame, values: str | Sequenc
     return out.round(digits)
 
 
+SMALL_CHANGE = 0.01
+"""A change below this fraction of the value at initialisation (at every group) is called
+small by :func:`init_final_sentence`: an ordering resting on it is read off the third digit."""
+
+
 def init_final_sentence(table: pd.DataFrame, value: str, what: str | None = None) -> str:
     """One sentence on an :func:`init_vs_final` column group (as shown, i.e. rounded): its range
     at initialisation, after training and of the change from the smallest to the largest index
     value, and (with 3 or more rows) the Spearman correlation of each with the index -- a
     correlation after training that was already there at initialisation is inherited, not
-    learned. A column that is constant has no correlation ("none (constant)")."""
+    learned. A column that is constant has no correlation ("none (constant)"). Where every
+    change is below :data:`SMALL_CHANGE` of its value at initialisation the sentence says so,
+    and an ordering that only such changes made is called nudged, not changed."""
     if value not in table.columns.get_level_values(0):
         raise ValueError(f"the table has no {value!r} columns")
     t, x = table[value], table.index.to_numpy(float)
@@ -166,6 +173,12 @@ def init_final_sentence(table: pd.DataFrame, value: str, what: str | None = None
     change = t["change"].to_numpy(float)
     if (change < 0).all() or (change > 0).all():
         parts.append(f"Training moved it {'down' if change[0] < 0 else 'up'} at every {by}.")
+    init = np.abs(t["at init"].to_numpy(float))
+    rel = float(np.max(np.abs(change) / np.where(init > 0, init, np.nan), initial=0.0,
+                       where=init > 0))
+    if rel < SMALL_CHANGE:
+        parts.append(f"Each change is at most {rel:.1%} of the value at initialisation: "
+                     f"training barely moved it.")
     if len(t) >= 3:
         r = {c: math.nan if t[c].nunique() < 2 else float(sps.spearmanr(x, t[c]).statistic)
              for c in ("at init", "trained", "change")}
@@ -179,6 +192,10 @@ def init_final_sentence(table: pd.DataFrame, value: str, what: str | None = None
             if not math.isnan(a) and a * b > 0 and abs(a) >= abs(b):
                 parts.append(f"So its ordering over {by} after training was already there at "
                              f"initialisation: on this run it is inherited, not learned.")
+            elif rel < SMALL_CHANGE:
+                parts.append(f"Its ordering over {by} after training was not there at "
+                             f"initialisation as strongly, but it rests on these small changes, "
+                             f"not on a new shape: training nudged it.")
             else:
                 parts.append(f"Its ordering over {by} after training was not there at "
                              f"initialisation as strongly: training changed it.")
