@@ -191,7 +191,7 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     ref = tmp_path / "ref"
     cr.run(5, ref, device="cpu", units=[key], log=lambda m: None)
     results = tmp_path / "results"
-    spec = {"units": [key], "probe": {}, "estimate_s": 1.0, "machine": cr.machine(),
+    spec = {"units": [key], "probe": {}, "estimate_s": 600.0, "machine": cr.machine(),
             "precision": "fp32", "precision_reason": "test"}
     # a deadline already passed: the chunk pauses after its first epoch, with a checkpoint
     assert cr._train_chunk([unit], results, torch.device("cpu"), time.monotonic(), spec,
@@ -204,6 +204,9 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     lines: list[str] = []
     done = cr.run(5, results, device="cpu", units=[key], log=lines.append)
     assert [u.key for u in done] == [key]
+    # the estimate left: the spec's 600 s for the chunk times the epochs left (1 of 2)
+    assert f"resuming the paused chunk {cr._chunk_dir(results, [key]).name} at epoch 1 of 2, " \
+        f"about 5.0 min left: {key}" in lines
     # the rate it logs is over both processes' training time (the manifest's wall time)
     wall = cp.load_fragment(unit, results).manifest["wall_time_s"]
     line = next(x for x in lines if x.startswith("published"))

@@ -210,7 +210,10 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         spec = json.loads((chunk / "chunk.json").read_text())
         if units is not None and not set(spec["units"]) <= set(units):
             continue
-        log(f"resuming the paused chunk {chunk.name}: {', '.join(spec['units'])}")
+        at, of = cs.paused_epoch(chunk)
+        where = (f" at epoch {at} of {of}, about {spec['estimate_s'] * (of - at) / of / 60:.1f}"
+                 f" min left" if at >= 0 and of > 0 else "")
+        log(f"resuming the paused chunk {chunk.name}{where}: {', '.join(spec['units'])}")
         done = _train_chunk([cp.find_unit(k) for k in spec["units"]], results_dir, dev,
                             deadline, spec, log, overrides)
         published += done
@@ -295,7 +298,7 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
             elif (stage / "manifest.json").exists():  # its final checkpoint redoes the end
                 shutil.rmtree(stage)
         log(f"training {len(chunk)} unit(s): {', '.join(u.key for u in chunk)} "
-            f"(estimate {spec['estimate_s'] / 60:.1f} min)")
+            f"(estimate {spec['estimate_s'] / 60:.1f} min for all its epochs)")
         t0 = time.monotonic()
         try:
             runs = train_many(cfgs, stages, progress=False, work_dir=cdir / "checkpoints",
