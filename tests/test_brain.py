@@ -328,6 +328,12 @@ def test_training_history_and_saved_run(tiny, tmp_path):
     assert run.manifest["kind"] == "brain-train" and run.manifest["data_source"] == "timeseries"
     s = brain.mse_summary(h, train_mask=0.5)
     assert list(s["test_mean"]) == sorted(s["test_mean"], reverse=True)
+    shown = brain.mse_table(s)  # 2 seeds: mean ± SD of the seeds' final test MSEs
+    rope = brain.final_mse(h, "test", train_mask=0.5).query("pe == 'rope'")["mse"]
+    assert list(shown.index) == list(s["pe"]) and (shown["n"] == 2).all()
+    assert shown.loc["rope", "test MSE"] == f"{rope.mean():.4f} ± {rope.std():.4f}"
+    one = brain.mse_table(brain.mse_summary(h[h["seed"] == 2], train_mask=0.5))
+    assert (one["n"] == 1).all() and not one["train MSE"].str.contains("±|nan").any()
     nt = brain.network_table(r.artifacts, stages=("init", "final"))
     assert nt.loc[nt["pe"] == "rope", "modularity"].isna().all()
     assert nt.loc[nt["pe"] != "rope", ["modularity", "clustering"]].notna().all().all()

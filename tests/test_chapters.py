@@ -574,6 +574,10 @@ def test_paper_cells_gives_no_verdict_under_5_seeds_or_at_chance(cell_runs):
     preview = {"table1": experiment(cell_runs["table1"].history, "table1", seeds=range(5))}
     pv = ch.paper_cells(ch.paper_report(preview), preview)
     assert set(pv.loc[pv["n"] > 0, "verdict"]) == {"preview: no test"}
+    # a preview whose models guess (Table 5's validation accuracy above) says so too
+    preview = {"tables56": experiment(cell_runs["tables56"].history, "tables56")}
+    pv = ch.paper_cells(ch.paper_report(preview), preview)
+    assert pv.loc[("T5 val", "learn-0.1"), "verdict"] == "preview at chance: no test"
 
 
 def test_paper_cells_show_the_authors_at_epoch_200(cell_runs):

@@ -85,7 +85,7 @@ def test_save_run_and_load_roundtrip(tmp_path):
     assert run.artifacts["labels"] == arts["labels"]
     assert results.load(tmp_path / "run", artifacts=False).artifacts == {}
     assert run.describe().startswith("[run: stored run, custom scale; device cpu")
-    assert "10 epochs, 1 seeds" in run.describe()
+    assert "10 epochs, 1 seed," in run.describe()
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
         "artifacts.pt", "history.csv", "manifest.json"]
 

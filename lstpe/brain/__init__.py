@@ -32,7 +32,14 @@ needs:
 
 from __future__ import annotations
 
-from lstpe.brain.analysis import curves, fig4c_text, final_mse, mse_summary, network_table
+from lstpe.brain.analysis import (
+    curves,
+    fig4c_text,
+    final_mse,
+    mse_summary,
+    mse_table,
+    network_table,
+)
 from lstpe.brain.config import BRAIN_PES, BrainConfig, brain_preset, describe, masks_for
 from lstpe.brain.data import (
     GROUPS,
@@ -87,7 +94,7 @@ __all__ = [
     "curves", "draw_batch", "fig4c_text", "eval_sets", "evaluate", "final_mse",
     "init_brain_weights", "initial_pe",
     "linear_baseline_mse", "load_fc", "load_networks", "load_timeseries", "make_data",
-    "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary",
+    "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary", "mse_table",
     "n_masked", "nearest_pd", "network_table", "plot_by_network", "plot_mse_bars",
     "plot_network_measures", "plot_pe_similarities", "predict_masked", "brain_preset", "masks_for",
     "describe",

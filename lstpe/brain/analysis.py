@@ -50,6 +50,23 @@ def mse_summary(history: pd.DataFrame, train_mask: float, test_mask: float = TES
     return out.reset_index()
 
 
+def mse_table(summary: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """:func:`mse_summary` as the chapter shows it: per PE (same order) the seeds ``n`` and
+    ``train MSE``, ``test MSE`` as ``mean ± SD`` over seeds; the mean alone with one seed,
+    where an SD does not exist (not NaN)."""
+    def pm(m: float, sd: float, n: int) -> str:
+        return f"{m:.{digits}f}" if n < 2 or not math.isfinite(sd) else \
+            f"{m:.{digits}f} ± {sd:.{digits}f}"
+
+    out = pd.DataFrame({"n": summary["test_count"].astype(int).to_numpy()},
+                       index=pd.Index(summary["pe"].to_numpy(), name="pe"))
+    for split in ("train", "test"):
+        out[f"{split} MSE"] = [pm(m, sd, int(n)) for m, sd, n in zip(
+            summary[f"{split}_mean"], summary[f"{split}_std"], summary[f"{split}_count"],
+            strict=True)]
+    return out
+
+
 def network_table(artifacts: dict, model_cfg: ModelConfig | dict | None = None,
                   align: str = "none", n_perm: int = 0, seed: int = 0,
                   stages: Sequence[str] = ("final",), models: Sequence[int] | None = None

@@ -314,7 +314,8 @@ def paper_cells(report: pd.DataFrame | None, runs: Mapping[str, Any] | None = No
         elsewhere), ``paper`` (mean ± SD, 15 seeds, 4000 epochs) and ``verdict``: the report's
         verdict against the paper only with ``min_seeds`` seeds or more of a full-scale run
         whose models are above chance; else the reason, first match: ``no run yet``,
-        ``preview: no test``, ``<n> seed(s): no test``, ``at chance`` (the validation accuracy
+        ``preview: no test`` (``preview at chance: no test`` where its models guess),
+        ``<n> seed(s): no test``, ``at chance`` (the validation accuracy
         of the same PEs, same table -- Table 2's for Table 3 -- within noise of 0.25).
     """
     from lstpe.analysis.paper_compare import load_paper_tables
@@ -354,7 +355,7 @@ def _cell_verdict(r: Any, runs: Mapping[str, Any] | None, min_seeds: int) -> str
     preview = (_cfg(runs.get(r.run)).get("preset") == "preview" if runs is not None
                else str(getattr(r, "why", "")).startswith("preview"))
     if preview:
-        return "preview: no test"
+        return f"preview{' at chance' if r.verdict == AT_CHANCE else ''}: no test"
     if int(r.n) < min_seeds:
         return f"{int(r.n)} seed{'s' if int(r.n) != 1 else ''}: no test"
     return SHORT_VERDICT.get(r.verdict, r.verdict)  # AT_CHANCE where paper_report set it

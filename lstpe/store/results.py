@@ -290,9 +290,10 @@ class Run:
         length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
         amp = ", bf16 autocast" if cfg.get("amp") else ""
         resumed = ", resumed" if self.manifest.get("resumed") else ""
+        n = len(cfg.get("seeds", []))
         line = (f"[{self.name}: {what}, {self.scale} scale; device "
                 f"{self.manifest.get('device')}{amp}, {length}, "
-                f"{len(cfg.get('seeds', []))} seeds, torch {self.manifest.get('torch_version')}, "
+                f"{n} seed{'s' if n != 1 else ''}, torch {self.manifest.get('torch_version')}, "
                 f"commit {str(self.manifest.get('git_commit'))[:12]}, "
                 f"finished {self.manifest.get('finished_at')}, "
                 f"wall time {self.manifest.get('wall_time_s')} s{resumed}]")
