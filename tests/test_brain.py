@@ -386,6 +386,7 @@ def test_resume_after_interruption_gives_the_same_run(tiny, tmp_path, monkeypatc
     pd.testing.assert_frame_equal(again.history, full.history)
     assert torch.equal(again.artifacts["pe_final"], full.artifacts["pe_final"])
     assert again.manifest["resumed"] and len(again.manifest["segments"]) == 2
+    assert again.manifest["segments"][0]["git_commit"] == res.git_commit()  # who paused it
     # a finished run is not trained again
     with pytest.raises(res.RunDirError, match="already holds this finished run"):
         brain.train_brain(cfg, run_dir=tmp_path / "b", data=tiny, progress=False)

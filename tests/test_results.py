@@ -295,21 +295,26 @@ def test_manifest_of_a_resumed_run_sums_its_segments():
     assert results.make_manifest({}, "cpu", 1.0, resumed=True)["resumed"] is True
 
 
-def test_wall_clock_keeps_the_longest_segment_history():
-    clock = results.WallClock()
-    assert clock.manifest_kwargs()["resumed"] is False
-    clock.resume_from([{"wall_s": 3.0}])           # chunk 0's checkpoint
-    clock.resume_from([{"wall_s": 3.0}, {"wall_s": 4.0}])  # chunk 1's, written later
-    clock.resume_from([{"wall_s": 1.0}])           # an older one
-    kw = clock.manifest_kwargs()
-    assert kw["resumed"] is True and [s["wall_s"] for s in kw["previous_segments"]] == [3.0, 4.0]
-    segs = clock.segments()
-    assert len(segs) == 3 and segs[-1]["wall_s"] >= 0 and "checkpointed_at" in segs[-1]
-    m = results.make_manifest({}, "cpu", **kw)
-    assert m["wall_time_s"] >= 7.0 and len(m["segments"]) == 3
-    fresh = results.WallClock()
-    fresh.resume_from(None)  # a checkpoint from before segments were recorded
-    assert fresh.manifest_kwargs()["resumed"] is True
+def test_earlier_segments_keep_who_trained_them():
+    """Each earlier process keeps its record (commit, device, host) beside its rounded time;
+    a run never resumed has none."""
+    segs = [{"wall_s": 10.00049, "git_commit": "abc", "device": "cpu: x (2 threads)"},
+            {"wall_s": 5.5}]  # a checkpoint written before processes were recorded
+    prev = results.earlier_segments(segs)
+    assert prev == [{"wall_s": 10.0, "git_commit": "abc", "device": "cpu: x (2 threads)"},
+                    {"wall_s": 5.5}]
+    m = results.make_manifest({}, "cpu", 2.25, previous_segments=prev)
+    assert m["wall_time_s"] == 17.75 and m["segments"][0]["git_commit"] == "abc"
+    assert m["segments"][-1]["git_commit"] == results.git_commit()
+    assert results.earlier_segments([]) is None
+
+
+def test_run_commits_name_every_commit_that_trained_a_run():
+    man = {"git_commit": "c", "segments": [{"wall_s": 1.0}, {"wall_s": 2.0, "git_commit": "a"},
+                                           {"wall_s": 1.0, "git_commit": "a"},
+                                           {"wall_s": 3.0, "git_commit": "c"}]}
+    assert results.run_commits(man) == ["?", "a", "c"]
+    assert results.run_commits({"git_commit": "c"}) == ["c"]  # a manifest without segments
 
 
 # --------------------------------------------------------------------------- divergence

@@ -385,3 +385,8 @@ def test_deadline_pauses_with_a_checkpoint_and_resumes_exactly(tiny_cfg, small_s
     out = train.train(cfg, run_dir=tmp_path / "run", progress=False, splits=small_splits)
     pd.testing.assert_frame_equal(out.history, ref.history)
     assert out.manifest["resumed"] and len(out.manifest["segments"]) == 2
+    # the paused process is named too: a chunk resumed under other code names both commits
+    first, last = out.manifest["segments"]
+    assert first["git_commit"] == last["git_commit"] == results.git_commit()
+    assert first["device"] == last["device"] and first["host"] == last["host"]
+    assert first["checkpointed_at"] <= last["finished_at"] and first["wall_s"] > 0

@@ -121,7 +121,7 @@ def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
     fingerprint = data.fingerprint()
     mode = "compile" if cfg.compile else "eager"
     history: list[dict] = []
-    trained, pes, earlier = [], [], 0.0
+    trained, pes, earlier = [], [], []
     for ci, ids in enumerate(chunks):
         task = BrainTask(cfg, ids, mcfg, x_train, sets, device)
         opt = StackedOptimizer(task.model.parameters(), ["adam"] * len(ids), [cfg.lr] * len(ids),
@@ -135,7 +135,7 @@ def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
             progress=progress, desc=f"chunk {ci + 1}/{len(chunks)} ({len(ids)} models)")
         h, _, segments = engine.run_chunk(task, opt, opts, dict)
         history += h
-        earlier += sum(seg["wall_s"] for seg in segments)
+        earlier += segments  # the processes that trained this chunk before this one
         trained.append(task.model)
         pes.append(task.model.pe().detach().cpu())
     hist = pd.DataFrame(history, columns=BRAIN_HISTORY_COLUMNS)
@@ -151,7 +151,7 @@ def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
     }
     manifest = res.make_manifest(
         cfg.to_dict(), device, time.perf_counter() - t0,
-        previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
+        previous_segments=res.earlier_segments(earlier),
         n_models=len(models), kind="brain-train", step_mode=mode, data=data.info,
         data_source=data.source, data_fingerprint=fingerprint, linear_baseline=baseline,
         precision=precision_name(amp), precision_reason=precision_why,

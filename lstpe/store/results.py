@@ -31,7 +31,6 @@ from __future__ import annotations
 import platform
 import socket
 import subprocess
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,6 +109,35 @@ def device_name(device: torch.device | str) -> str:
     return f"{device.type}: {platform.machine()} ({torch.get_num_threads()} threads)"
 
 
+def process_record(device: torch.device | str) -> dict[str, str]:
+    """Who trains a segment of a run: ``device``, ``git_commit`` and ``host`` of this process.
+    Checkpoints store it beside their ``wall_s``, so a run resumed under other code names every
+    commit that trained it (the manifest's ``segments``), not only the last."""
+    return {"device": device_name(device), "git_commit": git_commit(),
+            "host": socket.gethostname()}
+
+
+def checkpoint_record(process: dict[str, str]) -> dict[str, str]:
+    """:func:`process_record` stamped with the time a checkpoint is written."""
+    return {**process, "checkpointed_at": _now()}
+
+
+def earlier_segments(segments: Iterable[dict]) -> list[dict] | None:
+    """``previous_segments`` for :func:`make_manifest` from what the chunks of a run returned
+    (:func:`lstpe.training.engine.run_chunk`): every earlier process's record, ``wall_s``
+    rounded to ms; ``None`` if no chunk was resumed."""
+    segs = [{**seg, "wall_s": round(float(seg.get("wall_s", 0.0)), 3)} for seg in segments]
+    return segs or None
+
+
+def run_commits(manifest: dict) -> list[str]:
+    """The git commits that trained a run, oldest first, each once: its segments' (a run
+    paused and resumed under newer code has several; ``"?"`` for a segment whose checkpoint
+    was written before segments recorded their commit), else its ``git_commit``."""
+    seen = [str(seg.get("git_commit") or "?") for seg in manifest.get("segments") or []]
+    return list(dict.fromkeys(seen)) or [str(manifest.get("git_commit"))]
+
+
 def make_manifest(config: dict, device: torch.device | str, wall_time_s: float,
                   previous_segments: Sequence[dict] | None = None,
                   resumed: bool | None = None, **extra: Any) -> dict:
@@ -120,7 +148,7 @@ def make_manifest(config: dict, device: torch.device | str, wall_time_s: float,
         device: the device it trained on.
         wall_time_s: wall time of *this* process (segment).
         previous_segments: the segments of earlier processes that trained the run before it
-            was resumed (``{"wall_s": ..., ...}`` each, see :class:`WallClock`).
+            was resumed (``{"wall_s": ..., ...}`` each, see :func:`earlier_segments`).
         resumed: the run was resumed from a checkpoint (default: there are previous segments).
         **extra: more fields (``n_models``, ``kind``, ...).
     Returns:
@@ -149,55 +177,6 @@ def make_manifest(config: dict, device: torch.device | str, wall_time_s: float,
         "finished_at": finished,
         **extra,
     }
-
-
-class WallClock:
-    """Wall time of a run over the processes (segments) that trained it.
-
-    A run killed and resumed is trained by several processes; each checkpoint stores
-    :meth:`segments` (the earlier segments plus this process's time so far) and the resuming
-    process reads them back with :meth:`resume_from`, so the manifest's ``wall_time_s`` is the
-    total over all segments (the time a killed process spent after its last checkpoint is
-    lost with the work it did). Use::
-
-        clock = WallClock()                       # at the start of training
-        clock.resume_from(state.get("segments"))  # for every checkpoint loaded
-        save_torch({..., "segments": clock.segments()}, ckpt)
-        make_manifest(cfg, device, **clock.manifest_kwargs(), n_models=...)
-    """
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-        self.previous: list[dict] = []
-        self.resumed = False
-
-    def elapsed(self) -> float:
-        """Seconds since this process started the run."""
-        return time.perf_counter() - self.t0
-
-    def resume_from(self, segments: Sequence[dict] | None) -> None:
-        """Record that a checkpoint was loaded; keep its segments if they cover more time than
-        those already known (checkpoints of one run hold prefixes of the same history; the
-        latest covers the most). ``None`` (a checkpoint without segments) only marks the run
-        as resumed."""
-        self.resumed = True
-        segs = [dict(s) for s in (segments or [])]
-        if _total(segs) > _total(self.previous):
-            self.previous = segs
-
-    def segments(self) -> list[dict]:
-        """The earlier segments and this process's so far (store it in every checkpoint)."""
-        return [*self.previous, {"wall_s": round(self.elapsed(), 3),
-                                 "checkpointed_at": _now(), "host": socket.gethostname()}]
-
-    def manifest_kwargs(self) -> dict[str, Any]:
-        """``wall_time_s``, ``previous_segments`` and ``resumed`` for :func:`make_manifest`."""
-        return {"wall_time_s": self.elapsed(), "previous_segments": self.previous,
-                "resumed": self.resumed}
-
-
-def _total(segments: Iterable[dict]) -> float:
-    return sum(float(s.get("wall_s", 0.0)) for s in segments)
 
 
 # --------------------------------------------------------------------------- runs

@@ -363,7 +363,9 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
             the models at initialisation (e.g. their PEs); it is checkpointed.
     Returns:
         history rows, the init state, and the training segments of earlier (interrupted)
-        sessions of this chunk (``{"wall_s": ...}`` each).
+        sessions of this chunk (``{"wall_s", "device", "git_commit", "host",
+        "checkpointed_at"}`` each: :func:`lstpe.store.results.process_record`; ``wall_s``
+        alone from checkpoints written before those were recorded).
     """
     model, device = task.model, opts.device
     running = Running.zeros(task.n_models, device)
@@ -384,12 +386,13 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
             for t, v in zip(scaler.tensors(), state["scaler"], strict=True):
                 t.copy_(v.to(device))
         history, start, state0 = state["history"], state["epoch"], state["init"]
-        segments = [*state.get("segments", []), {"wall_s": float(state.get("wall_s", 0.0))}]
+        segments = [*state.get("segments", []), {"wall_s": float(state.get("wall_s", 0.0)),
+                                                 **state.get("process", {})}]
     if start == 0:
         state0 = init_state()
         model.eval()
         history += task.evaluate(0, opts.epochs == 0, None)
-    t0 = time.perf_counter()
+    t0, process = time.perf_counter(), res.process_record(device) if ckpt is not None else {}
     fwd = torch.compile(model) if opts.mode == "compile" else model
     step = GraphStep(task, opt, running, device, opts.amp, scaler) if opts.mode == "graph" \
         else EagerStep(task, opt, fwd, running, device, opts.amp, scaler)
@@ -416,7 +419,8 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
             state = {"meta": opts.checkpoint_meta, "epoch": epoch,
                      "model": model.state_dict(), "opt": opt.state_dict(),
                      "nonfinite": running.nonfinite.cpu(), "history": history,
-                     "init": state0, "segments": segments, "wall_s": time.perf_counter() - t0}
+                     "init": state0, "segments": segments, "wall_s": time.perf_counter() - t0,
+                     "process": res.checkpoint_record(process)}
             if scaler is not None:
                 state["scaler"] = [t.cpu() for t in scaler.tensors()]
             res.save_torch({**state, DIGEST_KEY: state_digest(state)}, ckpt)

@@ -216,7 +216,7 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
            "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
                                       base.split_seed)}
     history: list[dict] = []
-    models, arts, segments = [], [], []
+    models, arts, earlier = [], [], []
     bar = None
     if progress and len(chunks) > 1:
         from tqdm.auto import tqdm
@@ -246,7 +246,7 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
 
         h, state0, segs = run_chunk(task, opt, opts, init_state)
         history += h
-        segments.append(sum(seg["wall_s"] for seg in segs))
+        earlier += segs  # the processes that trained this chunk before this one
         models.append(task.model)
         arts.append(_chunk_artifacts(task, state0, splits, base))
         del task, opt, opts, init_state  # the chunk's data, optimizer state and graph pool
@@ -264,8 +264,8 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
     run_info = {"precision": precision_name(amp), "precision_reason": precision_why,
                 "tf32": bool(TF32) if device.type == "cuda" else None,
                 "eval_chunk": evals}
-    done = _Bundle(history, models, arts, chunks, slots, splits, device, wall, sum(segments),
-                   mode, noise, run_info)
+    done = _Bundle(history, models, arts, chunks, slots, splits, device, wall, earlier, mode,
+                   noise, run_info)
     return [_finish(done, c, c_i, dirs[c_i]) for c_i, c in enumerate(cfgs)]
 
 
@@ -298,8 +298,9 @@ class _Bundle:
     device: torch.device
     wall: float
     """Seconds this call took."""
-    earlier: float
-    """Seconds of earlier segments (a resumed run)."""
+    earlier: list[dict]
+    """The segments of earlier processes (a resumed run): ``wall_s`` and, where the checkpoint
+    recorded it, the ``git_commit``, ``device`` and ``host`` that trained them."""
     mode: str
     noise: pd.DataFrame | None
     run_info: dict[str, Any]
@@ -331,7 +332,7 @@ def _finish(done: _Bundle, cfg: TrainConfig, c_i: int, run_dir: Path | None) -> 
     diverged = sorted(hist.loc[hist["diverged"].astype(bool), "model"].unique().tolist())
     manifest = res.make_manifest(
         cfg.to_dict(), done.device, done.wall,
-        previous_segments=[{"wall_s": round(earlier, 3)}] if earlier > 0 else None,
+        previous_segments=res.earlier_segments(earlier),
         n_models=len(cfg.pes) * len(cfg.seeds), n_train=len(splits["train"]),
         kind="lst-train", step_mode=done.mode, diverged_models=diverged,
         bundle_models=sum(len(c) for c in chunks), models_per_chunk=max(map(len, chunks)),
