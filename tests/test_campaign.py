@@ -325,8 +325,16 @@ def test_progress_equals_hand_sums_over_manifests(tmp_path):
     s = cs.progress_text(table)
     assert s.startswith(f"3 of the 39 units of Tables 1-2 at 3 seeds done, 4 of the plan's "
                         f"{len(units)}; 2.83 hours of the machine spent (6.67 CPU core-hours)")
-    assert "25.0 min per unit (median of the 2 units the campaign trained)" in s
+    assert "25.0 min per unit (median of the 2 units the campaign trained; a paused" in s
     assert f"{36 * rate / 3600:.1f} hours left for Tables 1-2" in s
+    # a unit paused at epoch 50 of 200 counts the three quarters it has left
+    i = table.index[(table["item"] == 2) & (table["state"] == "todo")][0]
+    table.loc[i, ["state", "at_epoch", "epochs"]] = ["paused", 50, 200]
+    p = cs.progress(table)
+    assert p.loc["2", "hours left"] == pytest.approx(round(16.75 * rate / 3600, 2))
+    assert p.loc["1-2", "hours left"] == pytest.approx(round(35.75 * rate / 3600, 2))
+    assert f"item 2: 17 units left = {16.75 * rate / 3600:.1f} machine-hours" \
+        in cs.status_text(table)
 
 
 def test_progress_before_any_unit(tmp_path):

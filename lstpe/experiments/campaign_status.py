@@ -65,7 +65,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                 camp = man.get("campaign") or {}
                 row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
                            precision=camp.get("precision", ""),
-                           commit=str(man.get("git_commit"))[:7],
+                           commit=_commits(man),
                            epochs=man["config"].get("epochs"), measured="probe" in camp,
                            threads=unit_threads(man))
             except (ValueError, OSError) as e:
@@ -116,6 +116,13 @@ def paused_epoch(chunk: Path) -> tuple[int, int]:
         return -1, 0
 
 
+def _commits(manifest: dict) -> str:
+    """The commits that trained a unit, short, oldest first (``a87a39c+36b4298`` for a chunk
+    paused under one and resumed under the next; ``?`` for a segment that did not record its
+    commit)."""
+    return "+".join(c[:7] for c in res.run_commits(manifest))
+
+
 def _threads(done: pd.DataFrame) -> pd.Series:
     """The threads each stored unit trained with (1 where a table has no ``threads``)."""
     return done["threads"] if "threads" in done else pd.Series(1, index=done.index)
@@ -139,6 +146,27 @@ def unit_rate(table: pd.DataFrame) -> tuple[float, str]:
     return float(done["seconds"].median()), f"median of the {len(done)} stored units"
 
 
+def seconds_left(table: pd.DataFrame) -> pd.Series:
+    """Estimated seconds of the machine for each unit not done (``table``: :func:`status`):
+    :func:`unit_rate` each, and a paused unit the share of its epochs still to train.
+
+    One rate for every PE: a PE's own units are too few and too much shaped by what shared
+    the machine with their chunk to price it apart (relative attention's probe is about 20%
+    slower per model-epoch than the others'). Indexed like ``table``'s rows not done; empty
+    before any unit is stored.
+    """
+    left = table[table["state"] != "done"]
+    if not (table["state"] == "done").any():
+        return pd.Series(dtype=float)
+    paused = (left["state"] == "paused") & (left["at_epoch"] >= 0) & (left["epochs"] > 0)
+    share = (1 - left["at_epoch"] / left["epochs"].where(paused, 1)).where(paused, 1.0)
+    return unit_rate(table)[0] * share.clip(lower=0)
+
+
+RATE_RULE = "a paused unit counts only the epochs it has left"
+"""How :func:`seconds_left` prices the units left beyond the rate, in words."""
+
+
 def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> str:
     """What ``lstpe campaign status`` prints: per item done / left, hours spent and left."""
     lines = []
@@ -152,15 +180,20 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
     at = f" at {threads[0]} threads" if len(threads) == 1 else ""
     lines.append(f"all: {len(done)}/{len(table)} units done; {spent:.2f} hours of the whole "
                  f"machine spent ({_core_hours(done):.1f} CPU core-hours{at})")
-    basis = "as given"
-    if seconds_per_unit is None and len(done):
-        seconds_per_unit, basis = unit_rate(table)
     left = table[table["state"] != "done"]
-    if seconds_per_unit:
+    if seconds_per_unit:  # one rate for every unit, as given
         for item, g in left.groupby("item"):
             lines.append(f"  item {item}: {len(g)} units left = "
                          f"{len(g) * seconds_per_unit / 3600:.1f} machine-hours at "
-                         f"{seconds_per_unit / 60:.1f} min per unit ({basis})")
+                         f"{seconds_per_unit / 60:.1f} min per unit (as given)")
+    elif len(done):
+        rate, basis = unit_rate(table)
+        est = seconds_left(table)
+        for item, g in left.groupby("item"):
+            lines.append(f"  item {item}: {len(g)} units left = "
+                         f"{est[g.index].sum() / 3600:.1f} machine-hours")
+        lines.append(f"  (hours left at {rate / 60:.1f} min per unit, the {basis}; "
+                     f"{RATE_RULE})")
     for state in ("claimed", "paused", "damaged"):
         sel = table[table["state"] == state]
         if not len(sel):
@@ -187,11 +220,11 @@ def progress(table: pd.DataFrame) -> pd.DataFrame:
         Index ``item``: ``"1"`` ... ``"5"``, then ``"1-2"`` (Tables 1-2 at 3 seeds, 39 units)
         and ``"all"`` (the plan); columns ``what``, ``units``, ``done``, ``left``, ``hours
         spent`` (wall hours of the machine, summed over the stored units), ``CPU hours spent``
-        (wall hours x threads: core-hours), ``hours left`` (units left x the measured rate,
-        :func:`unit_rate`; NaN before any unit is stored). Hours rounded to 2 decimals.
+        (wall hours x threads: core-hours), ``hours left`` (the units left at the measured
+        rate, :func:`seconds_left`; NaN before any unit is stored). Hours rounded to 2 decimals.
     """
     done = table[table["state"] == "done"]
-    per_unit = unit_rate(table)[0] if len(done) else math.nan
+    est = seconds_left(table)
     groups = [(str(item), ITEMS.get(int(item), ""), g) for item, g in table.groupby("item")]
     groups.append(("1-2", "Tables 1-2, seeds 1-3",
                    table[table["item"].isin(TABLES12_ITEMS)]))
@@ -203,7 +236,8 @@ def progress(table: pd.DataFrame) -> pd.DataFrame:
         rows.append({"item": item, "what": what, "units": len(g), "done": len(d),
                      "left": left, "hours spent": round(d["seconds"].sum() / 3600, 2),
                      "CPU hours spent": round(_core_hours(d), 2),
-                     "hours left": round(left * per_unit / 3600, 2)})
+                     "hours left": round(est[g.index.intersection(est.index)].sum() / 3600, 2)
+                     if len(done) else math.nan})
     return pd.DataFrame(rows).set_index("item")
 
 
@@ -218,7 +252,7 @@ def progress_text(table: pd.DataFrame) -> str:
     if not whole["done"]:
         return text + " No unit stored yet: no rate to estimate the hours left."
     rate, basis = unit_rate(table)
-    return text + (f" At the measured {rate / 60:.1f} min per unit ({basis}): "
+    return text + (f" At the measured {rate / 60:.1f} min per unit ({basis}; {RATE_RULE}): "
                    f"{t12['hours left']:.1f} hours left for Tables 1-2, "
                    f"{whole['hours left']:.1f} for the whole plan.")
 
@@ -234,8 +268,9 @@ ITEMS: dict[int, str] = {
 
 
 def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
-    """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit,
-    how`` (trained by the campaign, or imported from a run of the same recipe)."""
+    """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit``
+    (every commit that trained it, :func:`_commits`), ``how`` (trained by the campaign, or
+    imported from a run of the same recipe)."""
     rows = []
     for u in done_units(results_dir):
         man = res.read_manifest(u.path(results_dir))
@@ -246,6 +281,6 @@ def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
                      "hours": round(unit_seconds(man) / 3600, 2),
                      "device": man.get("device", ""),
                      "cpu flags": " ".join(mach.get("cpu_flags", [])) or "-",
-                     "commit": str(man.get("git_commit"))[:7],
+                     "commit": _commits(man),
                      "how": "imported" if "imported_from" in camp else "campaign"})
     return pd.DataFrame(rows)
