@@ -578,6 +578,13 @@ def test_paper_cells_gives_no_verdict_under_5_seeds_or_at_chance(cell_runs):
     preview = {"tables56": experiment(cell_runs["tables56"].history, "tables56")}
     pv = ch.paper_cells(ch.paper_report(preview), preview)
     assert pv.loc[("T5 val", "learn-0.1"), "verdict"] == "preview at chance: no test"
+    # a paper-scale model that guesses is "at chance" with one seed too, as in its run's table
+    one = {"table4/sgd": experiment(history({"learn-0.1": {"val": 0.25, "train_running": 0.9,
+                                                           "train": 0.9}}, seeds=[1]),
+                                    "table4/sgd", preset="paper", epochs=1000, seeds=[1])}
+    rep1 = ch.paper_report(one)
+    assert rep1.set_index("pe").loc["learn-0.1", "verdict"] == "at chance"
+    assert ch.paper_cells(rep1, one).loc[("T4 sgd val", "learn-0.1"), "verdict"] == "at chance"
 
 
 def test_paper_cells_show_the_authors_at_epoch_200(cell_runs):

@@ -356,6 +356,8 @@ def _cell_verdict(r: Any, runs: Mapping[str, Any] | None, min_seeds: int) -> str
                else str(getattr(r, "why", "")).startswith("preview"))
     if preview:
         return f"preview{' at chance' if r.verdict == AT_CHANCE else ''}: no test"
+    if r.verdict == AT_CHANCE:  # whatever its seeds, as the table of its run says
+        return AT_CHANCE
     if int(r.n) < min_seeds:
         return f"{int(r.n)} seed{'s' if int(r.n) != 1 else ''}: no test"
-    return SHORT_VERDICT.get(r.verdict, r.verdict)  # AT_CHANCE where paper_report set it
+    return SHORT_VERDICT.get(r.verdict, r.verdict)
