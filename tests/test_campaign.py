@@ -216,6 +216,10 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     b = cp.load_fragment(unit, ref).history
     pd.testing.assert_frame_equal(a, b)
     assert cp.load_fragment(unit, results).manifest["resumed"]
+    # both processes are named, the one that paused it too (no "?")
+    commit = res.git_commit()[:7]
+    assert cs.stored_units(results).set_index("unit").loc[key, "commit"] == commit
+    assert len(cp.load_fragment(unit, results).manifest["segments"]) == 2
 
 
 def _chunks_started(monkeypatch, results, minutes, **kw) -> tuple[list[list[str]], list[str]]:
