@@ -159,7 +159,8 @@ def seconds_left(table: pd.DataFrame) -> pd.Series:
     if not (table["state"] == "done").any():
         return pd.Series(dtype=float)
     paused = (left["state"] == "paused") & (left["at_epoch"] >= 0) & (left["epochs"] > 0)
-    share = (1 - left["at_epoch"] / left["epochs"].where(paused, 1)).where(paused, 1.0)
+    share = pd.Series(1.0, index=left.index)
+    share[paused] = 1 - left.loc[paused, "at_epoch"] / left.loc[paused, "epochs"]
     return unit_rate(table)[0] * share.clip(lower=0)
 
 

@@ -157,11 +157,11 @@ def make_manifest(config: dict, device: torch.device | str, wall_time_s: float,
         ``host``), ``resumed``, and the git commit, device, torch and python versions, platform,
         config and finish time. :func:`save_run` adds ``files``.
     """
-    commit, dev = git_commit(), device_name(device)
+    proc = process_record(device)
+    commit, dev = proc["git_commit"], proc["device"]
     previous = [dict(seg) for seg in (previous_segments or [])]
     finished = _now()
-    this = {"wall_s": round(float(wall_time_s), 3), "finished_at": finished, "device": dev,
-            "git_commit": commit, "host": socket.gethostname()}
+    this = {"wall_s": round(float(wall_time_s), 3), "finished_at": finished, **proc}
     segments = [*previous, this]
     total = sum(float(seg.get("wall_s", 0.0)) for seg in segments)
     return {
