@@ -440,3 +440,23 @@ def test_rank_correlation_p_is_exact_for_few_points():
     t9 = pd.DataFrame({"sigma": np.arange(9.0), "accuracy": [3, 1, 4, 1, 5, 9, 2, 6, 5]})
     assert ss.rank_correlation(t9, "sigma")["pvalue"] == pytest.approx(
         stats.spearmanr(t9["sigma"], t9["accuracy"]).pvalue)
+
+
+def test_rank_correlation_ties_seed_means_that_float32_storage_splits():
+    """Accuracies are stored in float32: two σ whose 3 seeds got 300 of 324 puzzles right have
+    seed means that differ by ~1e-8. They tie; rho and its exact p are those of the exact
+    fractions (as on the stored table2 run: -0.90, p = 0.028, not -0.94)."""
+    from fractions import Fraction
+
+    counts = {0.1: (104, 90, 106), 0.2: (104, 104, 104), 0.5: (102, 101, 97),
+              1.0: (96, 100, 101), 1.5: (99, 36, 84), 2.0: (32, 63, 39)}
+    t = pd.DataFrame([{"sigma": s, "accuracy": float(np.float32(k / 108))}
+                      for s, ks in counts.items() for k in ks])
+    means = t.groupby("sigma")["accuracy"].mean()
+    assert means[0.1] != means[0.5]  # the float32 noise this test is about
+    exact = [float(sum(Fraction(k, 108) for k in ks) / 3) for ks in counts.values()]
+    assert exact[0] == exact[2]
+    ref = sps.spearmanr(list(counts), exact).statistic
+    r = ss.rank_correlation(t, "sigma")
+    assert r["rho"] == pytest.approx(ref) and r["rho"] == pytest.approx(-0.8986, abs=1e-4)
+    assert r["pvalue"] == pytest.approx(20 / 720)  # 20 of the 720 pairings reach |rho|

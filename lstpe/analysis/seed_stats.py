@@ -25,11 +25,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lstpe.analysis._common import for_ranking
 from lstpe.nn.encodings import parse_pe
 
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
-    "compare_pes", "with_accuracy", "rank_correlation", "MIN_SEEDS_FOR_CI",
+    "compare_pes", "with_accuracy", "rank_correlation", "for_ranking", "MIN_SEEDS_FOR_CI",
 ]
 
 MIN_SEEDS_FOR_CI = 5
@@ -270,7 +271,8 @@ def rank_correlation(table: pd.DataFrame, x: str, y: str = "accuracy",
         ``{"rho", "pvalue", "n"}``; rho and pvalue are NaN when either column is constant. The
         two-sided p value is exact (all ``n!`` pairings) up to :data:`EXACT_SPEARMAN_MAX`
         points, where SciPy's t approximation is far off (it gives p = 0 for a perfect
-        correlation of 6 points; the exact p is 2/720); above, SciPy's.
+        correlation of 6 points; the exact p is 2/720); above, SciPy's. Values equal to
+        6 decimals tie (:func:`for_ranking`: float32 noise is not an order).
     Raises:
         ValueError: unknown level or column, fewer than 3 points.
     """
@@ -286,9 +288,9 @@ def rank_correlation(table: pd.DataFrame, x: str, y: str = "accuracy",
         t = t.groupby("sigma")[cols].mean().reset_index()
     if len(t) < 3:
         raise ValueError(f"a rank correlation needs at least 3 points, got {len(t)}")
-    if t[x].nunique() < 2 or t[y].nunique() < 2:  # undefined, not a warning on the page
+    a, b = for_ranking(t[x]), for_ranking(t[y])  # float32 noise is not an order
+    if len(np.unique(a)) < 2 or len(np.unique(b)) < 2:  # undefined, not a warning on the page
         return {"rho": math.nan, "pvalue": math.nan, "n": len(t)}
-    a, b = t[x].to_numpy(float), t[y].to_numpy(float)
     r = stats.spearmanr(a, b)
     p = float(r.pvalue)
     if len(t) <= EXACT_SPEARMAN_MAX:

@@ -444,7 +444,9 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
             parts.append(f"No rank correlation with the paper: fewer than {MIN_SEEDS} seeds per "
                          "row, so our means come from a few models each.")
         elif len(real) >= 3 and real["mean"].nunique() > 1:
-            rho = sps.spearmanr(real["mean"], real["paper_mean"]).statistic
+            from lstpe.analysis.seed_stats import for_ranking  # float32 noise is no order
+
+            rho = sps.spearmanr(for_ranking(real["mean"]), real["paper_mean"]).statistic
             parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f} over "
                          f"{len(real)} rows, each of {int(real['n'].min())} or more seeds.")
         counts = real["verdict"].map(lambda v: SHORT_VERDICT.get(v, v)).value_counts()
