@@ -643,3 +643,40 @@ def test_takeaways_leave_the_caveats_to_the_page(five_seed_run):
     short = ch.run_summary(ch.compare_splits(exp, 1), exp, exp.final("val"))
     assert short.startswith("This run (table1)") and "Caveats" not in short
     assert short == s[:s.index(" Caveats: ")]
+
+
+def _curves(slopes: dict[str, tuple[float, float]], seeds=(1, 2, 3), last: int = 200
+            ) -> pd.DataFrame:
+    """A val_dropout history evaluated every 10 epochs: accuracy = a + b * epoch per PE."""
+    return pd.DataFrame([
+        {"model": i * 10 + k, "pe": pe, "pe_name": pe, "sigma": math.nan, "seed": s,
+         "epoch": e, "split": "val_dropout", "condition": "all",
+         "accuracy": a + b * e, "loss": 1.0, "diverged": False}
+        for i, (pe, (a, b)) in enumerate(slopes.items()) for k, s in enumerate(seeds)
+        for e in range(0, last + 1, 10)])
+
+
+def test_late_gain_is_the_slope_times_the_window():
+    """On a straight line a + b e, the mean over epochs 160-200 minus the mean over 110-150 is
+    exactly 50 b; a flat curve gains 0."""
+    from lstpe.analysis.curves import late_gain
+
+    g = late_gain(_curves({"up": (0.3, 0.002), "flat": (0.9, 0.0)}))
+    assert g.loc["up", "gain"] == pytest.approx(0.1) and g.loc["flat", "gain"] == pytest.approx(0)
+    assert g.loc["up", "final"] == pytest.approx(0.7) and list(g.index) == ["up", "flat"]
+    assert (g["from_epoch"] == 160).all() and (g["to_epoch"] == 200).all() and (g["n"] == 3).all()
+    assert late_gain(_curves({"up": (0.3, 0.002)}), window=100).loc["up", "gain"] == (
+        pytest.approx(0.2))
+    with pytest.raises(ValueError, match="stops at epoch 60"):
+        late_gain(_curves({"up": (0.3, 0.002)}, last=60))
+
+
+def test_rising_sentence_names_rising_level_and_chance_pes():
+    text = ch.rising_sentence(_curves({"1d-fixed": (0.3, 0.002), "2d-fixed": (0.99, 0.0),
+                                       "nope": (0.25, 0.0001)}))
+    rising, rest = text.split("level within")
+    assert "1d-fixed (+0.100, 0.700 at 200) (the paper's 4000 epochs" in rising
+    assert "2d-fixed (0.990)" in rest and "at chance: nope." in rest and "nope" not in rising
+    assert "epochs 160-200 against those of epochs 110-150" in text
+    assert "No late-gain reading: the run stops at epoch 40" in ch.rising_sentence(
+        _curves({"a": (0.3, 0.01)}, last=40))

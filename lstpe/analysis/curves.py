@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 __all__ = ["learning_curves", "plot_learning_curves", "first_epoch_above", "sigma_effect",
-           "plot_split_facets", "plot_sigma_curves", "SPLIT_STYLE"]
+           "late_gain", "plot_split_facets", "plot_sigma_curves", "SPLIT_STYLE"]
 
 
 def learning_curves(history: pd.DataFrame, split: str = "val", condition: str = "all",
@@ -48,6 +48,41 @@ def first_epoch_above(curves: pd.DataFrame, threshold: float, by: str = "pe") ->
 
     return curves.groupby(by, sort=False)[["epoch", "mean"]].apply(first).rename(
         f"first_epoch_mean_ge_{threshold:g}")
+
+
+def late_gain(history: pd.DataFrame, split: str = "val_dropout", window: int = 50,
+              condition: str = "all") -> pd.DataFrame:
+    """Is each PE still rising when its run stops? The seed-mean curve averaged over the last
+    ``window`` epochs minus the same over the ``window`` epochs before.
+
+    Averaging each window smooths the epoch-to-epoch jitter of 108 validation puzzles (one
+    puzzle is 0.009); a gain well above that says the curve was still climbing at the end.
+
+    Returns:
+        Index ``pe``; ``final`` (seed mean at the last epoch), ``gain`` (late window minus the
+        one before), ``from_epoch`` / ``to_epoch`` (the late window's evaluated epochs), ``n``
+        (seeds). Rows sorted by ``gain``, largest first.
+    Raises:
+        ValueError: no rows for the split, or a run shorter than two windows.
+    """
+    if window <= 0:
+        raise ValueError(f"window must be a positive number of epochs, got {window}")
+    c = learning_curves(history, split, condition)
+    last = int(c["epoch"].max())
+    if last - 2 * window < 0:
+        raise ValueError(f"the run stops at epoch {last}: too short for two windows of "
+                         f"{window} epochs")
+    late = c[c["epoch"] > last - window]
+    early = c[(c["epoch"] > last - 2 * window) & (c["epoch"] <= last - window)]
+    at_last = c[c["epoch"] == last].set_index("pe")
+    out = pd.DataFrame({
+        "final": at_last["mean"],
+        "gain": late.groupby("pe")["mean"].mean() - early.groupby("pe")["mean"].mean(),
+        "from_epoch": late.groupby("pe")["epoch"].min(),
+        "to_epoch": last,
+        "n": at_last["n"],
+    })
+    return out.sort_values("gain", ascending=False)
 
 
 def _band(ax: Axes, c: pd.DataFrame, color, min_seeds: int) -> bool:

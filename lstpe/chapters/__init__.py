@@ -38,7 +38,8 @@ package face gathers the names of five modules, one job each:
   * :func:`init_vs_final`, :func:`init_final_sentence`: a measure at initialisation, after
     training and the change, per sigma;
   * :func:`accuracy_correlations`: each measure's rank correlation with accuracy across sigma,
-    after training and at initialisation.
+    after training and at initialisation;
+  * :func:`rising_sentence`: which PEs were still climbing when their run stopped.
 
 * :mod:`lstpe.chapters.report` -- the reproduction report (chapter 11):
 
@@ -75,6 +76,7 @@ from lstpe.chapters.baselines import (
     init_vs_final,
     like_for_like,
     like_summary,
+    rising_sentence,
 )
 from lstpe.chapters.explore import sigma_explorer, sigma_grid
 from lstpe.chapters.report import (
@@ -136,7 +138,7 @@ __all__ = [
     "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",
     "noise_sentence", "human_table", "constant_cosine", "human_summary", "run_summary",
     "like_for_like", "like_summary", "init_vs_final", "init_final_sentence",
-    "accuracy_correlations",
+    "accuracy_correlations", "rising_sentence",
     # lstpe.chapters.report
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
     "verdict_table", "both_evaluations", "outside_rows", "report_summary", "paper_cells",

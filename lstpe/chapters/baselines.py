@@ -7,7 +7,9 @@
   value after training and the change, per sigma, so that a trend the models had before any
   training is not read as learned;
 * :func:`accuracy_correlations`: each measure's rank correlation with accuracy across sigma,
-  after training and at initialisation.
+  after training and at initialisation;
+* :func:`rising_sentence`: which PEs are still climbing when the run stops, so that a gap to
+  the paper's 4000 epochs is read as the epochs it is, or not.
 
 Part of :mod:`lstpe.chapters`; imports from :mod:`lstpe.chapters.text` and
 :mod:`lstpe.chapters.tables`.
@@ -23,10 +25,14 @@ import pandas as pd
 from scipy import stats as sps
 
 from lstpe.chapters.tables import _pm
-from lstpe.chapters.text import chance_test
+from lstpe.chapters.text import PAPER_EPOCHS, chance_test
 
 __all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary",
-           "accuracy_correlations"]
+           "accuracy_correlations", "rising_sentence", "RISE"]
+
+RISE = 0.02
+"""A PE whose seed-mean validation accuracy gained more than this between the last two windows
+of its run is "still rising" (:func:`rising_sentence`): about two puzzles of 108."""
 
 
 def like_for_like(final: pd.DataFrame, epoch: int = 200, digits: int = 3) -> pd.DataFrame:
@@ -226,3 +232,41 @@ def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFra
                                                 history), col) for t in (trained, init))
         rows.append({"measure": name, **r, "rho at init.": r0["rho"]})
     return pd.DataFrame(rows).set_index("measure")
+
+
+def rising_sentence(history: pd.DataFrame, split: str = "val_dropout", window: int = 50,
+                    rise: float = RISE) -> str:
+    """Which PEs were still climbing when the run stopped, and which had levelled off.
+
+    Uses :func:`lstpe.analysis.curves.late_gain` (the seed-mean curve over the last ``window``
+    epochs against the ``window`` before). A rising PE's value at the last epoch is not where a
+    4000-epoch run would leave it; a level one's difference from such a run is not its length.
+    PEs at chance at the last epoch (:func:`~lstpe.chapters.text.chance_test`) are named apart:
+    their jitter is guessing.
+    """
+    from lstpe.analysis.curves import late_gain
+
+    try:
+        g = late_gain(history, split, window)
+    except ValueError as err:
+        return f"No late-gain reading: {err}."
+    last = history[(history["split"] == split) & (history["epoch"] == g["to_epoch"].iloc[0])
+                   & (history["condition"].astype(str) == "all")]
+    ct = chance_test(last)
+    chance = set(ct.loc[ct["at_chance"], "pe"].astype(str))
+    live = g[~g.index.isin(chance)]
+    up, level = live[live["gain"] > rise], live[live["gain"] <= rise]
+    a, b = int(g["to_epoch"].iloc[0]), int(g["from_epoch"].iloc[0])
+    parts = [f"Seed means of {split} over the evaluations of epochs {b}-{a} against those of "
+             f"epochs {b - window}-{a - window}:"]
+    if len(up):
+        parts.append(f"still rising at epoch {a}: " + ", ".join(
+            f"{pe} (+{r.gain:.3f}, {r.final:.3f} at {a})" for pe, r in up.iterrows())
+            + f" (the paper's {PAPER_EPOCHS} epochs would move these);")
+    if len(level):
+        parts.append(f"level within {rise}: " + ", ".join(
+            f"{pe} ({r.final:.3f})" for pe, r in level.sort_index().iterrows()) + ";")
+    if chance:
+        parts.append("at chance: " + ", ".join(sorted(chance)) + ".")
+    text = " ".join(parts)
+    return text[:-1] + "." if text.endswith(";") else text
