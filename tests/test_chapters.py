@@ -363,8 +363,17 @@ def test_noise_sentence_ranks_in_the_papers_measure():
            in text
     assert "Largest drop from no noise to 0.1: learn-2 (0.200)." in text
     assert "not ranked: nope." in text and text.endswith("it tests nothing.")
+    assert "by the drop alone" not in text  # learn-0.2 is also the one that drops least
     with pytest.raises(ValueError, match="no noisy rows"):
         ch.noise_sentence(pd.DataFrame(rows).query("noise == 0"))
+    # learn-0.5 starts lower (0.90, mean 0.900 < 0.920) but loses nothing: the mean ranks
+    # learn-0.2 first, the drop learn-0.5
+    flat = [{"noise": x, "pe": "learn-0.5", "condition": "all", "seed": k, "accuracy": 0.90}
+            for k in (1, 2) for x in xs]
+    text = ch.noise_sentence(pd.DataFrame(rows + flat), final)
+    assert "most robust learnable PE here is learn-0.2" in text
+    assert ("by the drop alone the most robust learnable PE is learn-0.5 (0.000), and learn-0.2 "
+            "drops 0.050.") in text
 
 
 def test_human_helpers():

@@ -308,8 +308,10 @@ def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
     """What a noise table shows, in the paper's measure: each PE's mean accuracy over the noisy
     levels (std > 0, seeds and levels pooled; the paper's Fig. A9D), highest first; the most
     robust learnable PE and whether its sigma lies in the paper's most robust range
-    (:data:`PAPER_ROBUST_SIGMAS`); the largest drop from no noise to the largest std. PEs
-    within noise of chance in ``final`` (one validation row per model) are named apart.
+    (:data:`PAPER_ROBUST_SIGMAS`); the largest drop from no noise to the largest std, and, where
+    the drop alone ranks another learnable PE most robust, that one (the mean over levels
+    carries clean accuracy with it). PEs within noise of chance in ``final`` (one validation
+    row per model) are named apart.
     """
     r = noise[noise["condition"].astype(str) == condition]
     noisy = r[r["noise"] > 0]
@@ -338,6 +340,11 @@ def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
     if len(loss):
         parts.append(f"Largest drop from no noise to {hi:g}: {loss.idxmax()} "
                      f"({loss.max():.3f}).")
+    kept = loss[[str(p).startswith("learn-") for p in loss.index]]
+    if len(learn) > 1 and len(kept) > 1 and kept.idxmin() != learn[0]:
+        parts.append(f"The mean over noise levels carries each PE's clean accuracy with it; by "
+                     f"the drop alone the most robust learnable PE is {kept.idxmin()} "
+                     f"({kept.min():.3f}), and {learn[0]} drops {kept[learn[0]]:.3f}.")
     if low:
         parts.append(f"Within noise of chance, not ranked: {', '.join(sorted(low))}.")
     if seeds.min() < 5:
