@@ -582,17 +582,20 @@ def test_fig4c_text_names_the_pattern_only_when_it_holds():
     assert text.startswith("This run's modularity z-scores after training (1 seed per PE) are "
                            "15.8 for learn-0.1, 8.9 for learn-0.2, 3.5 for learn-1, 0.2 for "
                            "learn-2, -0.1 for random.")
-    assert text.endswith("the paper's pattern, qualitatively.") and "rope" not in text
+    assert text.endswith("the paper's pattern, qualitatively. With 1 seed per PE this describes "
+                         "this run's models and tests nothing of the paper.")
+    assert "rope" not in text
+    five = brain.fig4c_text(_z_table(z, seeds=range(5)))
+    assert "(5 seeds per PE)" in five and five.endswith("the paper's pattern, qualitatively.")
     # sigma order broken (learn-1 above learn-0.2), or random off its null: not the pattern
-    assert brain.fig4c_text(_z_table({**z, "learn-1": 9.5})).endswith(
-        "does not fall steadily as sigma grows; random is within 2 of its null: "
-        "not the paper's pattern.")
-    assert brain.fig4c_text(_z_table({**z, "random": 2.5})).endswith(
-        "random is beyond 2 of its null: not the paper's pattern.")
+    assert ("does not fall steadily as sigma grows; random is within 2 of its null: "
+            "not the paper's pattern.") in brain.fig4c_text(_z_table({**z, "learn-1": 9.5}))
+    assert "random is beyond 2 of its null: not the paper's pattern." in brain.fig4c_text(
+        _z_table({**z, "random": 2.5}))
     assert "(3 seeds per PE)" in brain.fig4c_text(_z_table(z, seeds=(1, 2, 3)))
     # without random only half of the pattern is checked: no verdict either way
     no_random = {k: v for k, v in z.items() if k != "random"}
-    assert brain.fig4c_text(_z_table(no_random)).endswith(
-        "falls as sigma grows: only part of the paper's pattern can be checked in this run.")
+    assert ("falls as sigma grows: only part of the paper's pattern can be checked in this "
+            "run.") in brain.fig4c_text(_z_table(no_random))
     with pytest.raises(ValueError, match="n_perm"):
         brain.fig4c_text(_z_table(z).drop(columns="modularity_z"))

@@ -144,6 +144,9 @@ def curves(history: pd.DataFrame, split: str = "test", mask_ratio: float = TEST_
 NULL_Z = 2.0
 """A PE whose modularity z-score is within this of 0 is "at its null" in :func:`fig4c_text`."""
 
+MIN_SEEDS_PATTERN = 5
+"""Fewer seeds per PE than this: :func:`fig4c_text` says the pattern describes the run only."""
+
 
 def fig4c_text(net: pd.DataFrame) -> str:
     """This run's modularity z-scores after training, read against the paper's Fig. 4C (plain
@@ -154,7 +157,8 @@ def fig4c_text(net: pd.DataFrame) -> str:
     (over the run's seeds), whether the learnable PEs' z falls strictly as sigma grows and
     whether ``random`` is within :data:`NULL_Z` of 0, and says "the paper's pattern,
     qualitatively" only when both were checked and hold ("not the paper's pattern" when one
-    fails).
+    fails). With fewer than :data:`MIN_SEEDS_PATTERN` seeds per PE it adds that this describes
+    the run and tests nothing of the paper.
 
     Args:
         net: :func:`network_table` rows with ``n_perm > 0`` (``modularity_z``, ``stage``).
@@ -188,4 +192,7 @@ def fig4c_text(net: pd.DataFrame) -> str:
                    "only part of the paper's pattern can be checked in this run")
         said = "; ".join(parts)
         text += f" {said[0].upper()}{said[1:]}: {verdict}."
+    if lo < MIN_SEEDS_PATTERN:
+        text += (f" With {count} per PE this describes this run's models and tests nothing of "
+                 "the paper.")
     return text
