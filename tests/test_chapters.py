@@ -689,3 +689,19 @@ def test_rising_sentence_names_rising_level_and_chance_pes():
     assert "epochs 160-200 against those of epochs 110-150" in text
     assert "No late-gain reading: the run stops at epoch 40" in ch.rising_sentence(
         _curves({"a": (0.3, 0.01)}, last=40))
+
+
+def test_paper_gap_sentence_leaves_out_rows_at_chance():
+    cmp = pd.DataFrame({"pe": ["learn-0.1", "learn-1", "learn-2"], "n": [3, 3, 3],
+                        "mean": [0.70, 0.60, 0.30], "paper_mean": [0.836, 0.685, 0.577]})
+    final = pd.DataFrame({"pe": ["learn-0.1", "learn-1", "learn-2"] * 3,
+                          "accuracy": [0.95, 0.9, 0.25] * 3})
+    text = ch.paper_gap_sentence(cmp, final, "cosine")
+    # learn-2 guesses (0.25 on 3 x 108 puzzles): out; -0.136 and -0.085 remain
+    assert ("over the 2 rows above chance: -0.136 to -0.085 (mean -0.111), below the paper in "
+            "every row.") in text
+    assert "3 seed(s) per row" in text and text.endswith("At chance, not compared: learn-2.")
+    mixed = ch.paper_gap_sentence(cmp.assign(mean=[0.9, 0.6, 0.3]), final, "cosine")
+    assert "below the paper in 1 row, above in 1" in mixed
+    assert ch.paper_gap_sentence(cmp, final.assign(accuracy=0.25), "cosine").startswith(
+        "No row above chance")

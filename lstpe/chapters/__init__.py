@@ -39,7 +39,8 @@ package face gathers the names of five modules, one job each:
     training and the change, per sigma;
   * :func:`accuracy_correlations`: each measure's rank correlation with accuracy across sigma,
     after training and at initialisation;
-  * :func:`rising_sentence`: which PEs were still climbing when their run stopped.
+  * :func:`rising_sentence`: which PEs were still climbing when their run stopped;
+  * :func:`paper_gap_sentence`: ours minus the paper over the rows above chance.
 
 * :mod:`lstpe.chapters.report` -- the reproduction report (chapter 11):
 
@@ -76,6 +77,7 @@ from lstpe.chapters.baselines import (
     init_vs_final,
     like_for_like,
     like_summary,
+    paper_gap_sentence,
     rising_sentence,
 )
 from lstpe.chapters.explore import sigma_explorer, sigma_grid
@@ -138,7 +140,7 @@ __all__ = [
     "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",
     "noise_sentence", "human_table", "constant_cosine", "human_summary", "run_summary",
     "like_for_like", "like_summary", "init_vs_final", "init_final_sentence",
-    "accuracy_correlations", "rising_sentence",
+    "accuracy_correlations", "rising_sentence", "paper_gap_sentence",
     # lstpe.chapters.report
     "PAPER_ROUNDING", "REPORT_ROWS", "outside_paper_interval", "explain_rows", "paper_report",
     "verdict_table", "both_evaluations", "outside_rows", "report_summary", "paper_cells",

@@ -9,7 +9,9 @@
 * :func:`accuracy_correlations`: each measure's rank correlation with accuracy across sigma,
   after training and at initialisation;
 * :func:`rising_sentence`: which PEs are still climbing when the run stops, so that a gap to
-  the paper's 4000 epochs is read as the epochs it is, or not.
+  the paper's 4000 epochs is read as the epochs it is, or not;
+* :func:`paper_gap_sentence`: ours minus the paper over the rows above chance, and on which
+  side of the paper they fall.
 
 Part of :mod:`lstpe.chapters`; imports from :mod:`lstpe.chapters.text` and
 :mod:`lstpe.chapters.tables`.
@@ -28,7 +30,7 @@ from lstpe.chapters.tables import _pm
 from lstpe.chapters.text import PAPER_EPOCHS, chance_test
 
 __all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary",
-           "accuracy_correlations", "rising_sentence", "RISE"]
+           "accuracy_correlations", "rising_sentence", "paper_gap_sentence", "RISE"]
 
 RISE = 0.02
 """A PE whose seed-mean validation accuracy gained more than this between the last two windows
@@ -270,3 +272,36 @@ def rising_sentence(history: pd.DataFrame, split: str = "val_dropout", window: i
         parts.append("at chance: " + ", ".join(sorted(chance)) + ".")
     text = " ".join(parts)
     return text[:-1] + "." if text.endswith(";") else text
+
+
+def paper_gap_sentence(cmp: pd.DataFrame, final: pd.DataFrame, what: str,
+                       digits: int = 3) -> str:
+    """Ours minus the paper over the rows whose models are above chance, and their side.
+
+    Args:
+        cmp: :func:`lstpe.analysis.paper_compare.compare_to_paper` rows (``pe``, ``n``,
+            ``mean``, ``paper_mean``).
+        final: one validation row per model; PEs within noise of chance there
+            (:func:`~lstpe.chapters.text.chance_test`) are left out and named.
+        what: the measure, e.g. ``"attention cosine (paper variant)"``.
+    """
+    ct = chance_test(final)
+    chance = set(ct.loc[ct["at_chance"], "pe"].astype(str))
+    rows = cmp[~cmp["pe"].astype(str).isin(chance) & cmp["mean"].notna()]
+    left = f" At chance, not compared: {', '.join(sorted(chance))}." if chance else ""
+    if rows.empty:
+        return f"No row above chance: the {what} is not compared with the paper.{left}"
+    d = (rows["mean"] - rows["paper_mean"]).round(digits)
+    if (d < 0).all():
+        side = "below the paper in every row"
+    elif (d > 0).all():
+        side = "above the paper in every row"
+    else:
+        lo, hi = int((d < 0).sum()), int((d > 0).sum())
+        side = f"below the paper in {lo} row{'s' * (lo != 1)}, above in {hi}"
+    n = int(rows["n"].min())
+    few = (f" With {n} seed(s) per row this describes these models; it tests nothing."
+           if n < 5 else "")
+    return (f"Ours minus the paper, {what}, over the {len(d)} rows above chance: "
+            f"{d.min():+.{digits}f} to {d.max():+.{digits}f} (mean {d.mean():+.{digits}f}), "
+            f"{side}.{few}{left}")
