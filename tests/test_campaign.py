@@ -346,3 +346,6 @@ def test_progress_before_any_unit(tmp_path):
     p = cs.progress(table)
     assert p.loc["all", "done"] == 0 and p.loc["1-2", "units"] == 39
     assert "no rate" in cs.progress_text(table)
+    # chapter 11 displays this table: pandas cuts longer cells to "..." by default
+    assert p["what"].str.len().max() <= pd.get_option("display.max_colwidth")
+    assert p["what"].nunique() == len(p)

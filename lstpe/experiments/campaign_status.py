@@ -263,7 +263,7 @@ ITEMS: dict[int, str] = {
     2: "Table 1's other PEs, seeds 1-3",
     3: "seeds 4-5 of items 1 and 2",
     4: "the other 14 sigmas of Table 2, seeds 1-5",
-    5: "Table 4 (Adam, SGD) and Tables 5-6 (AdamW), seeds 1-3",
+    5: "Tables 4 (Adam, SGD) and 5-6 (AdamW), seeds 1-3",
 }
 """What each item of :func:`plan` is."""
 
