@@ -42,7 +42,8 @@ PREVIEW_SIGMAS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0)
 
 SCALES: tuple[str, ...] = ("preview", "cpu", "paper")
 """The presets, smallest first: ``preview`` (a small model, minutes on a CPU), ``cpu`` (the
-paper's model and data on a CPU for a few dozen epochs: hours, run in the background) and
+paper's model and data on a CPU for :data:`CPU_EPOCHS` epochs: tens of minutes to hours, run
+in the background) and
 ``paper`` (the published setup; on this project's CPUs, :mod:`lstpe.experiments.campaign`)."""
 
 
