@@ -24,21 +24,6 @@ ID_COLUMNS = ["model", "pe", "pe_name", "sigma", "seed"]
 
 STAGES = ("final", "init")
 
-TIE_DECIMALS = 6
-"""Decimals to which values are rounded before they are ranked (:func:`for_ranking`)."""
-
-
-def for_ranking(x: Any) -> np.ndarray:
-    """``x`` as float64 rounded to :data:`TIE_DECIMALS` decimals, for a rank correlation.
-
-    Accuracies are stored in float32 (about 7 significant digits), so two seed means of the
-    same count of correct puzzles (e.g. 300/324 from different seeds) differ by ~1e-8 and a
-    ranking would order them by rounding noise; rounded, they tie (mean ranks). Real
-    differences of the measures ranked here are far larger (one puzzle of 108 over 15 seeds is
-    6e-4).
-    """
-    return np.round(np.asarray(x, dtype=float), TIE_DECIMALS)
-
 
 def require(artifacts: Mapping[str, Any], key: str) -> Any:
     """``artifacts[key]``, or a ValueError naming the key and the keys that exist."""

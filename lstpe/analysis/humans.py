@@ -25,13 +25,8 @@ import pandas as pd
 from scipy import stats
 
 from lstpe import lst
-from lstpe.analysis._common import (
-    ID_COLUMNS,
-    as_array,
-    for_ranking,
-    model_table,
-    require,
-)
+from lstpe.analysis._common import ID_COLUMNS, as_array, model_table, require
+from lstpe.analysis.seed_stats import for_ranking
 from lstpe.lst import validation_split
 
 __all__ = ["model_correct", "puzzle_accuracy", "human_similarity", "condition_accuracy"]
