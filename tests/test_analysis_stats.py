@@ -460,3 +460,17 @@ def test_rank_correlation_ties_seed_means_that_float32_storage_splits():
     r = ss.rank_correlation(t, "sigma")
     assert r["rho"] == pytest.approx(ref) and r["rho"] == pytest.approx(-0.8986, abs=1e-4)
     assert r["pvalue"] == pytest.approx(20 / 720)  # 20 of the 720 pairings reach |rho|
+
+
+def test_for_ranking_ties_equal_counts_even_at_a_rounding_boundary():
+    """187/324 = 0.5771604...: split as (0, 79, 108) or (1, 82, 104) correct of 108, stored
+    in float32, the two means straddle 0.577160|5 and round to different 6-decimal values;
+    grouped by closeness they tie, while one puzzle more (188/324) stays apart."""
+    def mean(ks):
+        return float(np.mean([np.float32(k / 108) for k in ks], dtype=np.float64))
+
+    a, b, c = mean((0, 79, 108)), mean((1, 82, 104)), mean((1, 83, 104))
+    assert round(a, 6) != round(b, 6)  # the boundary this test is about
+    r = ss.for_ranking([c, a, math.nan, b])
+    assert r[1] == r[3] and r[0] > r[1] and math.isnan(r[2])
+    assert list(sps.rankdata(r[[0, 1, 3]])) == [3.0, 1.5, 1.5]

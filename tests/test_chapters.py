@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -374,6 +375,9 @@ def test_noise_sentence_ranks_in_the_papers_measure():
     assert "most robust learnable PE here is learn-0.2" in text
     assert ("by the drop alone the most robust learnable PE is learn-0.5 (0.000), and learn-0.2 "
             "drops 0.050.") in text
+    # a tie on the drop (learn-0.5 loses as much as learn-0.2, from lower): no such clause
+    same = [{**r, "accuracy": 0.90 - 0.5 * r["noise"]} for r in flat]
+    assert "by the drop alone" not in ch.noise_sentence(pd.DataFrame(rows + same), final)
 
 
 def test_human_helpers():
@@ -654,54 +658,79 @@ def test_takeaways_leave_the_caveats_to_the_page(five_seed_run):
     assert short == s[:s.index(" Caveats: ")]
 
 
-def _curves(slopes: dict[str, tuple[float, float]], seeds=(1, 2, 3), last: int = 200
-            ) -> pd.DataFrame:
-    """A val_dropout history evaluated every 10 epochs: accuracy = a + b * epoch per PE."""
+def _curves(slopes: dict[str, tuple[float, float]], seeds=(1, 2, 3), last: int = 200,
+            grid: Sequence[int] | None = None) -> pd.DataFrame:
+    """A val_dropout history: accuracy = a + b * epoch per PE, evaluated at ``grid`` (default:
+    the engine's schedule, every epoch up to 50 and every 10th after) up to ``last``."""
+    grid = list(grid) if grid is not None else [*range(51), *range(60, 10_000, 10)]
     return pd.DataFrame([
         {"model": i * 10 + k, "pe": pe, "pe_name": pe, "sigma": math.nan, "seed": s,
          "epoch": e, "split": "val_dropout", "condition": "all",
          "accuracy": a + b * e, "loss": 1.0, "diverged": False}
         for i, (pe, (a, b)) in enumerate(slopes.items()) for k, s in enumerate(seeds)
-        for e in range(0, last + 1, 10)])
+        for e in grid if e <= last])
 
 
 def test_late_gain_is_the_slope_times_the_window():
-    """On a straight line a + b e, the mean over epochs 160-200 minus the mean over 110-150 is
-    exactly 50 b; a flat curve gains 0."""
+    """On a straight line a + b e, the mean over epochs 151-200 minus the mean over 101-150 is
+    exactly 50 b whatever the evaluation schedule (every epoch to 50, then every 10th: the
+    epochs are interpolated, not the evaluations averaged); a flat curve gains 0; each PE's
+    windows end at its own last epoch."""
     from lstpe.analysis.curves import late_gain
 
     g = late_gain(_curves({"up": (0.3, 0.002), "flat": (0.9, 0.0)}))
     assert g.loc["up", "gain"] == pytest.approx(0.1) and g.loc["flat", "gain"] == pytest.approx(0)
     assert g.loc["up", "final"] == pytest.approx(0.7) and list(g.index) == ["up", "flat"]
-    assert (g["from_epoch"] == 160).all() and (g["to_epoch"] == 200).all() and (g["n"] == 3).all()
+    assert (g["from_epoch"] == 151).all() and (g["to_epoch"] == 200).all() and (g["n"] == 3).all()
+    # 100-epoch windows reach into the dense early evaluations: still exactly 100 b
     assert late_gain(_curves({"up": (0.3, 0.002)}), window=100).loc["up", "gain"] == (
         pytest.approx(0.2))
-    with pytest.raises(ValueError, match="stops at epoch 60"):
-        late_gain(_curves({"up": (0.3, 0.002)}, last=60))
+    short = _curves({"short": (0.3, 0.001)}, last=120).assign(model=lambda t: t.model + 5)
+    both = pd.concat([_curves({"long": (0.3, 0.002)}), short])
+    g2 = late_gain(both)
+    assert g2.loc["short", "to_epoch"] == 120 and g2.loc["short", "gain"] == pytest.approx(0.05)
+    assert g2.loc["short", "final"] == pytest.approx(0.42)
+    with pytest.raises(ValueError, match=r"too short .* a \(epochs 0-60\)"):
+        late_gain(_curves({"a": (0.3, 0.002)}, last=60))
 
 
-def test_rising_sentence_names_rising_level_and_chance_pes():
+def test_rising_sentence_names_rising_level_falling_and_chance_pes():
     text = ch.rising_sentence(_curves({"1d-fixed": (0.3, 0.002), "2d-fixed": (0.99, 0.0),
-                                       "nope": (0.25, 0.0001)}))
-    rising, rest = text.split("level within")
-    assert "1d-fixed (+0.100, 0.700 at 200) (the paper's 4000 epochs" in rising
-    assert "2d-fixed (0.990)" in rest and "at chance: nope." in rest and "nope" not in rising
-    assert "epochs 160-200 against those of epochs 110-150" in text
-    assert "No late-gain reading: the run stops at epoch 40" in ch.rising_sentence(
-        _curves({"a": (0.3, 0.01)}, last=40))
+                                       "rope": (0.9, -0.001), "nope": (0.25, 0.0001)}))
+    assert text.startswith("Seed means of validation accuracy as the authors evaluated it "
+                           "(dropout on), epochs 151-200 against 101-150: ")
+    assert ("still rising: 1d-fixed (+0.100, 0.700 at 200) (a longer run could move it); "
+            "level within 0.02: 2d-fixed (0.990); falling: rope (-0.050, 0.700 at 200); "
+            "at chance: nope.") in text
+    two = ch.rising_sentence(_curves({"a": (0.3, 0.002), "b": (0.4, 0.002)}))
+    assert "could move them" in two and "level" not in two
+    mixed = pd.concat([_curves({"a": (0.3, 0.002)}),
+                       _curves({"b": (0.9, 0.0)}, last=120).assign(model=lambda t: t.model + 5)])
+    assert "each PE's last 50 epochs against the 50 before" in ch.rising_sentence(mixed)
+    assert ch.rising_sentence(_curves({"a": (0.25, 0.0)})).endswith(": at chance: a.")
+    assert "No late-gain reading: too short" in ch.rising_sentence(_curves({"a": (0.3, 0.01)},
+                                                                           last=40))
+    val = _curves({"a": (0.3, 0.002)}).assign(split="val")  # a history without val_dropout
+    assert ch.rising_sentence(val).startswith("Seed means of validation accuracy (eval mode)")
 
 
 def test_paper_gap_sentence_leaves_out_rows_at_chance():
     cmp = pd.DataFrame({"pe": ["learn-0.1", "learn-1", "learn-2"], "n": [3, 3, 3],
                         "mean": [0.70, 0.60, 0.30], "paper_mean": [0.836, 0.685, 0.577]})
-    final = pd.DataFrame({"pe": ["learn-0.1", "learn-1", "learn-2"] * 3,
-                          "accuracy": [0.95, 0.9, 0.25] * 3})
+    final = pd.DataFrame({"pe": ["learn-0.1", "learn-1", "learn-2", "nope"] * 3,
+                          "accuracy": [0.95, 0.9, 0.25, 0.25] * 3})
     text = ch.paper_gap_sentence(cmp, final, "cosine")
-    # learn-2 guesses (0.25 on 3 x 108 puzzles): out; -0.136 and -0.085 remain
+    # learn-2 guesses (0.25 on 3 x 108 puzzles): out; -0.136 and -0.085 remain. nope guesses
+    # too but has no row here: not named
     assert ("over the 2 rows above chance: -0.136 to -0.085 (mean -0.111), below the paper in "
             "every row.") in text
     assert "3 seed(s) per row" in text and text.endswith("At chance, not compared: learn-2.")
-    mixed = ch.paper_gap_sentence(cmp.assign(mean=[0.9, 0.6, 0.3]), final, "cosine")
-    assert "below the paper in 1 row, above in 1" in mixed
+    mixed = ch.paper_gap_sentence(cmp.assign(mean=[0.9, 0.685, 0.3]), final, "cosine")
+    assert "+0.000 to +0.064 (mean +0.032), above in 1; equal in 1." in mixed
+    up = ch.paper_gap_sentence(cmp.assign(mean=0.9, n=5), final, "cosine")
+    assert "above the paper in every row." in up and "seed(s)" not in up
+    one = ch.paper_gap_sentence(cmp.iloc[:1], final, "cosine")
+    assert "over the 1 row above chance: -0.136, below the paper." in one
     assert ch.paper_gap_sentence(cmp, final.assign(accuracy=0.25), "cosine").startswith(
         "No row above chance")
+    assert "over the 3 rows" in ch.paper_gap_sentence(cmp, final.iloc[:0], "cosine")

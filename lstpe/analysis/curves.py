@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, rank_correlation, summarize
@@ -52,36 +53,41 @@ def first_epoch_above(curves: pd.DataFrame, threshold: float, by: str = "pe") ->
 
 def late_gain(history: pd.DataFrame, split: str = "val_dropout", window: int = 50,
               condition: str = "all") -> pd.DataFrame:
-    """Is each PE still rising when its run stops? The seed-mean curve averaged over the last
+    """Is each PE still rising when its run stops? The seed-mean curve averaged over its last
     ``window`` epochs minus the same over the ``window`` epochs before.
 
-    Averaging each window smooths the epoch-to-epoch jitter of 108 validation puzzles (one
-    puzzle is 0.009); a gain well above that says the curve was still climbing at the end.
+    Each PE's windows end at its own last evaluated epoch ``E``: epochs ``E-w+1 .. E`` against
+    ``E-2w+1 .. E-w``. The curve is linearly interpolated onto every epoch of a window before
+    it is averaged, so an uneven evaluation schedule (every epoch early, every 10th later)
+    weighs each epoch once, and a straight line ``a + b e`` gains exactly ``b w``. Averaging a
+    window smooths the jitter of 108 validation puzzles (one puzzle is 0.009).
 
     Returns:
-        Index ``pe``; ``final`` (seed mean at the last epoch), ``gain`` (late window minus the
-        one before), ``from_epoch`` / ``to_epoch`` (the late window's evaluated epochs), ``n``
-        (seeds). Rows sorted by ``gain``, largest first.
+        Index ``pe``; ``final`` (seed mean at the last epoch), ``gain``, ``from_epoch`` /
+        ``to_epoch`` (the late window), ``n`` (seeds at the last epoch). Sorted by ``gain``,
+        largest first.
     Raises:
-        ValueError: no rows for the split, or a run shorter than two windows.
+        ValueError: ``window`` < 1, no rows for the split, or a PE whose first evaluation comes
+            after ``E - 2w`` (too short for two windows; named).
     """
-    if window <= 0:
+    if window < 1:
         raise ValueError(f"window must be a positive number of epochs, got {window}")
     c = learning_curves(history, split, condition)
-    last = int(c["epoch"].max())
-    if last - 2 * window < 0:
-        raise ValueError(f"the run stops at epoch {last}: too short for two windows of "
-                         f"{window} epochs")
-    late = c[c["epoch"] > last - window]
-    early = c[(c["epoch"] > last - 2 * window) & (c["epoch"] <= last - window)]
-    at_last = c[c["epoch"] == last].set_index("pe")
-    out = pd.DataFrame({
-        "final": at_last["mean"],
-        "gain": late.groupby("pe")["mean"].mean() - early.groupby("pe")["mean"].mean(),
-        "from_epoch": late.groupby("pe")["epoch"].min(),
-        "to_epoch": last,
-        "n": at_last["n"],
-    })
+    rows, short = {}, []
+    for pe, g in c.groupby("pe", sort=False):
+        e, m = g["epoch"].to_numpy(float), g["mean"].to_numpy(float)
+        last = int(e.max())
+        if e.min() > last - 2 * window:
+            short.append(f"{pe} (epochs {int(e.min())}-{last})")
+            continue
+        late = np.interp(np.arange(last - window + 1, last + 1), e, m).mean()
+        early = np.interp(np.arange(last - 2 * window + 1, last - window + 1), e, m).mean()
+        rows[pe] = {"final": m[e.argmax()], "gain": late - early,
+                    "from_epoch": last - window + 1, "to_epoch": last,
+                    "n": int(g.loc[g["epoch"] == last, "n"].iloc[0])}
+    if short:
+        raise ValueError(f"too short for two windows of {window} epochs: {', '.join(short)}")
+    out = pd.DataFrame.from_dict(rows, orient="index").rename_axis("pe")
     return out.sort_values("gain", ascending=False)
 
 

@@ -26,7 +26,6 @@ from scipy import stats
 
 from lstpe import lst
 from lstpe.analysis._common import ID_COLUMNS, as_array, model_table, require
-from lstpe.analysis.seed_stats import for_ranking
 from lstpe.lst import validation_split
 
 __all__ = ["model_correct", "puzzle_accuracy", "human_similarity", "condition_accuracy"]
@@ -83,7 +82,6 @@ def _human(humans: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def _compare(m: np.ndarray, h: np.ndarray) -> dict[str, float]:
-    m, h = for_ranking(m), for_ranking(h)  # ties of seed means are ties, not float32 noise
     nm, nh = np.linalg.norm(m), np.linalg.norm(h)
     cos = float(m @ h / (nm * nh)) if nm > 0 and nh > 0 else math.nan
     if np.ptp(m) == 0 or np.ptp(h) == 0:

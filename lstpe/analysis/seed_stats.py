@@ -30,7 +30,8 @@ from lstpe.nn.encodings import parse_pe
 
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
-    "compare_pes", "with_accuracy", "rank_correlation", "for_ranking", "MIN_SEEDS_FOR_CI",
+    "compare_pes", "with_accuracy", "rank_correlation", "for_ranking", "TIE_TOL",
+    "MIN_SEEDS_FOR_CI",
 ]
 
 MIN_SEEDS_FOR_CI = 5
@@ -254,20 +255,30 @@ def with_accuracy(table: pd.DataFrame, history: pd.DataFrame, split: str = "val"
                                                                    how="left")
 
 
-TIE_DECIMALS = 6
-"""Decimals to which values are rounded before they are ranked (:func:`for_ranking`)."""
+TIE_TOL = 1e-6
+"""Values this close are one value to :func:`for_ranking` (float32 noise is ~1e-7)."""
 
 
-def for_ranking(x: Any) -> np.ndarray:
-    """``x`` as float64 rounded to :data:`TIE_DECIMALS` decimals, for a rank correlation.
+def for_ranking(x: Any, tol: float = TIE_TOL) -> np.ndarray:
+    """``x`` (n,) as float64 with values within ``tol`` of their sorted neighbour made equal, for
+    a rank correlation.
 
     Accuracies are stored in float32 (about 7 significant digits), so two seed means of the
     same count of correct puzzles (e.g. 300/324 from different seeds) differ by ~1e-8 and a
-    ranking would order them by rounding noise; rounded, they tie (mean ranks). Real
-    differences of the measures ranked here are far larger (one puzzle of 108 over 15 seeds is
-    6e-4).
+    ranking would order them by that noise; here they tie (mean ranks). Rounding to a fixed
+    number of decimals would not do: a value near a rounding boundary falls on either side.
+    Sorted values closer than ``tol`` to the previous one take its value (a chain joins; real
+    differences of the measures ranked here are far larger: one puzzle of 108 over 15 seeds
+    is 6e-4). NaN stays NaN.
     """
-    return np.round(np.asarray(x, dtype=float), TIE_DECIMALS)
+    v = np.array(x, dtype=float).ravel()
+    order = np.argsort(v, kind="stable")
+    s = v[order]
+    for i in range(1, len(s)):
+        if s[i] - s[i - 1] <= tol:  # False for NaN
+            s[i] = s[i - 1]
+    v[order] = s
+    return v
 
 
 EXACT_SPEARMAN_MAX = 8
@@ -287,8 +298,8 @@ def rank_correlation(table: pd.DataFrame, x: str, y: str = "accuracy",
         ``{"rho", "pvalue", "n"}``; rho and pvalue are NaN when either column is constant. The
         two-sided p value is exact (all ``n!`` pairings) up to :data:`EXACT_SPEARMAN_MAX`
         points, where SciPy's t approximation is far off (it gives p = 0 for a perfect
-        correlation of 6 points; the exact p is 2/720); above, SciPy's. Values equal to
-        6 decimals tie (:func:`for_ranking`: float32 noise is not an order).
+        correlation of 6 points; the exact p is 2/720); above, SciPy's. Values within
+        :data:`TIE_TOL` of each other tie (:func:`for_ranking`: float32 noise is no order).
     Raises:
         ValueError: unknown level or column, fewer than 3 points.
     """

@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from lstpe.chapters.tables import _pm
-from lstpe.chapters.text import PAPER_EPOCHS, chance_test
+from lstpe.chapters.text import chance_test
 
 __all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary",
            "accuracy_correlations", "rising_sentence", "paper_gap_sentence", "RISE"]
@@ -236,42 +236,59 @@ def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFra
     return pd.DataFrame(rows).set_index("measure")
 
 
+_SPLIT_WORDS = {"val_dropout": "validation accuracy as the authors evaluated it (dropout on)",
+                "val": "validation accuracy (eval mode)"}
+
+
 def rising_sentence(history: pd.DataFrame, split: str = "val_dropout", window: int = 50,
                     rise: float = RISE) -> str:
-    """Which PEs were still climbing when the run stopped, and which had levelled off.
+    """Which PEs were still climbing when their run stopped, which were level and which fell.
 
-    Uses :func:`lstpe.analysis.curves.late_gain` (the seed-mean curve over the last ``window``
-    epochs against the ``window`` before). A rising PE's value at the last epoch is not where a
-    4000-epoch run would leave it; a level one's difference from such a run is not its length.
-    PEs at chance at the last epoch (:func:`~lstpe.chapters.text.chance_test`) are named apart:
-    their jitter is guessing.
+    Uses :func:`lstpe.analysis.curves.late_gain` (each PE's seed-mean curve over its last
+    ``window`` epochs against the ``window`` before): above ``rise`` it is rising, below
+    ``-rise`` falling, else level. A rising PE's value at its last epoch is not where a longer
+    run would leave it; a level one may still move later (a flat stretch does not rule that
+    out). PEs at chance at their last epoch (:func:`~lstpe.chapters.text.chance_test`) are named
+    apart: their jitter is guessing. A history without ``split`` falls back to ``val``.
     """
     from lstpe.analysis.curves import late_gain
 
+    if split not in set(history["split"]) and "val" in set(history["split"]):
+        split = "val"
     try:
         g = late_gain(history, split, window)
     except ValueError as err:
         return f"No late-gain reading: {err}."
-    last = history[(history["split"] == split) & (history["epoch"] == g["to_epoch"].iloc[0])
-                   & (history["condition"].astype(str) == "all")]
+    h = history[(history["split"] == split) & (history["condition"].astype(str) == "all")]
+    last = h[h["epoch"] == h.groupby("pe")["epoch"].transform("max")]
     ct = chance_test(last)
     chance = set(ct.loc[ct["at_chance"], "pe"].astype(str))
     live = g[~g.index.isin(chance)]
-    up, level = live[live["gain"] > rise], live[live["gain"] <= rise]
-    a, b = int(g["to_epoch"].iloc[0]), int(g["from_epoch"].iloc[0])
-    parts = [f"Seed means of {split} over the evaluations of epochs {b}-{a} against those of "
-             f"epochs {b - window}-{a - window}:"]
+    up, down = live[live["gain"] > rise], live[live["gain"] < -rise]
+    level = live[live["gain"].abs() <= rise]
+    ends = set(zip(g["from_epoch"], g["to_epoch"], strict=True))
+    if len(ends) == 1:
+        (a, b), = ends
+        when = f"epochs {a}-{b} against {a - window}-{b - window}"
+    else:
+        when = f"each PE's last {window} epochs against the {window} before"
+    parts = [f"Seed means of {_SPLIT_WORDS.get(split, split)}, {when}:"]
+
+    def moved(t: pd.DataFrame) -> str:
+        return ", ".join(f"{pe} ({r.gain:+.3f}, {r.final:.3f} at {int(r.to_epoch)})"
+                         for pe, r in t.iterrows())
+
     if len(up):
-        parts.append(f"still rising at epoch {a}: " + ", ".join(
-            f"{pe} (+{r.gain:.3f}, {r.final:.3f} at {a})" for pe, r in up.iterrows())
-            + f" (the paper's {PAPER_EPOCHS} epochs would move these);")
+        parts.append(f"still rising: {moved(up)} (a longer run could move "
+                     f"{'it' if len(up) == 1 else 'them'});")
     if len(level):
-        parts.append(f"level within {rise}: " + ", ".join(
+        parts.append(f"level within {rise:g}: " + ", ".join(
             f"{pe} ({r.final:.3f})" for pe, r in level.sort_index().iterrows()) + ";")
+    if len(down):
+        parts.append(f"falling: {moved(down)};")
     if chance:
-        parts.append("at chance: " + ", ".join(sorted(chance)) + ".")
-    text = " ".join(parts)
-    return text[:-1] + "." if text.endswith(";") else text
+        parts.append("at chance: " + ", ".join(sorted(chance)) + ";")
+    return " ".join(parts)[:-1] + "."
 
 
 def paper_gap_sentence(cmp: pd.DataFrame, final: pd.DataFrame, what: str,
@@ -281,27 +298,37 @@ def paper_gap_sentence(cmp: pd.DataFrame, final: pd.DataFrame, what: str,
     Args:
         cmp: :func:`lstpe.analysis.paper_compare.compare_to_paper` rows (``pe``, ``n``,
             ``mean``, ``paper_mean``).
-        final: one validation row per model; PEs within noise of chance there
+        final: one validation row per model; the PEs of ``cmp`` within noise of chance there
             (:func:`~lstpe.chapters.text.chance_test`) are left out and named.
         what: the measure, e.g. ``"attention cosine (paper variant)"``.
+        digits: the differences are rounded to this many decimals before their side is read
+            (a difference that rounds to 0 is "equal").
     """
-    ct = chance_test(final)
-    chance = set(ct.loc[ct["at_chance"], "pe"].astype(str))
+    from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
+
+    chance: set[str] = set()
+    if not final.empty:
+        ct = chance_test(final)
+        chance = set(ct.loc[ct["at_chance"], "pe"].astype(str)) & set(cmp["pe"].astype(str))
     rows = cmp[~cmp["pe"].astype(str).isin(chance) & cmp["mean"].notna()]
     left = f" At chance, not compared: {', '.join(sorted(chance))}." if chance else ""
     if rows.empty:
         return f"No row above chance: the {what} is not compared with the paper.{left}"
     d = (rows["mean"] - rows["paper_mean"]).round(digits)
-    if (d < 0).all():
-        side = "below the paper in every row"
-    elif (d > 0).all():
-        side = "above the paper in every row"
+    n_rows = f"{len(d)} row{'s' * (len(d) != 1)}"
+    below, above = int((d < 0).sum()), int((d > 0).sum())
+    equal = len(d) - below - above
+    if below == len(d):
+        side = "below the paper in every row" if len(d) > 1 else "below the paper"
+    elif above == len(d):
+        side = "above the paper in every row" if len(d) > 1 else "above the paper"
     else:
-        lo, hi = int((d < 0).sum()), int((d > 0).sum())
-        side = f"below the paper in {lo} row{'s' * (lo != 1)}, above in {hi}"
+        side = "; ".join(f"{k} in {v}" for k, v in
+                         (("below", below), ("above", above), ("equal", equal)) if v)
     n = int(rows["n"].min())
     few = (f" With {n} seed(s) per row this describes these models; it tests nothing."
-           if n < 5 else "")
-    return (f"Ours minus the paper, {what}, over the {len(d)} rows above chance: "
-            f"{d.min():+.{digits}f} to {d.max():+.{digits}f} (mean {d.mean():+.{digits}f}), "
+           if n < MIN_SEEDS_FOR_CI else "")
+    span = (f"{d.iloc[0]:+.{digits}f}" if len(d) == 1 else
+            f"{d.min():+.{digits}f} to {d.max():+.{digits}f} (mean {d.mean():+.{digits}f})")
+    return (f"Ours minus the paper, {what}, over the {n_rows} above chance: {span}, "
             f"{side}.{few}{left}")

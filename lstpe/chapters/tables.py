@@ -340,8 +340,8 @@ def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
     if len(loss):
         parts.append(f"Largest drop from no noise to {hi:g}: {loss.idxmax()} "
                      f"({loss.max():.3f}).")
-    kept = loss[[str(p).startswith("learn-") for p in loss.index]]
-    if len(learn) > 1 and len(kept) > 1 and kept.idxmin() != learn[0]:
+    kept = loss[[str(p).startswith("learn-") for p in loss.index]].dropna().round(3)
+    if len(learn) > 1 and learn[0] in kept and kept.min() < kept[learn[0]]:
         parts.append(f"The mean over noise levels carries each PE's clean accuracy with it; by "
                      f"the drop alone the most robust learnable PE is {kept.idxmin()} "
                      f"({kept.min():.3f}), and {learn[0]} drops {kept[learn[0]]:.3f}.")
@@ -446,14 +446,15 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
                      f"{real['paper_mean'].max():.3f}).")
         if len(low):
             parts.append(f"Within noise of chance, not compared: {_names(low['pe'])}.")
+        from lstpe.analysis.seed_stats import for_ranking  # float32 noise is no order
+
+        ranked = for_ranking(real["mean"])
         few = int(real["n"].min()) < MIN_SEEDS if "n" in real else True
         if few:
             parts.append(f"No rank correlation with the paper: fewer than {MIN_SEEDS} seeds per "
                          "row, so our means come from a few models each.")
-        elif len(real) >= 3 and real["mean"].nunique() > 1:
-            from lstpe.analysis.seed_stats import for_ranking  # float32 noise is no order
-
-            rho = sps.spearmanr(for_ranking(real["mean"]), real["paper_mean"]).statistic
+        elif len(real) >= 3 and len(np.unique(ranked)) > 1:
+            rho = sps.spearmanr(ranked, real["paper_mean"]).statistic
             parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f} over "
                          f"{len(real)} rows, each of {int(real['n'].min())} or more seeds.")
         counts = real["verdict"].map(lambda v: SHORT_VERDICT.get(v, v)).value_counts()
