@@ -252,6 +252,7 @@ def rising_sentence(history: pd.DataFrame, split: str = "val_dropout", window: i
     apart: their jitter is guessing. A history without ``split`` falls back to ``val``.
     """
     from lstpe.analysis.curves import late_gain
+    from lstpe.store.results import final_table
 
     if split not in set(history["split"]) and "val" in set(history["split"]):
         split = "val"
@@ -259,9 +260,7 @@ def rising_sentence(history: pd.DataFrame, split: str = "val_dropout", window: i
         g = late_gain(history, split, window)
     except ValueError as err:
         return f"No late-gain reading: {err}."
-    h = history[(history["split"] == split) & (history["condition"].astype(str) == "all")]
-    last = h[h["epoch"] == h.groupby("pe")["epoch"].transform("max")]
-    ct = chance_test(last)
+    ct = chance_test(final_table(history, split, include_diverged=True))  # each model's last
     chance = set(ct.loc[ct["at_chance"], "pe"].astype(str))
     live = g[~g.index.isin(chance)]
     up, down = live[live["gain"] > rise], live[live["gain"] < -rise]
