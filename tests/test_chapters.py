@@ -67,6 +67,20 @@ def test_chance_test_pools_seeds_and_flags_guessing():
     assert list(one["at_chance"]) == [False, True]
 
 
+def test_chance_pes_names_the_groups_at_chance_by_the_exact_binomial_tail():
+    from math import comb
+
+    def tail(k: int, n: int = 108) -> float:  # P(X >= k), X ~ Binomial(n, 1/4), exactly
+        return sum(comb(n, j) * 3 ** (n - j) for j in range(k, n + 1)) / 4 ** n
+
+    first = next(k for k in range(109) if tail(k) < 0.05)  # fewest correct above chance
+    f = pd.DataFrame({"pe": pd.Categorical(["lo", "hi"]),
+                      "accuracy": [(first - 1) / 108, first / 108]})
+    assert ch.chance_pes(f) == {"lo"}
+    assert ch.chance_pes(f.rename(columns={"pe": "name"}), by="name") == {"lo"}
+    assert ch.chance_pes(None) == set() and ch.chance_pes(f.iloc[:0]) == set()
+
+
 def test_chance_test_rejects_bad_input():
     with pytest.raises(ValueError, match="empty"):
         ch.chance_test(pd.DataFrame({"pe": [], "accuracy": []}))

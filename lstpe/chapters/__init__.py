@@ -118,6 +118,7 @@ from lstpe.chapters.text import (
     PAPER_EPOCHS,
     PRINT_WIDTH,
     caveats,
+    chance_pes,
     chance_test,
     comparable,
     describe_setup,
@@ -133,8 +134,8 @@ from lstpe.chapters.text import (
 __all__ = [
     # lstpe.chapters.text
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
-    "caveats", "comparable", "say", "source_note", "show_run", "warn", "why_no_correlation",
-    "describe_setup", "run_facts", "show_runs",
+    "chance_pes", "caveats", "comparable", "say", "source_note", "show_run", "warn",
+    "why_no_correlation", "describe_setup", "run_facts", "show_runs",
     # lstpe.chapters.tables
     "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
     "complexity_table", "complexity_sentence", "pe_kernel", "pe_kernels", "noise_loss",

@@ -27,7 +27,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from lstpe.chapters.tables import _pm
-from lstpe.chapters.text import chance_test
+from lstpe.chapters.text import chance_pes, chance_test
 
 __all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary",
            "accuracy_correlations", "rising_sentence", "paper_gap_sentence", "RISE"]
@@ -260,8 +260,7 @@ def rising_sentence(history: pd.DataFrame, split: str = "val_dropout", window: i
         g = late_gain(history, split, window)
     except ValueError as err:
         return f"No late-gain reading: {err}."
-    ct = chance_test(final_table(history, split, include_diverged=True))  # each model's last
-    chance = set(ct.loc[ct["at_chance"], "pe"].astype(str))
+    chance = chance_pes(final_table(history, split, include_diverged=True))  # each model's last
     live = g[~g.index.isin(chance)]
     up, down = live[live["gain"] > rise], live[live["gain"] < -rise]
     level = live[live["gain"].abs() <= rise]
@@ -305,10 +304,7 @@ def paper_gap_sentence(cmp: pd.DataFrame, final: pd.DataFrame, what: str,
     """
     from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
 
-    chance: set[str] = set()
-    if not final.empty:
-        ct = chance_test(final)
-        chance = set(ct.loc[ct["at_chance"], "pe"].astype(str)) & set(cmp["pe"].astype(str))
+    chance = chance_pes(final) & set(cmp["pe"].astype(str))
     rows = cmp[~cmp["pe"].astype(str).isin(chance) & cmp["mean"].notna()]
     left = f" At chance, not compared: {', '.join(sorted(chance))}." if chance else ""
     if rows.empty:

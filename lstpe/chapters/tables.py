@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lstpe.chapters.text import _names, caveats, chance_test
+from lstpe.chapters.text import _names, caveats, chance_pes, chance_test
 
 __all__ = [
     "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
@@ -317,10 +317,7 @@ def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
     noisy = r[r["noise"] > 0]
     if noisy.empty:
         raise ValueError(f"no noisy rows for condition {condition!r}")
-    low = set()
-    if final is not None and not final.empty:
-        ct = chance_test(final)
-        low = set(ct.loc[ct["at_chance"], "pe"])
+    low = chance_pes(final)
     avg = noisy.groupby("pe")["accuracy"].mean().sort_values(ascending=False)
     real = avg[[p for p in avg.index if p not in low]]
     seeds = r.groupby("pe")["seed"].nunique()
@@ -428,11 +425,7 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
     A row is at chance when :func:`compare_splits` marked it (``at_chance``) or its PE is
     within noise of chance in ``final`` (:func:`chance_test`)."""
     name = getattr(exp, "name", "run")
-    chance = _chance_flags(cmp)
-    ct = chance_test(final) if final is not None and not final.empty else None
-    if ct is not None:
-        guess = set(ct.loc[ct["at_chance"], "pe"].astype(str))
-        chance = chance | cmp["pe"].astype(str).isin(guess)
+    chance = _chance_flags(cmp) | cmp["pe"].astype(str).isin(chance_pes(final))
     real, low = cmp[~chance], cmp[chance]
     parts: list[str] = []
     if real.empty:

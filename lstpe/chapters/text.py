@@ -3,6 +3,7 @@
 * :data:`CHANCE`, :data:`N_VAL_PUZZLES`, :data:`PAPER_EPOCHS`, :data:`N_PAPER_SEEDS`: the
   numbers the caveats compare a run with;
 * :func:`chance_test`: is each group's accuracy above chance (0.25), beyond what guessing gives;
+  :func:`chance_pes`: the groups that are not;
 * :func:`caveats`, :func:`warn`: why a run cannot (fully) test the paper -- ``preview`` scale,
   fewer seeds than an interval needs, fewer epochs than the paper, accuracies within noise of
   chance -- as sentences, or printed;
@@ -32,8 +33,8 @@ from scipy import stats as sps
 
 __all__ = [
     "CHANCE", "N_VAL_PUZZLES", "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "chance_test",
-    "caveats", "say", "source_note", "show_run", "warn", "describe_setup", "run_facts",
-    "show_runs",
+    "chance_pes", "caveats", "say", "source_note", "show_run", "warn", "describe_setup",
+    "run_facts", "show_runs",
 ]
 
 CHANCE = 0.25
@@ -86,6 +87,16 @@ def chance_test(final: pd.DataFrame, chance: float = CHANCE, n_items: int = N_VA
         rows.append({by: key, "seeds": len(g), "mean": float(g[value].mean()), "k": k,
                      "trials": n, "p_above_chance": p, "at_chance": p >= alpha})
     return pd.DataFrame(rows)
+
+
+def chance_pes(final: pd.DataFrame | None, **kw: Any) -> set[str]:
+    """The groups of ``final`` (PE names, as text) within noise of chance by
+    :func:`chance_test` (``kw`` passed on); empty for None or an empty table: the one reading
+    of "at chance" that every sentence leaving rows out of a comparison uses."""
+    if final is None or final.empty:
+        return set()
+    ct = chance_test(final, **kw)
+    return set(ct.loc[ct["at_chance"], kw.get("by", "pe")].astype(str))
 
 
 def _p_above_chance(k: int, trials: int, chance: float = CHANCE) -> float:
