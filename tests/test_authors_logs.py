@@ -191,3 +191,23 @@ def test_like_summary_places_units_names_the_farthest_and_the_guessers():
     assert f"Farthest from the authors' mean: learn-2 ({k:.1f} SDs)." in text
     assert "not compared: nope (0.250)" in text and "nope:" not in text
     assert text.endswith("no interval and no test yet.")
+
+
+def test_like_summary_with_mixed_seed_counts_names_only_the_pes_below_five():
+    """learn-0.2 at 5 seeds gets a Welch p and no 'few models' clause; learn-2 at 4 seeds is
+    named as below 5; nope at chance with 3 seeds is neither (it is not compared at all)."""
+    from lstpe import chapters as ch
+
+    rows = ([("learn-0.2", s, 0.95 + 0.005 * s) for s in range(5)]
+            + [("learn-2", s, 0.4) for s in range(4)] + [("nope", s, 0.25) for s in range(3)])
+    f = pd.DataFrame(rows, columns=["pe", "seed", "accuracy"]).assign(
+        epoch=200, split="val", condition="all")
+    text = ch.like_summary(f)
+    assert text.startswith("Stored so far: 3 PEs, 3-5 seed(s) each")
+    assert "Welch p = " in text.split("learn-2:")[0]  # learn-0.2's sentence, 5 seeds
+    assert "Welch p" not in text.split("learn-2:")[1]  # 4 seeds: no test
+    assert text.endswith("Below 5 seeds (learn-2) a PE is a few models placed against the "
+                         "authors' spread, not an estimate of a mean: no interval and no test "
+                         "for it yet.")
+    five = f[f["pe"] != "learn-2"]
+    assert "no interval" not in ch.like_summary(five)

@@ -142,6 +142,24 @@ def test_caveats_count_seeds_per_pe_of_a_campaign_run():
     assert "table2 has 1 seed(s) for some PEs" in ch.caveats(mixed)[0]
 
 
+def test_source_note_of_campaign_units_says_what_their_seed_counts_allow():
+    exp = experiment(history({"learn-0.2": {"val": 0.95}}), name="table2", preset="paper",
+                     epochs=200, seeds=[1, 2, 3])
+
+    def note(per_pe: dict) -> str:
+        return ch.source_note(Run(exp.history, {"config": exp.config, "seeds_per_pe": per_pe},
+                                  name="table2"))
+
+    three = note({"learn-0.2": [1, 2, 3], "learn-2": [1, 2, 3]})
+    assert "3 seed(s) per PE so far" in three and "with fewer than 5 seeds it cannot" in three
+    five = note({"learn-0.2": [1, 2, 3, 4, 5], "learn-2": [1, 2, 3, 4, 5]})
+    assert "5 seed(s) per PE" in five and "cannot" not in five
+    assert "With 5 or more seeds per PE it gives each PE a mean with an interval" in five
+    mixed = note({"learn-0.2": [1, 2, 3, 4, 5], "learn-2": [1, 2, 3, 4]})
+    assert "4-5 seed(s) per PE" in mixed
+    assert "the others place a few models each, with no interval" in mixed
+
+
 def test_no_caveat_for_a_full_run_above_chance(capsys):
     exp = experiment(history({"learn-0.2": {"val": 0.95}}), preset="paper", epochs=4000,
                      seeds=range(15))

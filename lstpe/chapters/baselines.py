@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
 from lstpe.chapters.tables import _pm
 from lstpe.chapters.text import chance_pes, chance_test
 
@@ -102,9 +103,15 @@ def like_summary(final: pd.DataFrame, epoch: int = 200) -> str:
         names = ", ".join(f"{p} ({cmp.loc[p, 'ours_mean']:.3f})" for p in chance)
         parts.append("Within noise of chance on the 108 validation puzzles (binomial test), so "
                      f"not compared: {names}.")
-    if n.min() < 5:
-        parts.append("With fewer than 5 seeds per PE these are a few models placed against the "
-                     "authors' spread, not estimates of a mean: no interval and no test yet.")
+    few = [p for p in above if n.get(p, 0) < MIN_SEEDS_FOR_CI]
+    if few and len(few) == len(above):
+        parts.append(f"With fewer than {MIN_SEEDS_FOR_CI} seeds per PE these are a few models "
+                     "placed against the authors' spread, not estimates of a mean: no interval "
+                     "and no test yet.")
+    elif few:
+        parts.append(f"Below {MIN_SEEDS_FOR_CI} seeds ({', '.join(few)}) a PE is a few models "
+                     "placed against the authors' spread, not an estimate of a mean: no "
+                     "interval and no test for it yet.")
     return " ".join(parts)
 
 
@@ -302,8 +309,6 @@ def paper_gap_sentence(cmp: pd.DataFrame, final: pd.DataFrame, what: str,
         digits: the differences are rounded to this many decimals before their side is read
             (a difference that rounds to 0 is "equal").
     """
-    from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
-
     chance = chance_pes(final) & set(cmp["pe"].astype(str))
     rows = cmp[~cmp["pe"].astype(str).isin(chance) & cmp["mean"].notna()]
     left = f" At chance, not compared: {', '.join(sorted(chance))}." if chance else ""

@@ -199,12 +199,22 @@ def source_note(run: Any) -> str:
     if per_pe:
         counts = sorted({len(v) for v in per_pe.values()})
         n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI as k
+
+        if counts[-1] < k:
+            can = (f"It shows where single models of the recipe land; with fewer than {k} "
+                   "seeds it cannot give a mean with an interval or a test")
+        elif counts[0] >= k:
+            can = (f"With {k} or more seeds per PE it gives each PE a mean with an interval "
+                   f"and a test against the paper's tables, of models trained {length}")
+        else:
+            can = (f"PEs with {k} or more seeds get a mean with an interval and a test; the "
+                   "others place a few models each, with no interval and no test")
         return (f"Source: the campaign's units under results/paper/ (the authors' recipe on "
                 f"2 CPU cores, fp32, {length}, {n} seed(s) per PE so far). Each unit is "
                 "compared first with the authors' own logs at the same epoch (like for like), "
-                "then with the paper's 4000-epoch tables. It shows where single models of the "
-                "recipe land; with fewer than 5 seeds it cannot give a mean with an interval or "
-                "a test, and PEs not yet trained are absent.")
+                f"then with the paper's 4000-epoch tables. {can}; PEs not yet trained are "
+                "absent.")
     if scale == "paper":
         return (f"Source: the paper-scale run ({where}; {seeds} seeds, {length}, the authors' "
                 "model and data). Its numbers can be set against the paper's tables; the "
