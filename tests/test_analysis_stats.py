@@ -96,6 +96,21 @@ def test_ttests_by_hand_and_scipy():
         ss.ttest(a[:1], b)
 
 
+def test_welch_with_equal_seeds_is_the_one_sample_test_and_warns_nothing():
+    """Five seeds that each solve 107 of 108 puzzles (stored in float32) against five that vary:
+    Welch's t reduces to (mean_a - mean_b) / (sd_b / sqrt(5)) with 4 degrees of freedom."""
+    import warnings
+
+    a = np.full(5, np.float32(107 / 108)).astype(float)
+    b = np.array([0.954, 0.972, 0.963, 0.972, 0.954])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        w = ss.ttest(a, b, "welch")
+    t = (a[0] - b.mean()) / (b.std(ddof=1) / math.sqrt(5))
+    assert w.statistic == pytest.approx(t) and w.df == pytest.approx(4)
+    assert w.pvalue == pytest.approx(2 * sps.t.sf(abs(t), 4))
+
+
 def test_ttest_from_summary_reproduces_paper():
     """Table 1, 15 seeds: 2d-fixed 0.977 +- 0.073 vs learn-0.2 0.956 +- 0.039; the paper
     reports t = 0.96, p = 0.35 (and 2.51, p = 0.03 for learn-0.2 vs relative 0.920 +- 0.042)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -165,14 +166,18 @@ def ttest(a: Sequence[float], b: Sequence[float], kind: str = "welch") -> TTest:
     a, b = _values(a, "a"), _values(b, "b")
     if a.size < 2 or b.size < 2:
         raise ValueError(f"a t-test needs >= 2 values per group, got {a.size} and {b.size}")
-    if kind == "paired":
-        if a.size != b.size:
-            raise ValueError(f"a paired t-test needs equal lengths, got {a.size} and {b.size}")
-        r = stats.ttest_rel(a, b)
-        df = a.size - 1
-    else:
-        r = stats.ttest_ind(a, b, equal_var=kind == "student")
-        df = float(r.df)
+    if kind == "paired" and a.size != b.size:
+        raise ValueError(f"a paired t-test needs equal lengths, got {a.size} and {b.size}")
+    with warnings.catch_warnings():  # seeds with equal values (e.g. 107/108 puzzles each) are
+        # data; their variance is 0 up to rounding, and scipy's "precision loss" warning moot
+        warnings.filterwarnings("ignore", "Precision loss occurred in moment calculation",
+                                RuntimeWarning)
+        if kind == "paired":
+            r = stats.ttest_rel(a, b)
+            df = a.size - 1
+        else:
+            r = stats.ttest_ind(a, b, equal_var=kind == "student")
+            df = float(r.df)
     return TTest(kind, float(r.statistic), float(df), float(r.pvalue), float(a.mean()),
                  float(b.mean()), float(a.mean() - b.mean()), a.size, b.size)
 
