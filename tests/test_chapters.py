@@ -332,6 +332,9 @@ def test_run_summary(five_seed_run):
     cmp_few = ch.compare_splits(few, 1, splits=("val",))
     text = ch.run_summary(cmp_few, few, few.final("val"))
     assert "Spearman" not in text and "fewer than 5 seeds" in text  # no statistic from 1 seed
+    assert "fewer than 5 seeds per row" in text
+    mixed = ch.run_summary(cmp_few.assign(n=[5, 5, 4]), few, few.final("val"))
+    assert "Spearman" not in mixed and "1 of the 3 rows has fewer than 5 seeds" in mixed
 
 
 def test_describe_setup_shows_no_absolute_path():

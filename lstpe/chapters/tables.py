@@ -442,10 +442,14 @@ def run_summary(cmp: pd.DataFrame, exp: Any, final: pd.DataFrame | None = None,
         from lstpe.analysis.seed_stats import for_ranking  # float32 noise is no order
 
         ranked = for_ranking(real["mean"])
-        few = int(real["n"].min()) < MIN_SEEDS if "n" in real else True
-        if few:
+        n_few = int((real["n"] < MIN_SEEDS).sum()) if "n" in real else len(real)
+        if n_few == len(real):
             parts.append(f"No rank correlation with the paper: fewer than {MIN_SEEDS} seeds per "
                          "row, so our means come from a few models each.")
+        elif n_few:
+            parts.append(f"No rank correlation with the paper: {n_few} of the {len(real)} rows "
+                         f"{'has' if n_few == 1 else 'have'} fewer than {MIN_SEEDS} seeds, so "
+                         "a ranking would mix means of a few models with estimates.")
         elif len(real) >= 3 and len(np.unique(ranked)) > 1:
             rho = sps.spearmanr(ranked, real["paper_mean"]).statistic
             parts.append(f"Spearman correlation of our means with the paper's: {rho:.2f} over "
