@@ -413,6 +413,15 @@ def test_noise_sentence_ranks_in_the_papers_measure():
     # a tie on the drop (learn-0.5 loses as much as learn-0.2, from lower): no such clause
     same = [{**r, "accuracy": 0.90 - 0.5 * r["noise"]} for r in flat]
     assert "by the drop alone" not in ch.noise_sentence(pd.DataFrame(rows + same), final)
+    # 5 seeds of some PEs, 2 of others: only those below 5 are named; all at 5: no caveat
+    more = [{**r, "seed": k} for r in rows if r["pe"] != "learn-2" for k in (3, 4, 5)
+            if r["seed"] == 1]
+    text = ch.noise_sentence(pd.DataFrame(rows + more), final)
+    assert text.endswith("Below 5 seeds (learn-2) a PE's value describes its few models; "
+                         "nothing here is a test.")
+    five = pd.DataFrame(rows + more).query("pe != 'learn-2'")
+    assert "seeds (" not in ch.noise_sentence(five, final) and \
+        "tests nothing" not in ch.noise_sentence(five, final)
 
 
 def test_human_helpers():
@@ -764,6 +773,8 @@ def test_paper_gap_sentence_leaves_out_rows_at_chance():
     assert "+0.000 to +0.064 (mean +0.032), above in 1; equal in 1." in mixed
     up = ch.paper_gap_sentence(cmp.assign(mean=0.9, n=5), final, "cosine")
     assert "above the paper in every row." in up and "seed(s)" not in up
+    assert "With 4-5 seed(s) per row this describes" in ch.paper_gap_sentence(
+        cmp.assign(n=[5, 4, 5]), final, "cosine")
     one = ch.paper_gap_sentence(cmp.iloc[:1], final, "cosine")
     assert "over the 1 row above chance: -0.136, below the paper." in one
     assert ch.paper_gap_sentence(cmp, final.assign(accuracy=0.25), "cosine").startswith(

@@ -325,8 +325,9 @@ def paper_gap_sentence(cmp: pd.DataFrame, final: pd.DataFrame, what: str,
     else:
         side = "; ".join(f"{k} in {v}" for k, v in
                          (("below", below), ("above", above), ("equal", equal)) if v)
-    n = int(rows["n"].min())
-    few = (f" With {n} seed(s) per row this describes these models; it tests nothing."
+    n, most = int(rows["n"].min()), int(rows["n"].max())
+    per = f"{n}" if n == most else f"{n}-{most}"
+    few = (f" With {per} seed(s) per row this describes these models; it tests nothing."
            if n < MIN_SEEDS_FOR_CI else "")
     span = (f"{d.iloc[0]:+.{digits}f}" if len(d) == 1 else
             f"{d.min():+.{digits}f} to {d.max():+.{digits}f} (mean {d.mean():+.{digits}f})")

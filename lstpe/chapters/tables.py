@@ -344,9 +344,15 @@ def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
                      f"({kept.min():.3f}), and {learn[0]} drops {kept[learn[0]]:.3f}.")
     if low:
         parts.append(f"Within noise of chance, not ranked: {', '.join(sorted(low))}.")
-    if seeds.min() < 5:
+    ranked = seeds[[str(p) not in low for p in seeds.index]]  # PEs at chance: named above
+    ranked = ranked if len(ranked) else seeds
+    if ranked.max() < 5:
         parts.append("With fewer than 5 seeds per PE this describes these models; it tests "
                      "nothing.")
+    elif ranked.min() < 5:
+        few = sorted(str(p) for p in ranked.index[ranked < 5])
+        parts.append(f"Below 5 seeds ({', '.join(few)}) a PE's value describes its few models; "
+                     "nothing here is a test.")
     return " ".join(parts)
 
 
