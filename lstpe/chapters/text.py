@@ -206,7 +206,7 @@ def source_note(run: Any) -> str:
                    "seeds it cannot give a mean with an interval or a test")
         elif counts[0] >= k:
             can = (f"With {k} or more seeds per PE it gives each PE a mean with an interval "
-                   f"and a test against the paper's tables, of models trained {length}")
+                   f"and a test against the paper's tables, of models trained for {length}")
         else:
             can = (f"PEs with {k} or more seeds get a mean with an interval and a test; the "
                    "others place a few models each, with no interval and no test")
