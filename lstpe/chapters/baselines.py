@@ -28,7 +28,7 @@ from scipy import stats as sps
 
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
 from lstpe.chapters.tables import _pm
-from lstpe.chapters.text import chance_pes, chance_test
+from lstpe.chapters.text import _span, chance_pes, chance_test
 
 __all__ = ["init_final_sentence", "init_vs_final", "like_for_like", "like_summary",
            "accuracy_correlations", "rising_sentence", "paper_gap_sentence", "RISE"]
@@ -78,11 +78,8 @@ def like_summary(final: pd.DataFrame, epoch: int = 200) -> str:
     cmp = compare_with_authors(final, epoch=epoch).set_index("pe")
     ct = chance_test(final).set_index("pe")
     n = final.groupby("pe")["seed"].nunique()
-    parts = [f"Stored so far: {len(cmp)} PEs, {n.min()}-{n.max()} seed(s) each "
-             f"({epoch} epochs, the authors' recipe)."
-             if n.min() != n.max() else
-             f"Stored so far: {len(cmp)} PEs, {n.min()} seed(s) each ({epoch} epochs, the "
-             "authors' recipe)."]
+    parts = [f"Stored so far: {len(cmp)} PEs, {_span(n.min(), n.max())} seed(s) each "
+             f"({epoch} epochs, the authors' recipe)."]
     above = [p for p in cmp.index if not ct.loc[p, "at_chance"]]
     chance = [p for p in cmp.index if ct.loc[p, "at_chance"]]
     far: tuple[float, str] | None = None
@@ -325,10 +322,9 @@ def paper_gap_sentence(cmp: pd.DataFrame, final: pd.DataFrame, what: str,
     else:
         side = "; ".join(f"{k} in {v}" for k, v in
                          (("below", below), ("above", above), ("equal", equal)) if v)
-    n, most = int(rows["n"].min()), int(rows["n"].max())
-    per = f"{n}" if n == most else f"{n}-{most}"
-    few = (f" With {per} seed(s) per row this describes these models; it tests nothing."
-           if n < MIN_SEEDS_FOR_CI else "")
+    n = int(rows["n"].min())
+    few = (f" With {_span(n, int(rows['n'].max()))} seed(s) per row this describes these "
+           "models; it tests nothing." if n < MIN_SEEDS_FOR_CI else "")
     span = (f"{d.iloc[0]:+.{digits}f}" if len(d) == 1 else
             f"{d.min():+.{digits}f} to {d.max():+.{digits}f} (mean {d.mean():+.{digits}f})")
     return (f"Ours minus the paper, {what}, over the {n_rows} above chance: {span}, "

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from lstpe.chapters.text import _names, caveats, chance_pes, chance_test
+from lstpe.chapters.text import _names, _span, caveats, chance_pes, chance_test
 
 __all__ = [
     "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "summary",
@@ -322,9 +322,8 @@ def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
     real = avg[[p for p in avg.index if p not in low]]
     seeds = r.groupby("pe")["seed"].nunique()
     lo, hi = noisy["noise"].min(), noisy["noise"].max()
-    n = f"{seeds.min()}" if seeds.min() == seeds.max() else f"{seeds.min()}-{seeds.max()}"
     parts = [f"Mean validation accuracy over the noise stds {lo:g}-{hi:g} (the paper's Fig. A9D "
-             f"measure; {n} seed(s) per PE), highest first: "
+             f"measure; {_span(seeds.min(), seeds.max())} seed(s) per PE), highest first: "
              + ", ".join(f"{p} {v:.3f}" for p, v in real.items()) + "."]
     learn = [p for p in real.index if str(p).startswith("learn-")]
     if len(learn) > 1:
@@ -346,13 +345,13 @@ def noise_sentence(noise: pd.DataFrame, final: pd.DataFrame | None = None,
         parts.append(f"Within noise of chance, not ranked: {', '.join(sorted(low))}.")
     ranked = seeds[[str(p) not in low for p in seeds.index]]  # PEs at chance: named above
     ranked = ranked if len(ranked) else seeds
-    if ranked.max() < 5:
-        parts.append("With fewer than 5 seeds per PE this describes these models; it tests "
-                     "nothing.")
-    elif ranked.min() < 5:
-        few = sorted(str(p) for p in ranked.index[ranked < 5])
-        parts.append(f"Below 5 seeds ({', '.join(few)}) a PE's value describes its few models; "
-                     "nothing here is a test.")
+    if ranked.max() < MIN_SEEDS:
+        parts.append(f"With fewer than {MIN_SEEDS} seeds per PE this describes these models; it "
+                     "tests nothing.")
+    elif ranked.min() < MIN_SEEDS:
+        few = sorted(str(p) for p in ranked.index[ranked < MIN_SEEDS])
+        parts.append(f"Below {MIN_SEEDS} seeds ({', '.join(few)}) a PE's value describes its few "
+                     "models; nothing here is a test.")
     return " ".join(parts)
 
 

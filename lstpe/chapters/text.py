@@ -195,10 +195,9 @@ def source_note(run: Any) -> str:
     length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
     stored = getattr(run, "source", "") == "stored"
     where = "stored under results/" if stored else "trained in this kernel"
-    per_pe = (getattr(run, "manifest", None) or {}).get("seeds_per_pe")
+    counts, per_pe = _seed_counts(run)
     if per_pe:
-        counts = sorted({len(v) for v in per_pe.values()})
-        n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        n = _span(counts[0], counts[-1])
         from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI as k
 
         if counts[-1] < k:
@@ -314,10 +313,15 @@ def _epochs_reason(run: Any, epochs: int) -> str:
     return reg
 
 
+def _span(lo: int, hi: int) -> str:
+    """A count that may vary as a short label: ``3`` (``lo == hi``) or ``3-5``."""
+    return f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
 def _seed_label(run: Any) -> str:
     """A run's seeds as a short label: ``2`` or ``1 per PE`` / ``1-3 per PE`` (campaign)."""
     counts, per_pe = _seed_counts(run)
-    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    n = _span(counts[0], counts[-1])
     return f"{n} per PE" if per_pe else n
 
 
