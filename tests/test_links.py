@@ -80,6 +80,17 @@ def test_every_chapter_in_the_toc_has_the_install_cell() -> None:
             assert repo.configured(ROOT).pip_spec in src
 
 
+def test_the_install_cell_is_short_and_hidden_on_the_page() -> None:
+    """Every chapter's install cell has at most 15 lines and a tag that keeps its code off the
+    rendered page (``remove-input`` or ``hide-input``); Jupyter and Colab still run it."""
+    for nb in repo.notebooks(ROOT):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        first = next(c for c in cells if c["cell_type"] == "code")
+        assert len("".join(first["source"]).splitlines()) <= 15, nb.name
+        tags = set(first.get("metadata", {}).get("tags", []))
+        assert tags & {"remove-input", "hide-input", "remove-cell"}, nb.name
+
+
 def test_set_url_moves_everything_to_a_fork(tmp_path: Path) -> None:
     for name in ("_config.yml", "README.md"):
         shutil.copy(ROOT / name, tmp_path / name)
