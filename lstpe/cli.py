@@ -258,6 +258,15 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         run(args.minutes, args.results, device=args.device or "auto", units=args.unit,
             max_units=args.max_units, allow_partial=args.allow_partial,
             log=lambda msg: print(msg, flush=True))
+    elif args.action == "pair":
+        from lstpe.experiments import precision as pr
+
+        pair = pr.run_pair(args.results, device=args.device or "cpu",
+                           log=lambda msg: print(msg, flush=True))
+        v = pr.pair_verdict(pr.pair_table(pair))
+        print(v["per_pe"].to_string(index=False))
+        print(f"bf16 within the seed spread over epochs {v['epochs'][0]}-{v['epochs'][1]}: "
+              f"{'yes' if v['ok'] else 'no'} ({pr.pair_dir(args.results)})")
     elif args.action == "import":
         units = cp.import_run(args.path, args.results, run=args.run, note=args.note or "")
         print(f"imported {len(units)} fragment(s): {', '.join(u.key for u in units)}")
@@ -342,6 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fill the budget: start --max-units units even if they cannot "
                    "finish (the chunk pauses with a checkpoint; a later run here resumes it)")
     q.add_argument("--device", help="auto (cuda > mps > cpu), cpu, cuda, ...")
+    q.add_argument("--results", help="results folder (default: the repository's)")
+    q = csub.add_parser("pair", help="the precision pair: fp32 and bf16, same seeds, 30 epochs "
+                        "(on a CPU with bf16 instructions, before its campaign trains bf16)")
+    q.add_argument("--device", help="cpu (default) or cuda")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("import", help="split a finished run of the recipe into fragments")
     q.add_argument("path", help="the run folder (lstpe train --preset paper --epochs 200)")

@@ -65,9 +65,12 @@ TABLE1_OTHER: tuple[str, ...] = ("1d-fixed", "random", "relative", "rope", "nope
 WORK = ".campaign"
 """The work folder under ``results/paper/`` (claims, staging, checkpoints; ignored by git)."""
 
-IGNORED_KEYS: tuple[str, ...] = (*res.EXECUTION_KEYS, "save_attention", "preset")
-"""Config keys in which a fragment may differ from its unit's recipe: how it was executed, and
-whether attention maps were kept (what was computed is the same)."""
+IGNORED_KEYS: tuple[str, ...] = (*res.EXECUTION_KEYS, "save_attention", "preset", "amp")
+"""Config keys in which a fragment may differ from its unit's recipe: how it was executed,
+whether attention maps were kept (what was computed is the same), and ``amp``: bf16 autocast,
+which the campaign uses only where a precision pair has shown it moves accuracy less than a
+change of seed (:mod:`lstpe.experiments.precision`); each fragment's manifest names its
+precision and why."""
 
 
 class RecipeMismatch(ValueError):

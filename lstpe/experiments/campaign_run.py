@@ -39,7 +39,7 @@ import torch
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
-from lstpe.runtime import cpu_flags, has_bf16, pick_device
+from lstpe.runtime import cpu_flags, pick_device
 from lstpe.store import results as res
 
 MAX_UNITS = 8
@@ -53,22 +53,14 @@ MIN_PARTIAL_EPOCHS = 5
 (one checkpoint interval): less would be training thrown away if the machine changes."""
 
 
-def choose_precision(device: torch.device) -> tuple[str, str]:
-    """The campaign's precision on ``device`` and why: always fp32 for now.
+def choose_precision(device: torch.device, results_dir: str | Path | None = None
+                     ) -> tuple[str, str]:
+    """The campaign's precision on ``device`` and why: the one decision of
+    :func:`lstpe.experiments.precision.decide` (bf16 on a CPU only after its precision pair)."""
+    from lstpe.experiments.precision import decide
 
-    bf16 would be used only where the CPU has native bf16 instructions *and* the precision pair
-    (fp32 and bf16 runs of the same seeds, chapter 11) shows it leaves validation accuracy
-    within the seed-to-seed spread; no machine this project ran on had them, so no pair has
-    been measured and every unit trains in fp32.
-    """
-    if device.type != "cpu":
-        return "fp32", f"fp32 on {device.type}: the authors' V100 precision (no bf16 pair yet)"
-    flags = cpu_flags()
-    if not has_bf16():
-        return "fp32", ("fp32: this CPU has no bf16 instructions (flags: "
-                        f"{' '.join(flags) or 'unknown'}), where bf16 matmuls are emulated")
-    return "fp32", ("fp32: this CPU has bf16 instructions, but no fp32/bf16 pair has shown "
-                    "that bf16 leaves the results unchanged")
+    _, name, why = decide(device, results_dir)
+    return name, why
 
 
 def machine() -> dict[str, Any]:
@@ -202,8 +194,9 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         raise ValueError(f"--max-units must be >= 1, got {max_units}")
     deadline = time.monotonic() + 60.0 * minutes
     dev = pick_device(device)
-    precision, why = choose_precision(dev)
+    precision, why = choose_precision(dev, results_dir)
     log(f"campaign: {precision} ({why}); device {res.device_name(dev)}; budget {minutes:g} min")
+    fresh = {**overrides, "amp": precision != "fp32"}  # new chunks train in that precision
     published: list[cp.Unit] = []
     chunks = {str(v): v for v in cs.paused_units(results_dir).values()}
     for _, chunk in sorted(chunks.items()):
@@ -214,8 +207,9 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         where = (f" at epoch {at} of {of}, about {spec['estimate_s'] * (of - at) / of / 60:.1f}"
                  f" min left" if at >= 0 and of > 0 else "")
         log(f"resuming the paused chunk {chunk.name}{where}: {', '.join(spec['units'])}")
+        same = {**overrides, "amp": spec.get("precision", "fp32") != "fp32"}  # as it began
         done = _train_chunk([cp.find_unit(k) for k in spec["units"]], results_dir, dev,
-                            deadline, spec, log, overrides)
+                            deadline, spec, log, same)
         published += done
         if not done:
             return published
@@ -226,8 +220,8 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
             return published
         left = deadline - time.monotonic()
         head = free[:max(1, min(max_units, 2))]
-        p = probe(head, dev, **overrides)
-        epochs = head[0].config(**overrides).epochs
+        p = probe(head, dev, **fresh)
+        epochs = head[0].config(**fresh).epochs
         n = 0
         while n < min(max_units, len(free)) and \
                 estimate_s(n + 1, p["s_per_model_epoch"], epochs) <= left:
@@ -253,7 +247,7 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
                 "estimate_s": round(estimate_s(n, p["s_per_model_epoch"], epochs), 1),
                 "started_at": res._now(), "machine": machine(), "precision": precision,
                 "precision_reason": why}
-        done = _train_chunk(free[:n], results_dir, dev, deadline, spec, log, overrides)
+        done = _train_chunk(free[:n], results_dir, dev, deadline, spec, log, fresh)
         published += done
         if not done:
             return published

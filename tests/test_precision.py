@@ -1,0 +1,83 @@
+"""The precision pair and the campaign's one decision on precision
+(:mod:`lstpe.experiments.precision`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from lstpe.experiments import precision as pr
+from lstpe.nn.model import ModelConfig
+
+TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, epochs=3, eval_train_max=64,
+            eval_test_max=64)
+
+
+def _fake_flags(monkeypatch, bf16: bool) -> None:
+    flags = ["avx2", "fma", "avx512_bf16", "amx_bf16"] if bf16 else ["avx2", "fma"]
+    monkeypatch.setattr(pr, "cpu_flags", lambda *a, **k: flags)
+    monkeypatch.setattr(pr, "has_bf16", lambda *a, **k: bf16)
+
+
+def test_cpu_tag_names_the_bf16_flags():
+    assert pr.cpu_tag(["avx2", "avx512_bf16", "amx_bf16"]) == "bf16-avx512_bf16-amx_bf16"
+    assert pr.cpu_tag(["avx2", "fma"]) == "fp32-only"
+
+
+def test_no_pair_on_a_cpu_without_bf16(monkeypatch, tmp_path):
+    _fake_flags(monkeypatch, False)
+    with pytest.raises(ValueError, match="no bf16 instructions"):
+        pr.run_pair(tmp_path, **TINY)
+    amp, name, why = pr.decide(torch.device("cpu"), tmp_path)
+    assert (amp, name) == (False, "fp32") and "emulated" in why
+
+
+def test_fp32_until_a_pair_is_stored(monkeypatch, tmp_path):
+    _fake_flags(monkeypatch, True)
+    amp, name, why = pr.decide(torch.device("cpu"), tmp_path)
+    assert (amp, name) == (False, "fp32") and "no precision pair" in why
+
+
+def test_pair_table_against_hand_numbers():
+    """diff, max_abs_diff and seed_spread from a hand-made history of one PE."""
+    def run(precision_shift: float):
+        class R:
+            pass
+        out = []
+        for seed, base in ((1, 0.5), (2, 0.7)):
+            r = R()
+            r.history = pd.DataFrame({"split": "val_dropout", "condition": "all", "pe": "p",
+                                      "seed": seed, "epoch": [1, 2],
+                                      "accuracy": [base + precision_shift * seed,
+                                                   base + 0.1]})
+            out.append(r)
+        return out
+    t = pr.pair_table({"fp32": run(0.0), "bf16": run(0.01)})
+    e1 = t[t.epoch == 1].iloc[0]
+    assert e1["diff"] == pytest.approx((0.01 + 0.02) / 2)
+    assert e1["max_abs_diff"] == pytest.approx(0.02)
+    assert e1["seed_spread"] == pytest.approx(0.2)
+    assert t[t.epoch == 2].iloc[0]["diff"] == pytest.approx(0.0)
+    v = pr.pair_verdict(t, last=2)
+    assert v["ok"] and v["epochs"] == (1, 2)
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN")
+def test_pair_trains_stores_and_decides(monkeypatch, tmp_path):
+    """The tiny pair trains both precisions from the same seeds, stores them under the CPU's
+    tag and is read back; the decision then follows the verdict."""
+    _fake_flags(monkeypatch, True)
+    monkeypatch.setattr(pr, "PAIR_EPOCHS", 3)
+    pair = pr.run_pair(tmp_path, **TINY)
+    assert {r.config["amp"] for r in pair["bf16"]} == {True}
+    assert {r.config["amp"] for r in pair["fp32"]} == {False}
+    stored = pr.load_pair(tmp_path)
+    assert stored is not None
+    t = pr.pair_table(stored)
+    assert set(t["pe"]) == {pe for _, pe in pr.PAIR_PES}
+    assert sorted(t["epoch"].unique()) == [0, 1, 2, 3]
+    # epoch 0 is the same initial weights, evaluated under autocast in bf16: close, not equal
+    assert t[t.epoch == 0]["max_abs_diff"].max() <= 0.1
+    amp, name, why = pr.decide(torch.device("cpu"), tmp_path)
+    assert name == ("bf16" if pr.pair_verdict(t)["ok"] else "fp32") and why
