@@ -324,8 +324,39 @@ def _load_checkpoint(ckpt: Path, device: torch.device) -> dict | None:
     return None
 
 
+def _meta_key(meta: Any) -> Any:
+    """A checkpoint's meta without how it is executed (device, step mode, ...: a run moved from
+    a CPU to a GPU resumes), so that only what is computed must match."""
+    if not isinstance(meta, dict) or not isinstance(meta.get("configs"), list):
+        return meta
+    cfgs = [{k: v for k, v in c.items() if k not in res.EXECUTION_KEYS}
+            if isinstance(c, dict) else c for c in meta["configs"]]
+    return {**meta, "configs": cfgs}
+
+
 class Paused(RuntimeError):
     """Training stopped before its time budget ran out; the checkpoint holds the progress."""
+
+
+class Stopped(Paused):
+    """Training stopped where it was asked to (``LoopOptions.stop_at``), short of its
+    ``epochs``; the checkpoint holds the progress and a later call with a later ``stop_at``
+    (or none) continues the same trajectory."""
+
+
+class EpochHook(Protocol):
+    """Something that watches training (e.g. PE snapshots of a long unit): called after each
+    epoch's evaluation with the model in eval mode; its state is checkpointed with the run's.
+
+    It must not touch a random generator or the model's weights: the trajectory is the same
+    with or without it.
+    """
+
+    def after_epoch(self, epoch: int, model: Any, history: list[dict]) -> None: ...
+
+    def state(self) -> dict[str, Any]: ...
+
+    def load(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -348,6 +379,9 @@ class LoopOptions:
     progress: bool = False
     desc: str = ""
     deadline: float | None = None
+    stop_at: int | None = None
+    """Stop after this epoch (< ``epochs``) with a checkpoint and :class:`Stopped`."""
+    hook: EpochHook | None = None
 
 
 def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
@@ -376,7 +410,7 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
     ckpt = opts.checkpoint
     state = _load_checkpoint(ckpt, device) if ckpt is not None and ckpt.exists() else None
     if state is not None:
-        if state.get("meta") != opts.checkpoint_meta:
+        if _meta_key(state.get("meta")) != _meta_key(opts.checkpoint_meta):
             raise ValueError(f"checkpoint {ckpt} was written by a different configuration; "
                              "use a new run folder or delete the checkpoint to restart")
         model.load_state_dict(state["model"])
@@ -386,12 +420,16 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
             for t, v in zip(scaler.tensors(), state["scaler"], strict=True):
                 t.copy_(v.to(device))
         history, start, state0 = state["history"], state["epoch"], state["init"]
+        if opts.hook is not None:
+            opts.hook.load(state.get("hook", {}))
         segments = [*state.get("segments", []), {"wall_s": float(state.get("wall_s", 0.0)),
                                                  **state.get("process", {})}]
     if start == 0:
         state0 = init_state()
         model.eval()
         history += task.evaluate(0, opts.epochs == 0, None)
+        if opts.hook is not None:
+            opts.hook.after_epoch(0, model, history)
     t0, process = time.perf_counter(), res.process_record(device) if ckpt is not None else {}
     fwd = torch.compile(model) if opts.mode == "compile" else model
     step = GraphStep(task, opt, running, device, opts.amp, scaler) if opts.mode == "graph" \
@@ -411,9 +449,13 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         if epoch in opts.schedule:
             model.eval()
             history += task.evaluate(epoch, epoch == opts.epochs, running.means())
+        if opts.hook is not None:
+            model.eval()
+            opts.hook.after_epoch(epoch, model, history)
         longest = max(longest, time.monotonic() - t_epoch)
-        pause = (opts.deadline is not None and epoch < opts.epochs
-                 and time.monotonic() + 1.5 * longest > opts.deadline)
+        stop = opts.stop_at is not None and epoch == opts.stop_at < opts.epochs
+        pause = stop or (opts.deadline is not None and epoch < opts.epochs
+                         and time.monotonic() + 1.5 * longest > opts.deadline)
         if ckpt is not None and (pause or opts.checkpoint_every and (
                 epoch % opts.checkpoint_every == 0 or epoch == opts.epochs)):
             state = {"meta": opts.checkpoint_meta, "epoch": epoch,
@@ -423,10 +465,15 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
                      "process": res.checkpoint_record(process)}
             if scaler is not None:
                 state["scaler"] = [t.cpu() for t in scaler.tensors()]
+            if opts.hook is not None:
+                state["hook"] = opts.hook.state()
             res.save_torch({**state, DIGEST_KEY: state_digest(state)}, ckpt)
         if pause:
             if ckpt is None:
                 raise ValueError("a deadline needs a checkpoint path to resume from")
+            if stop:
+                raise Stopped(f"stopped after epoch {epoch} of {opts.epochs} as asked "
+                              f"({opts.desc}); rerun with a later stop to continue from {ckpt}")
             raise Paused(f"paused after epoch {epoch} of {opts.epochs} ({opts.desc}): the time "
                          f"budget ends before another epoch; rerun to resume from {ckpt}")
     model.eval()

@@ -137,7 +137,8 @@ def train(cfg: TrainConfig, run_dir: str | Path | None = None, progress: bool = 
 def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None],
                progress: bool = True, splits: dict | None = None,
                work_dir: str | Path | None = None, deadline: float | None = None,
-               eval_chunk: int | None = None) -> list[res.Run]:
+               eval_chunk: int | None = None, stop_at: int | None = None,
+               hook: Any = None) -> list[res.Run]:
     """Train several configurations as one batch of models; save each to its own folder.
 
     The configurations must agree on everything but PEs and optimizer settings
@@ -152,6 +153,10 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
             checkpoint and :class:`lstpe.training.engine.Paused` when another epoch would not fit
             (rerun to resume).
         eval_chunk: evaluation puzzles per forward call (default: :func:`chunk_sizes`).
+        stop_at: stop after this epoch with a checkpoint and
+            :class:`lstpe.training.engine.Stopped` (a long unit trained in legs).
+        hook: an :class:`lstpe.training.engine.EpochHook` watching every epoch (its state is
+            checkpointed). With ``stop_at`` or ``hook`` the models must fit one chunk.
     Returns:
         One :class:`lstpe.store.results.Run` per configuration, in order.
     """
@@ -171,7 +176,7 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
         device = pick_device(cfgs[0].device)
         with tf32_mode(device, TF32):
             return _train_many(cfgs, dirs, progress, splits, work_dir, deadline, device,
-                               eval_chunk)
+                               eval_chunk, stop_at, hook)
 
 
 def _layout(ckdir: Path | None, n_models: int, planned: int) -> int:
@@ -192,7 +197,8 @@ def _layout(ckdir: Path | None, n_models: int, planned: int) -> int:
 def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool,
                 splits: dict | None, work_dir: str | Path | None,
                 deadline: float | None, device: torch.device,
-                eval_chunk: int | None = None) -> list[res.Run]:
+                eval_chunk: int | None = None, stop_at: int | None = None,
+                hook: Any = None) -> list[res.Run]:
     t0 = time.perf_counter()
     base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
     mode = resolve_mode(base.step_mode, device)
@@ -211,6 +217,9 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
     if device.type == "cuda" and not base.max_models:
         step = _layout(ckdir if base.checkpoint_every else None, len(slots), step)
     chunks = [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]
+    if (stop_at is not None or hook is not None) and len(chunks) > 1:
+        raise ValueError(f"{len(slots)} models need {len(chunks)} chunks here; a run with a "
+                         "stop or a hook must fit one (set max_models or train fewer models)")
     sub = {"train": stratified_subset(splits["train"].vectors, base.eval_train_max,
                                        base.split_seed),
            "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
@@ -235,7 +244,8 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
                            checkpoint=ckdir / f"chunk{ci}.pt" if ckdir else None,
                            checkpoint_every=base.checkpoint_every, checkpoint_meta=meta,
                            progress=progress, desc=f"chunk {ci + 1}/{len(chunks)} "
-                           f"({len(ids)} models)", deadline=deadline)
+                           f"({len(ids)} models)", deadline=deadline, stop_at=stop_at,
+                           hook=hook)
 
         def init_state(task=task) -> dict[str, Any]:
             st = {"pe": task.model.pe().detach().cpu()}

@@ -1,0 +1,102 @@
+"""Long units (:mod:`lstpe.experiments.long_units`): segments, snapshots, and a resume that
+continues the same trajectory, also from a fresh clone holding only what git tracks."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from lstpe.experiments import long_units as lu
+from lstpe.nn.model import ModelConfig
+from lstpe.store import results as res
+
+TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, eval_train_max=64,
+            eval_test_max=64)
+UNITS = (lu.LongUnit("table2", "learn-0.2", 2235), lu.LongUnit("tables56", "learn-2", 2235))
+
+
+@pytest.fixture
+def short(monkeypatch):
+    """A long unit of 6 epochs in segments of 2."""
+    monkeypatch.setattr(lu, "LONG_EPOCHS", 6)
+    monkeypatch.setattr(lu, "SEGMENT", 2)
+
+
+def chunk(target: int) -> lu.LongChunk:
+    return lu.LongChunk("t", UNITS, target, 2, "test")
+
+
+def train(target: int, results: Path) -> bool:
+    return lu.train_chunk(chunk(target), time.monotonic() + 600, results, log=lambda m: None,
+                          **TINY)
+
+
+def test_snapshot_schedule():
+    pe, att = lu.snapshot_epochs(1000)
+    assert pe[:12] == [0, 1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 50]
+    assert pe[-3:] == [900, 950, 1000] and len(pe) == 11 + 20
+    assert att == [0, 1, 3, 10, 30, *range(100, 1001, 100)]
+
+
+def test_segments_join_into_the_whole_run(short, tmp_path):
+    assert train(6, tmp_path)
+    for u in UNITS:
+        assert [p.name for p in lu.segments(u, tmp_path)] == ["e0002", "e0004", "e0006"]
+        whole = lu.load_long(u, tmp_path)
+        assert whole["epoch"] == 6
+        assert sorted(whole["history"]["epoch"].unique()) == list(range(7))
+        assert whole["pe_epochs"] == [0, 1, 2, 3, 5]  # the schedule, up to epoch 6
+        assert whole["pe"].shape == (5, 1, 16, 16)
+        assert whole["attention_epochs"] == [0, 1, 3]
+        assert whole["val_attention"].shape == (3, 108, 1, 16, 16)
+    # the AdamW unit and the Adam unit kept their own recipes in one batch
+    m = [lu.load_long(u, tmp_path)["manifests"][0]["config"] for u in UNITS]
+    assert (m[0]["optimizer"], m[1]["optimizer"]) == ("adam", "adamw")
+
+
+def test_resume_in_a_fresh_clone_continues_bit_for_bit(short, tmp_path):
+    """Train to epoch 3 (mid-segment), keep only what git would track (segments and the
+    resume folder; no work folder), continue to 6 there; compare with an uninterrupted run."""
+    whole, part, clone = tmp_path / "whole", tmp_path / "part", tmp_path / "clone"
+    assert train(6, whole)
+    assert train(3, part)  # stops at its target, epoch 3, with a checkpoint
+    assert lu.resume_epoch(chunk(3), part) == 3
+    assert (part / "long" / ".work").exists()
+    shutil.copytree(part / "long", clone / "long", ignore=shutil.ignore_patterns(".work"))
+    assert train(6, clone)
+    for u in UNITS:
+        a, b = lu.load_long(u, whole), lu.load_long(u, clone)
+        assert torch.equal(a["pe"], b["pe"])
+        assert torch.equal(a["val_attention"], b["val_attention"])
+        cols = ["epoch", "split", "condition", "accuracy", "loss"]
+        assert a["history"][cols].equals(b["history"][cols])
+
+
+def test_the_resume_folder_is_tracked_by_git(tmp_path):
+    """.gitignore ignores *.pt but not results/**: the resume checkpoint is committed, the
+    work folder (claims, staging) is not."""
+    root = Path(__file__).resolve().parents[1]
+    tracked = "results/long/_resume/mechanism/chunk0.pt"
+    work = "results/long/.work/staging/x/artifacts.pt"
+    out = subprocess.run(["git", "check-ignore", "--no-index", tracked, work], cwd=root,
+                         capture_output=True, text=True)
+    assert out.stdout.split() == [work]
+
+
+def test_a_broken_chain_is_refused(short, tmp_path):
+    assert train(6, tmp_path)
+    u = UNITS[0]
+    shutil.rmtree(u.path(tmp_path) / "e0004")
+    with pytest.raises(res.DamagedFileError, match="does not follow"):
+        lu.load_long(u, tmp_path)
+
+
+def test_a_target_already_reached_trains_nothing(short, tmp_path):
+    assert train(4, tmp_path)
+    before = lu.resume_epoch(chunk(4), tmp_path)
+    assert train(4, tmp_path) and lu.resume_epoch(chunk(4), tmp_path) == before == 4
