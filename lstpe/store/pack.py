@@ -1,8 +1,10 @@
 """Finished runs through a narrow door: pack them into small files, unpack them safely.
 
 A GPU lease returns at most 8 files of at most 16 MiB (64 MiB in all) per command. :func:`pack`
-writes the finished runs under a results folder (``history.csv``, ``manifest.json``,
-``artifacts.pt``, ``tables/``; never ``checkpoints/`` or lock files) into one gzip-compressed
+writes the finished runs under a results folder (``manifest.json`` and the files it lists:
+``history.csv``, ``artifacts.pt``, ``tables/``; never ``checkpoints/``, lock files, a run in a
+hidden folder such as the campaign's ``.campaign/``, or a file the manifest does not list) into
+one gzip-compressed
 tar stream cut into pieces of ``piece_mib`` MiB, plus an index (``lstpe-pack.json``) with each
 piece's size and SHA-256 and the runs it holds. :func:`volume_files` says which pieces one
 command copies out (the index travels with every volume); :func:`copy_volume` copies them.
@@ -15,9 +17,11 @@ Safety rules:
 * :func:`unpack` is all or nothing. It reads the index (:func:`read_index`: a malformed one is
   named with the bad key), checks every piece, reassembles the stream and checks every tar
   member *before* writing anything: each name read from disk (run names, piece names, member
-  names) must be a plain relative path inside its folder, and members must be regular files or
+  names) must be a plain relative path inside its folder with no hidden component and no
+  ``checkpoints/`` (nothing lands in ``.campaign/``), and members must be regular files or
   folders of a listed run (no links, devices, absolute paths or ``..``). It then extracts into a
-  staging folder inside the target, verifies every staged run against its manifest, checks every
+  staging folder inside the target, verifies every staged run against its manifest (a file it
+  does not list refuses the pack), checks every
   local run it would keep (a damaged one is named and fails the unpack; a different one is never
   replaced), and only then moves the new runs into place (moving them back if a move fails).
 
@@ -37,7 +41,7 @@ import shutil
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -45,7 +49,6 @@ from lstpe.store.storage import RunDirError, WriteError, _file_mode, read_manife
 
 INDEX = "lstpe-pack.json"
 PIECE = "lstpe-pack.tar.gz.{:03d}"
-PACKED_FILES = ("history.csv", "manifest.json", "artifacts.pt")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -53,19 +56,30 @@ class PackError(ValueError):
     """A pack or its target cannot be used as asked (the message names the file and value)."""
 
 
+WORK_PARTS = ("checkpoints",)
+"""Folder names that hold work in progress, never results: with every hidden name (``.campaign``,
+``.unpack-*``...), a path through one is never packed or unpacked."""
+
+
+def work_part(parts: Sequence[str]) -> str | None:
+    """The first component of ``parts`` that is hidden or a work folder (:data:`WORK_PARTS`),
+    else None."""
+    return next((p for p in parts if p.startswith(".") or p in WORK_PARTS), None)
+
+
 def finished_runs(root: str | Path) -> list[Path]:
-    """Run folders under ``root`` that hold a manifest (finished runs), sorted."""
+    """Run folders under ``root`` that hold a manifest (finished runs), sorted; never one in
+    a hidden or work folder (the campaign's ``.campaign/staging``, ``checkpoints/``)."""
     root = Path(root)
     return sorted(p.parent for p in root.rglob("manifest.json")
-                  if "checkpoints" not in p.parts)
+                  if work_part(p.relative_to(root).parts[:-1]) is None)
 
 
 def _run_members(run: Path) -> list[Path]:
-    files = [run / f for f in PACKED_FILES if (run / f).exists()]
-    tables = run / "tables"
-    if tables.is_dir():
-        files += sorted(tables.glob("*.csv"))
-    return files
+    """The files of a run that travel: its manifest and the files it lists (a CSV written
+    into its ``tables/`` by anything else stays behind)."""
+    listed = read_manifest(run).get("files") or {}
+    return [run / "manifest.json"] + [run / f for f in sorted(listed) if (run / f).is_file()]
 
 
 def verify_run(run: Path) -> dict:
@@ -103,6 +117,22 @@ def plain_path(name: Any, what: str, where: str | Path) -> PurePosixPath:
         raise PackError(f"{what} {name!r} in {where} {bad}: a name must be a plain relative "
                         "path inside its folder; refusing the pack, nothing was written")
     return PurePosixPath(name)
+
+
+def result_path(name: Any, what: str, where: str | Path) -> PurePosixPath:
+    """:func:`plain_path`, and no hidden component or work folder (:func:`work_part`): a pack
+    carries results, never the campaign's claims, staging folders or checkpoints.
+
+    Raises:
+        PackError: naming ``what``, the bad name and ``where`` it was read.
+    """
+    path = plain_path(name, what, where)
+    part = work_part(path.parts)
+    if part is not None:
+        raise PackError(f"{what} {name!r} in {where} passes through {part!r}, a hidden or work "
+                        "folder (claims, staging, checkpoints): a pack carries finished results "
+                        "only; refusing the pack, nothing was written")
+    return path
 
 
 def _piece_name(name: Any, what: str, where: Path) -> str:
@@ -270,7 +300,7 @@ def read_index(path: str | Path) -> dict:
 
     runs = need(index, "runs", list, "runs")
     for i, run in enumerate(runs):
-        plain_path(run, f"run runs[{i}]", path)
+        result_path(run, f"run runs[{i}]", path)
     if not runs:
         raise PackError(f"index {path}: key 'runs' lists no run")
     for a in runs:
@@ -331,7 +361,7 @@ def _check_members(tar: tarfile.TarFile, runs: list[str], index_path: Path) -> N
     where = f"the tar stream of {index_path}"
     seen: set[str] = set()
     for m in tar.getmembers():
-        name = plain_path(m.name, "tar member", where)
+        name = result_path(m.name, "tar member", where)
         if not (m.isfile() or m.isdir()):
             kind = ("a symbolic link" if m.issym() else "a hard link" if m.islnk() else
                     "a device or special file")
@@ -406,12 +436,15 @@ def _check_local(name: str, new: Path, dst: Path, root: Path, index_path: Path) 
     return True
 
 
-def unpack(src: str | Path | Sequence[str | Path], root: str | Path) -> list[str]:
+def unpack(src: str | Path | Sequence[str | Path], root: str | Path,
+           check: Callable[[str, dict], None] | None = None) -> list[str]:
     """Check and unpack pieces (one folder, or several holding the volumes) into ``root``,
     all or nothing (see the module's safety rules).
 
     Returns the runs written (a run already present, intact and with the same manifest, is
-    skipped).
+    skipped). ``check(name, manifest)`` is called for every verified packed run before
+    anything is placed; it raises :class:`PackError` to refuse the pack (the caller's rule of
+    where such a run belongs).
 
     Raises:
         PackError: a malformed index (naming the file and key), a missing or damaged piece, an
@@ -441,10 +474,20 @@ def unpack(src: str | Path | Sequence[str | Path], root: str | Path) -> list[str
         step = "checking the runs"
         for name in runs:
             try:
-                verify_run(stage / name)
+                manifest = verify_run(stage / name)
             except (RunDirError, FileNotFoundError) as e:
                 raise PackError(f"packed run {name!r} of {index_path} is damaged: {e}; "
                                 "nothing was placed") from None
+            listed = {"manifest.json", *(manifest.get("files") or {})}
+            extra = [p.relative_to(stage / name).as_posix() for p in _packed_files(stage / name)
+                     if p.relative_to(stage / name).as_posix() not in listed]
+            if extra:
+                raise PackError(f"packed run {name!r} of {index_path} holds {extra[0]!r}, which "
+                                "its manifest does not list: a pack carries only the files a "
+                                "run's manifest vouches for; refusing the pack, nothing was "
+                                "placed")
+            if check is not None:
+                check(name, manifest)
         new = [n for n in runs if not _check_local(n, stage / n, root / n, root, index_path)]
         for name in new:
             step = f"placing run {name!r} at {root / name}"

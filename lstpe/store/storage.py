@@ -278,7 +278,9 @@ def load_torch(path: str | Path, what: str = "file", map_location: Any = "cpu",
     path = Path(path)
     hint = _require_nonempty(path, what, hint)
     try:
-        return torch.load(path, map_location=map_location, weights_only=False)
+        # weights_only: tensors, containers and plain values only; a pickled object that
+        # would run code when loaded (a hostile pack) is refused as a damaged file
+        return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure means a damaged file
         msg = " ".join(str(e).split())[:200]
         raise _damaged(path, what, f"is damaged or truncated ({type(e).__name__}: {msg})",
@@ -410,12 +412,32 @@ def verify_files(run_dir: str | Path, manifest: dict, skip: Sequence[str] = ()) 
             raise _damaged(path, "run file", "is missing (listed in manifest.json)", hint)
         size = path.stat().st_size
         if ("bytes" in rec and size != rec["bytes"]) or sha256_file(path) != rec.get("sha256"):
+            if _crlf_only(path, rec):
+                raise _damaged(path, "run file", "has Windows line endings (CRLF) where it was "
+                               "stored with LF; its numbers are intact (git's core.autocrlf "
+                               "converted it on checkout)", f"keep {run_dir} and convert the "
+                               f"file back to LF (dos2unix {path}), or clone again with this "
+                               "repository's .gitattributes, which marks results/ -text")
             detail = f"does not match manifest.json ({size} bytes, manifest: {rec.get('bytes')}"
             if "rows" in rec and path.suffix == ".csv":
                 detail += f"; {_count_rows(path)} rows, manifest: {rec['rows']}"
             raise _damaged(path, "run file", detail + "; truncated or edited?)", hint)
         checked.append(name)
     return checked
+
+
+def _crlf_only(path: Path, rec: dict) -> bool:
+    """Whether ``path`` matches its manifest record once CRLF line endings are made LF (the
+    only change git's ``core.autocrlf`` makes to a text file on checkout)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    if b"\r\n" not in data:
+        return False
+    data = data.replace(b"\r\n", b"\n")
+    return len(data) == rec.get("bytes", len(data)) and \
+        hashlib.sha256(data).hexdigest() == rec.get("sha256")
 
 
 def _count_rows(path: Path) -> int | str:
