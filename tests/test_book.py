@@ -10,6 +10,7 @@ the book itself (no CDN), typeset all its math without errors, and show no raw T
 
 from __future__ import annotations
 
+import html
 import html.parser
 import json
 import os
@@ -256,3 +257,133 @@ def _math_problems(chapter: str, dom: str) -> list[str]:
     for m in RAW_TEX.finditer(text):
         out.append(f"{chapter}: raw TeX visible: {text[max(0, m.start() - 60):m.end() + 40]!r}")
     return out
+
+
+# --------------------------------------------------------------------------- widths and CDNs
+
+LAYOUT_JS = r"""
+(function () {
+  function scrolls(el) {
+    const o = getComputedStyle(el).overflowX;
+    return o === "auto" || o === "scroll";
+  }
+  function name(el) {
+    const cls = typeof el.className === "string" ? el.className.split(" ")[0] : "";
+    const c = cls ? "." + cls : "";
+    return el.tagName.toLowerCase() + c;
+  }
+  function measure() {
+    const col = document.querySelector("article.bd-article") || document.querySelector("main");
+    const c = col.getBoundingClientRect();
+    const out = {width: window.innerWidth, column: [c.left, c.right], wide: [], unwrapped: [],
+                 clipped: [], remote: []};
+    for (const el of col.querySelectorAll("*")) {
+      const r = el.getBoundingClientRect();
+      if (!r.width || !r.height) continue;
+      let box = el.parentElement, inBox = false;
+      while (box && box !== col) {
+        if (scrolls(box)) { inBox = true; break; }
+        box = box.parentElement;
+      }
+      const text = (el.textContent || "").trim().slice(0, 70);
+      if (!inBox && (r.right > c.right + 1 || r.left < c.left - 1))
+        out.wide.push([name(el), Math.round(r.left), Math.round(r.right), text]);
+      const o = getComputedStyle(el).overflowX;
+      if ((o === "hidden" || o === "clip") && el.scrollWidth > el.clientWidth + 1)
+        out.clipped.push([name(el), el.scrollWidth, el.clientWidth, text]);
+      const printed = el.matches(".output.stream pre, .output.stderr pre");
+      if (printed && el.scrollWidth > el.clientWidth + 1)
+        out.unwrapped.push([name(el), el.scrollWidth, el.clientWidth, text]);
+    }
+    for (const e of performance.getEntriesByType("resource"))
+      if (!/^(file|data|blob|about):/.test(e.name)) out.remote.push(e.name);
+    parent.postMessage(JSON.stringify(out), "*");
+  }
+  window.addEventListener("load", () => setTimeout(measure, 1000));
+})();
+"""
+"""Injected into a copy of each page: measures, once the page (and MathJax) has loaded, every
+element of the article column and every resource the page fetched, and posts the result to
+the frame around it."""
+
+FRAME = """<!DOCTYPE html><html><body style="margin:0"><pre id="lstpe-layout"></pre>
+<iframe src="{src}" style="border:0;width:{w}px;height:2000px"></iframe>
+<script>window.addEventListener("message", e => {{
+  document.getElementById("lstpe-layout").textContent = e.data; }});</script></body></html>"""
+"""A page at a given width: an iframe of that width (headless Chromium's window is at least
+500 px wide; an iframe is the viewport of the page in it, media queries included)."""
+
+CDN = re.compile(r"""<(?:script|link|img|iframe|source|embed|video|audio)\b[^>]*?\b(?:src|href)"""
+                 r"""\s*=\s*["'](?:https?:)?//[^"']+|data-[\w-]*cdn[\w-]*\s*=\s*["'][^"']+"""
+                 r"""|url\(\s*["']?(?:https?:)?//[^)]+""")
+"""What would fetch from another host: a script, style sheet, image, frame or media element
+with an absolute URL, a widget manager's CDN base (``data-jupyter-widgets-cdn``), a CSS
+``url(//...)``. Links a reader follows (``<a href>``) are not loads."""
+
+WIDTHS = (420, 1280)
+"""The two widths a reader uses: a phone in portrait, a laptop."""
+
+
+def layout_problems(chromium: str, html_dir: Path, chapter: str, width: int) -> list[str]:
+    """What is too wide on one page at ``width`` px, as headless Chromium lays it out.
+
+    Measures, in the article column (``article.bd-article``): every element (a table, a
+    figure, a line of output) whose box extends past the column's left or right edge and is
+    not inside a box that scrolls horizontally (``overflow-x: auto | scroll``); every element
+    that hides content it cuts off (``overflow-x: hidden | clip`` with a scroll width above
+    its width); every printed line (stream or stderr output) that does not wrap (it would
+    need a scroll bar); and every resource the page fetched from anything but the built book
+    (``file:``/``data:`` URLs).
+    """
+    page = html_dir / f"{chapter}.html"
+    probe = page.with_name(page.stem + ".__layout__.html")
+    frame = page.with_name(page.stem + f".__frame{width}__.html")
+    probe.write_text(page.read_text(encoding="utf-8").replace(
+        "</body>", f"<script>{LAYOUT_JS}</script></body>"), encoding="utf-8")
+    frame.write_text(FRAME.format(src=probe.name, w=width), encoding="utf-8")
+    try:
+        dom = subprocess.run(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+             "--allow-file-access-from-files", "--virtual-time-budget=30000",
+             "--window-size=1400,2000", "--dump-dom", frame.as_uri()],
+            capture_output=True, text=True, timeout=180)
+    finally:
+        probe.unlink()
+        frame.unlink()
+    m = re.search(r'<pre id="lstpe-layout">(.*?)</pre>', dom.stdout, re.S)
+    if not m or not m.group(1).strip():
+        return [f"{chapter} @{width}: the page did not report its layout ({dom.stderr[-300:]})"]
+    got = json.loads(html.unescape(m.group(1)))
+    where = f"{chapter} @{width}px"
+    out = [f"{where}: wider than the column {got['column']}: {w}" for w in got["wide"]]
+    out += [f"{where}: content clipped: {c}" for c in got["clipped"]]
+    out += [f"{where}: a printed line does not wrap: {u}" for u in got["unwrapped"]]
+    out += [f"{where}: fetched from the network: {r}" for r in got["remote"]]
+    return out
+
+
+def cdn_references(html_dir: Path) -> list[str]:
+    """Every attribute of the built HTML that would fetch from another host (:data:`CDN`)."""
+    out = []
+    for page in sorted(html_dir.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        out += [f"{page.relative_to(html_dir)}: {m.group(0)[:120]}" for m in CDN.finditer(text)]
+    return out
+
+
+def test_no_page_references_a_cdn(built_book: Path) -> None:
+    """Offline: no page of the built book names a script, style, font or image on another host
+    (:data:`CDN`)."""
+    assert cdn_references(built_book) == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_pages_fit_their_column(built_book: Path, width: int) -> None:
+    """At 420 px and at 1280 px, on every chapter page: no table, figure or line is wider than
+    the article column unless it scrolls in its own box, no content is clipped, printed lines
+    wrap, and nothing is fetched from the network (:func:`layout_problems` says how)."""
+    chromium = _chromium()
+    problems = []
+    for chapter in _chapters():
+        problems += layout_problems(chromium, built_book, chapter, width)
+    assert not problems, "\n".join(problems[:60])
