@@ -242,15 +242,11 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from lstpe.experiments import campaign_status as cs
 
     if args.action == "plan":
-        units = cp.plan()
-        done = {u.key for u in cp.done_units(args.results)}
-        for u in units:
-            print(f"{u.item}  {u.key:<28} {'done' if u.key in done else ''}")
-        print(f"{len(units)} units, {len(done)} stored; each: the paper's recipe for "
-              f"{cp.CAMPAIGN_EPOCHS} epochs, fp32")
+        print(cs.plan_text(args.results))
     elif args.action == "status":
         table = cs.status(args.results)
         print(cs.status_text(table))
+        print(cs.long_and_cpus_text(table, args.results))
         return 1 if (table["state"] == "damaged").any() else 0
     elif args.action == "run":
         from lstpe.experiments.campaign_run import run

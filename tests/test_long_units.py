@@ -100,3 +100,24 @@ def test_a_target_already_reached_trains_nothing(short, tmp_path):
     assert train(4, tmp_path)
     before = lu.resume_epoch(chunk(4), tmp_path)
     assert train(4, tmp_path) and lu.resume_epoch(chunk(4), tmp_path) == before == 4
+
+
+def test_campaign_run_trains_a_long_chunk_in_its_place(short, tmp_path, monkeypatch):
+    """With items 1-3 and 7 stored, ``campaign run`` trains the long chunk (item 4) to its
+    target, publishes its segments, and then finds nothing left (item 9 is never trained)."""
+    import json
+
+    from lstpe.experiments import campaign as cp
+    from lstpe.experiments import campaign_run as cr
+
+    monkeypatch.setattr(lu, "LONG_PLAN", (lu.LongChunk("m", UNITS, 4, 4, "test"),))
+    for u in cp.plan():
+        if u.item in (1, 2, 3, 7):
+            u.path(tmp_path).mkdir(parents=True)
+            (u.path(tmp_path) / "manifest.json").write_text(json.dumps({"config": {}}))
+    logs: list[str] = []
+    cr.run(5, tmp_path, device="cpu", log=logs.append, **TINY)
+    assert any(m.startswith("long: training m") for m in logs)
+    assert logs[-1] == "campaign: no free unit left"
+    assert all(lu.published_epoch(u, tmp_path) == 4 for u in UNITS)
+    assert lu.long_status(tmp_path).iloc[0][["epoch", "resume_epoch"]].tolist() == [4, 4]

@@ -120,21 +120,59 @@ def _base(results_dir: str | Path | None) -> Path:
     return Path(results_dir) if results_dir else default_results_dir()
 
 
+ITEMS: dict[int, str] = {
+    1: "Table 2 core: 2d-fixed and six sigmas, seeds 1-3",
+    2: "Table 1's other PEs, seeds 1-3",
+    3: "Tables 1-2 at seeds 4-5",
+    4: "mechanism: 3 long units to 1000 epochs",
+    5: "weight decay: 2 AdamW long units to 1000",
+    6: "mechanism: item 4 extended to 4000 epochs",
+    7: "the other 14 sigmas of Table 2, seeds 1-3",
+    8: "Tables 4-6's remaining cells, long units",
+    9: "Tables 4-6 at 200 epochs (not trained)",
+}
+"""What each item of the plan is, in the campaign's order (:data:`WHY` says why there).
+Items 4, 5, 6 and 8 are long units (:data:`lstpe.experiments.long_units.LONG_PLAN`); the
+others are 200-epoch units (:func:`plan`)."""
+
+WHY: dict[int, str] = {
+    1: "the paper's central table, first seeds",
+    2: "the paper's comparison of every PE",
+    3: "five seeds per cell of Tables 1-2, for the intervals and tests of their claims",
+    4: "learn-0.1, learn-0.2, learn-2 (Adam, seed 2235) with PE and attention snapshots: does "
+       "a small-sigma PE's learned 2-D structure come to dominate it after 200 epochs?",
+    5: "learn-0.2 and learn-2 with AdamW (wd 0.1, Table 5's recipe), seed 2235: decoupled "
+       "decay shrinks every weight to 0.88 of its value by epoch 200 but 0.53 by 1000, so "
+       "Table 5's rescue of large sigma can only show late",
+    6: "the paper's length, for the mechanism's figures",
+    7: "the sigma curve between the core's six points (the authors' logs show every sigma "
+       "settled by epoch 200)",
+    8: "SGD at sigma 0.01-0.2 (Table 4) and AdamW at sigma 0.5, 1, 1.5 (Table 5), seed 2235, "
+       "to 1000 epochs: effects that form slowly",
+    9: "at 200 epochs AdamW's decay and SGD's slow start show nothing the paper claims; listed "
+       "so that a finished run of their recipe can still be imported",
+}
+"""Why each item of :data:`ITEMS` has its place."""
+
+NOT_TRAINED: tuple[int, ...] = (9,)
+"""Items the campaign lists but never trains (:data:`WHY` says why)."""
+
+
 def plan() -> list[Unit]:
-    """Every unit, in order of value.
+    """Every 200-epoch unit, in order of value (:data:`ITEMS`; the long units of items 4, 5, 6
+    and 8 are :data:`lstpe.experiments.long_units.LONG_PLAN`).
 
     1. Table 2 core (:data:`TABLE2_CORE`), the paper's seeds 1-3 (21 units);
     2. Table 1's other PEs (:data:`TABLE1_OTHER`), seeds 1-3 (18);
-    3. seeds 4-5 of items 1 and 2 (26; five seeds: the report's threshold for intervals);
-    4. the other 14 sigmas of Table 2, seeds 1-5 (70);
-    5. Table 4 (Adam and SGD, sigma 0.01, 0.05, 0.1, 0.2) and Tables 5-6 (AdamW, the Table 2
-       sigmas and the other PEs), seeds 1-3. Adam at sigma 0.1 and 0.2 is item 1's units
-       (the same recipe), so it is not listed twice.
+    3. seeds 4-5 of items 1 and 2 (26);
+    7. the other 14 sigmas of Table 2, seeds 1-3 (42);
+    9. Table 4 (Adam and SGD, sigma 0.01, 0.05, 0.1, 0.2) and Tables 5-6 (AdamW, the Table 2
+       sigmas and the other PEs), seeds 1-3: listed, not trained (:data:`NOT_TRAINED`). Adam
+       at sigma 0.1 and 0.2 is item 1's units (the same recipe), so it is not listed twice.
 
     Within an item, seeds are the outer loop: every PE gets its first seed before any gets a
     second. Not listed (a reader with a GPU runs them with :func:`lstpe.experiments.runs.get_run`):
-    2d-fixed
-    and learn-0.2 to 1000 and 4000 epochs, and seeds 6-15.
+    seeds 6-15.
     """
     s13, s45 = PAPER_SEEDS[:3], PAPER_SEEDS[3:5]
     units: list[Unit] = []
@@ -149,10 +187,10 @@ def plan() -> list[Unit]:
     add(3, "table2", TABLE2_CORE, s45)
     add(3, "table1", TABLE1_OTHER, s45)
     core = set(TABLE2_CORE)
-    add(4, "table2", [p for p in learn_pes(PAPER_SIGMAS) if p not in core], PAPER_SEEDS[:5])
-    add(5, "table4/adam", [p for p in learn_pes(TABLE4_SIGMAS) if p not in core], s13)
-    add(5, "table4/sgd", learn_pes(TABLE4_SIGMAS), s13)
-    add(5, "tables56", tables56_pes(PAPER_SIGMAS), s13)
+    add(7, "table2", [p for p in learn_pes(PAPER_SIGMAS) if p not in core], s13)
+    add(9, "table4/adam", [p for p in learn_pes(TABLE4_SIGMAS) if p not in core], s13)
+    add(9, "table4/sgd", learn_pes(TABLE4_SIGMAS), s13)
+    add(9, "tables56", tables56_pes(PAPER_SIGMAS), s13)
     return units
 
 

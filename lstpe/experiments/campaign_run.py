@@ -39,6 +39,7 @@ import torch
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
+from lstpe.experiments import long_units as lu
 from lstpe.runtime import cpu_flags, pick_device
 from lstpe.store import results as res
 
@@ -168,6 +169,8 @@ def free_units(results_dir: str | Path | None = None, only: Sequence[str] | None
     if only is not None:
         keys = [cp.find_unit(k, units).key for k in only]
         units = [u for u in units if u.key in keys]
+    else:  # listed, never trained unless asked for by name (cp.ITEMS says why)
+        units = [u for u in units if u.item not in cp.NOT_TRAINED]
     return [u for u in units if u.key in free]
 
 
@@ -215,6 +218,13 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
             return published
     while True:
         free = free_units(results_dir, units)
+        chunk = None if units is not None else \
+            lu.next_chunk(results_dir, before_item=free[0].item if free else None)
+        if chunk is not None:  # a long chunk comes before the next 200-epoch unit
+            if not lu.train_chunk(chunk, deadline, results_dir, dev, amp=fresh["amp"],
+                                  precision=precision, log=log, **overrides):
+                return published
+            continue
         if not free:
             log("campaign: no free unit left" + (" of those asked for" if units else ""))
             return published

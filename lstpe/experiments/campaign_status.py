@@ -20,7 +20,16 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.experiments.campaign import _work, done_units, load_fragment, plan, unit_seconds
+from lstpe.experiments.campaign import (
+    CAMPAIGN_EPOCHS,
+    ITEMS,
+    WHY,
+    _work,
+    done_units,
+    load_fragment,
+    plan,
+    unit_seconds,
+)
 from lstpe.store import results as res
 
 
@@ -258,14 +267,41 @@ def progress_text(table: pd.DataFrame) -> str:
                    f"{whole['hours left']:.1f} for the whole plan.")
 
 
-ITEMS: dict[int, str] = {
-    1: "Table 2 core: 2d-fixed and six sigmas, seeds 1-3",
-    2: "Table 1's other PEs, seeds 1-3",
-    3: "seeds 4-5 of items 1 and 2",
-    4: "the other 14 sigmas of Table 2, seeds 1-5",
-    5: "Tables 4 (Adam, SGD) and 5-6 (AdamW), seeds 1-3",
-}
-"""What each item of :func:`plan` is."""
+def plan_text(results_dir: str | Path | None = None) -> str:
+    """``lstpe campaign plan``: every item in the campaign's order with the reason for its
+    place, its 200-epoch units (done or not) or its long chunk (epoch reached of its target)."""
+    from lstpe.experiments import long_units as lu
+
+    done = {u.key for u in done_units(results_dir)}
+    units, lines = plan(), []
+    for item, what in ITEMS.items():
+        lines.append(f"item {item}: {what} -- {WHY[item]}")
+        mine = [u for u in units if u.item == item]
+        if mine:
+            n = sum(u.key in done for u in mine)
+            lines.append(f"  {len(mine)} units of {CAMPAIGN_EPOCHS} epochs, {n} stored: "
+                         + ", ".join(u.key + (" (done)" if u.key in done else "")
+                                     for u in mine))
+        for c in lu.LONG_PLAN:
+            if c.item == item:
+                lines.append(f"  long chunk {c.name} to epoch {c.target} "
+                             f"(at {lu.chunk_epoch(c, results_dir)}): "
+                             + ", ".join(u.key for u in c.units))
+    return "\n".join(lines)
+
+
+def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = None) -> str:
+    """The long chunks' epochs and hours left, and which CPUs (flags, precision) trained the
+    stored units."""
+    from lstpe.experiments import long_units as lu
+
+    rate = unit_rate(table)[0] / CAMPAIGN_EPOCHS if (table["state"] == "done").any() else None
+    lines = [lu.long_status_text(lu.long_status(results_dir), rate)]
+    st = stored_units(results_dir)
+    if len(st):
+        for (flags, prec), g in st.groupby(["cpu flags", "precision"], dropna=False):
+            lines.append(f"trained on {flags or '-'} in {prec or 'fp32'}: {len(g)} units")
+    return "\n".join(lines)
 
 
 def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:

@@ -104,6 +104,79 @@ class LongChunk:
         return f"{self.name}@{self.target}"
 
 
+def _mech(seed: int = 2235) -> tuple[LongUnit, ...]:
+    return tuple(LongUnit("table2", pe, seed) for pe in ("learn-0.1", "learn-0.2", "learn-2"))
+
+
+LONG_PLAN: tuple[LongChunk, ...] = (
+    LongChunk("mechanism", _mech(), 1000, 4,
+              "does a small-sigma PE's learned 2-D structure dominate it after 200 epochs?"),
+    LongChunk("weight-decay", (LongUnit("tables56", "learn-0.2", 2235),
+                               LongUnit("tables56", "learn-2", 2235)), 1000, 5,
+              "AdamW's decay shrinks the init to 0.53 of its size by epoch 1000"),
+    LongChunk("mechanism", _mech(), 4000, 6, "the paper's length"),
+    LongChunk("sgd", tuple(LongUnit("table4/sgd", f"learn-{s}", 2235)
+                           for s in (0.01, 0.05, 0.1, 0.2)), 1000, 8,
+              "Table 4: SGD's dependence on sigma, which forms slowly"),
+    LongChunk("weight-decay-sigmas", tuple(LongUnit("tables56", f"learn-{s}", 2235)
+                                           for s in ("0.5", "1", "1.5")), 1000, 8,
+              "Table 5: the sigmas that weight decay rescues"),
+)
+"""The long chunks in the campaign's order (their items: :data:`lstpe.experiments.campaign.ITEMS`).
+A chunk with the name of an earlier one continues its models (same resume state)."""
+
+
+def next_chunk(results_dir: str | Path | None = None, before_item: int | None = None
+               ) -> LongChunk | None:
+    """The first long chunk of :data:`LONG_PLAN` short of its target, if its item comes
+    before ``before_item`` (the item of the next free 200-epoch unit; None: any)."""
+    for c in LONG_PLAN:
+        if before_item is not None and c.item >= before_item:
+            return None
+        if chunk_epoch(c, results_dir) < c.target:
+            return c
+    return None
+
+
+def long_status(results_dir: str | Path | None = None) -> pd.DataFrame:
+    """One row per (chunk, target) of :data:`LONG_PLAN`: ``item, chunk, units, target,
+    epoch`` (the smallest published epoch over its units), ``resume_epoch`` (its resume
+    checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment; NaN before
+    one) and ``hours_left`` (to the target at that rate)."""
+    rows = []
+    for c in LONG_PLAN:
+        ep = chunk_epoch(c, results_dir)
+        rate = float("nan")
+        last = segments(c.units[0], results_dir)
+        if last:
+            man = res.read_manifest(last[-1])
+            info = man.get("long") or {}
+            span = info.get("to_epoch", 0) - info.get("from_epoch", 0)
+            if span > 0 and man.get("wall_time_s"):
+                rate = float(man["wall_time_s"]) / span
+        rows.append({"item": c.item, "chunk": c.name, "units": len(c.units),
+                     "target": c.target, "epoch": min(ep, c.target),
+                     "resume_epoch": resume_epoch(c, results_dir), "s_per_epoch": rate,
+                     "hours_left": max(c.target - ep, 0) * rate / 3600})
+    return pd.DataFrame(rows)
+
+
+def long_status_text(table: pd.DataFrame, s_per_model_epoch: float | None = None) -> str:
+    """``lstpe campaign status``'s lines for long chunks (``table``: :func:`long_status`);
+    before a chunk's first segment its hours are priced at ``s_per_model_epoch`` (the
+    200-epoch units' measured rate) times its models."""
+    lines = []
+    for _, r in table.iterrows():
+        rate, basis = r["s_per_epoch"], "its last segment"
+        if rate != rate and s_per_model_epoch:  # NaN: no segment yet
+            rate, basis = s_per_model_epoch * r["units"], "the 200-epoch units' rate"
+        left = max(r["target"] - r["epoch"], 0) * rate / 3600 if rate == rate else float("nan")
+        lines.append(f"item {r['item']} (long): {r['chunk']} ({r['units']} models) at epoch "
+                     f"{r['epoch']} of {r['target']} (resume checkpoint at epoch "
+                     f"{r['resume_epoch']}); {left:.1f} machine-hours left at {basis}")
+    return "\n".join(lines)
+
+
 def long_root(results_dir: str | Path | None = None) -> Path:
     """``<results>/long``."""
     return (Path(results_dir) if results_dir is not None else default_results_dir()) / "long"
