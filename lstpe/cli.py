@@ -242,6 +242,17 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from lstpe.experiments import campaign_status as cs
 
     if args.action == "plan":
+        if args.device and args.device.startswith("cuda"):
+            from lstpe.experiments import long_units as lu
+
+            if args.minutes is None or not args.minutes > 0:
+                raise SystemExit("lstpe campaign plan --device cuda needs --minutes > 0")
+            t = lu.lease_plan(args.minutes, args.gpu_memory, args.rate, args.results)
+            print(t.to_string(index=False))
+            print(f"(at {args.rate or lu.TARGET_RATE:g} model-epochs/s and "
+                  f"{lu.STEP_LATENCY_S * 1e3:g} ms per step: assumptions until measured on "
+                  "the GPU)")
+            return 0
         print(cs.plan_text(args.results))
     elif args.action == "status":
         table = cs.status(args.results)
@@ -338,6 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
                        ("status", "units done and left, hours spent and left")):
         q = csub.add_parser(name, help=text)
         q.add_argument("--results", help="results folder (default: the repository's)")
+        if name == "plan":
+            q.add_argument("--device", help="cuda: what a GPU lease would train (long first)")
+            q.add_argument("--minutes", type=float, help="the lease (with --device cuda)")
+            q.add_argument("--gpu-memory", type=float, default=80.0, help="GiB (default 80)")
+            q.add_argument("--rate", type=float, help="model-epochs/s of the GPU (default: "
+                           "the engine's H100 target)")
     q = csub.add_parser("run", help="train the next units that fit in --minutes")
     q.add_argument("--minutes", type=float, required=True, help="time budget (wall clock)")
     q.add_argument("--unit", action="append", metavar="RUN/PE/SEED",
