@@ -253,8 +253,16 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                   f"{lu.STEP_LATENCY_S * 1e3:g} ms per step: assumptions until measured on "
                   "the GPU)")
             return 0
+        if args.keys:  # one trainable 200-epoch unit per line, in order (schedulers)
+            print("\n".join(u.key for u in cp.plan() if u.item not in cp.NOT_TRAINED))
+            return 0
         print(cs.plan_text(args.results))
     elif args.action == "status":
+        where = cp._base(args.results)
+        if not where.is_dir():  # a typo or a file: never "0 units done"
+            how = "is not a folder" if where.exists() else "does not exist"
+            raise FileNotFoundError(f"the results folder {where} {how} (--results or "
+                                    "$LSTPE_RESULTS)")
         table = cs.status(args.results)
         print(cs.status_text(table))
         print(cs.long_and_cpus_text(table, args.results))
@@ -350,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
         q = csub.add_parser(name, help=text)
         q.add_argument("--results", help="results folder (default: the repository's)")
         if name == "plan":
+            q.add_argument("--keys", action="store_true",
+                           help="only the trainable 200-epoch units' keys, one per line")
             q.add_argument("--device", help="cuda: what a GPU lease would train (long first)")
             q.add_argument("--minutes", type=float, help="the lease (with --device cuda)")
             q.add_argument("--gpu-memory", type=float, default=80.0, help="GiB (default 80)")
