@@ -30,6 +30,7 @@ exist: an interrupted chunk leaves no fragment, and a stored fragment is never o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Iterable, Sequence
@@ -43,6 +44,7 @@ import torch
 from lstpe.experiments.registry import REGISTRY, TABLE4_SIGMAS, learn_pes, run_config, tables56_pes
 from lstpe.runtime import PAPER_SEEDS, default_results_dir
 from lstpe.store import results as res
+from lstpe.store.rundir import RunLock
 from lstpe.store.storage import dotted_get
 from lstpe.training.config import PAPER_SIGMAS, TrainConfig
 
@@ -380,7 +382,11 @@ def import_run(path: str | Path, results_dir: str | Path | None = None,
         FileExistsError: a fragment is already stored (it is never overwritten).
         ValueError: a (PE, seed) has no unit in the plan, or several and ``run`` is not given.
     """
-    src = res.load(path, sealed=False)  # runs of older code have no manifest checksum
+    try:  # runs of older code have no manifest checksum; a sealed one is always checked
+        sealed = res.MANIFEST_HASH_KEY in res.read_manifest(path, verify=False)
+    except (OSError, ValueError):
+        sealed = True  # res.load names what is wrong
+    src = res.load(path, sealed=sealed)
     cfg = src.config
     if src.manifest.get("diverged_models"):
         raise ValueError(f"{path}: models {src.manifest['diverged_models']} diverged; not "
@@ -405,16 +411,44 @@ def import_run(path: str | Path, results_dir: str | Path | None = None,
                              f"({', '.join(u.key for u in fits)}); give --run")
         units.append(fits[0])
     for u in units:
-        if u.path(results_dir).exists():
+        if u.path(results_dir).exists() or u.path(results_dir).is_symlink():
             raise FileExistsError(f"the fragment {u.path(results_dir)} is already stored; it is "
                                   "never overwritten (delete it by hand to replace it)")
+        chunk = paused_chunk(u, results_dir)
+        if chunk is not None:
+            raise ValueError(f"{u.key} waits in the paused chunk {chunk} (its checkpoint), "
+                             "which the next campaign run resumes; not imported (to import "
+                             f"anyway, delete {chunk}: its training so far is lost)")
     share = float(src.manifest.get("wall_time_s", 0.0)) / max(1, len(pairs))
     origin = {"path": str(Path(path)), "git_commit": src.manifest.get("git_commit"),
               "files": src.manifest.get("files"), "bundle_models": len(pairs), "note": note,
               "manifest_sealed": res.MANIFEST_HASH_KEY in src.manifest}
-    for m, u in enumerate(units):
-        _write_fragment_from(src, m, u, results_dir, share, origin)
+    with contextlib.ExitStack() as claims:  # as training does: never a unit in training
+        for u in units:
+            try:
+                claims.enter_context(RunLock(_work(results_dir) / "claims" / u.slug))
+            except res.RunLockedError as e:
+                raise res.RunLockedError(f"{u.key} is being trained: {e}; not imported") \
+                    from None
+        for m, u in enumerate(units):
+            _write_fragment_from(src, m, u, results_dir, share, origin)
     return units
+
+
+def paused_chunk(unit: Unit, results_dir: str | Path | None = None) -> Path | None:
+    """The paused chunk (a folder with ``chunk.json`` and a checkpoint) that holds ``unit``,
+    or None."""
+    chunks = _work(results_dir) / "chunks"
+    for d in sorted(chunks.glob("*")) if chunks.is_dir() else []:
+        if not any(d.glob("checkpoints/*.pt")):
+            continue
+        try:
+            keys = json.loads((d / "chunk.json").read_text())["units"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(keys, list) and unit.key in keys:
+            return d
+    return None
 
 
 def _write_fragment_from(src: res.Run, m: int, u: Unit, results_dir: str | Path | None,

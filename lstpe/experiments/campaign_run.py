@@ -196,14 +196,16 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
     if max_units < 1:
         raise ValueError(f"--max-units must be >= 1, got {max_units}")
     deadline = time.monotonic() + 60.0 * minutes
+    res.ensure_writable_dir(cp._work(results_dir))  # a file or read-only folder: before the probe
     dev = pick_device(device)
     precision, why = choose_precision(dev, results_dir)
     log(f"campaign: {precision} ({why}); device {res.device_name(dev)}; budget {minutes:g} min")
     fresh = {**overrides, "amp": precision != "fp32"}  # new chunks train in that precision
     published: list[cp.Unit] = []
+    measured: float | None = None  # this process's last probe (s per model-epoch)
     chunks = {str(v): v for v in cs.paused_units(results_dir).values()}
     for _, chunk in sorted(chunks.items()):
-        spec = json.loads((chunk / "chunk.json").read_text())
+        spec = chunk_spec(chunk)
         if units is not None and not set(spec["units"]) <= set(units):
             continue
         at, of = cs.paused_epoch(chunk)
@@ -231,8 +233,18 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
             return published
         left = deadline - time.monotonic()
         head = free[:max(1, min(max_units, 2))]
-        p = probe(head, dev, **fresh)
         epochs = head[0].config(**fresh).epochs
+        prior = measured if measured else prior_rate(results_dir)
+        need = estimate_s(1, prior or 0.0, min(MIN_PARTIAL_EPOCHS, epochs) if allow_partial
+                          else epochs)
+        if left < need:  # the probe itself would eat the budget (a paper-size probe: minutes)
+            log(f"campaign: {left / 60:.1f} min left, one unit needs about {need / 60:.1f} min"
+                + (f" at the {prior} s per model-epoch measured before" if prior else "")
+                + ": not probing")
+            return published
+        p = probe(head, dev, **fresh)
+        measured = p["s_per_model_epoch"]
+        left = deadline - time.monotonic()  # the probe counts against the budget
         n = 0
         while n < min(max_units, len(free)) and \
                 estimate_s(n + 1, p["s_per_model_epoch"], epochs) <= left:
@@ -264,6 +276,101 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
             return published
 
 
+def prior_rate(results_dir: str | Path | None = None) -> float | None:
+    """The fastest probe (s per model-epoch) recorded by a stored unit the campaign trained,
+    or None: what :func:`run` expects at best before it probes."""
+    rates = []
+    for u in cp.done_units(results_dir):
+        try:
+            man = res.read_manifest(u.path(results_dir), verify=False)
+            rates.append(float(((man.get("campaign") or {}).get("probe") or {})
+                               ["s_per_model_epoch"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    rates = [r for r in rates if r > 0]
+    return min(rates) if rates else None
+
+
+SPEC_KEYS: dict[str, type | tuple[type, ...]] = {
+    "units": list, "estimate_s": (int, float), "precision": str, "precision_reason": str,
+    "machine": dict, "probe": dict}
+"""What a chunk's ``chunk.json`` must hold (and the types)."""
+
+
+def chunk_spec(chunk: Path) -> dict:
+    """The ``chunk.json`` of a paused chunk, checked: every key of :data:`SPEC_KEYS`, and
+    every unit one of the plan.
+
+    Raises:
+        ValueError: naming the file, what is wrong and what to do.
+    """
+    path = chunk / "chunk.json"
+    hint = (f"restore it, or delete the folder {chunk} to drop the paused chunk (its units then "
+            "train again from the start)")
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path} cannot be read ({e}); {hint}") from None
+    if not isinstance(spec, dict):
+        raise ValueError(f"{path} does not hold a JSON object; {hint}")
+    for key, typ in SPEC_KEYS.items():
+        if not isinstance(spec.get(key), typ) or isinstance(spec.get(key), bool):
+            raise ValueError(f"{path} has no valid {key!r} (got {json.dumps(spec.get(key))}); "
+                             f"{hint}")
+    for key in spec["units"]:
+        try:
+            cp.find_unit(str(key))
+        except ValueError:
+            raise ValueError(f"{path} names {key!r}, which is no unit of the campaign's plan; "
+                             f"{hint}") from None
+    return spec
+
+
+def check_targets(chunk: Sequence[cp.Unit], results_dir: str | Path | None) -> None:
+    """Check, before training, that every unit of ``chunk`` can be published: its fragment path
+    is no symbolic link and the nearest existing folder above it is a writable folder.
+
+    Raises:
+        ValueError: naming the path and what to do (nothing was trained).
+    """
+    for u in chunk:
+        dest = u.path(results_dir)
+        if dest.is_symlink():
+            raise ValueError(f"the fragment path {dest} of {u.key} is a symbolic link (to "
+                             f"{os.readlink(dest)}), not a folder: remove it; nothing was trained")
+        above = next(p for p in dest.parents if p.exists() or p.is_symlink())
+        if not above.is_dir() or not os.access(above, os.W_OK | os.X_OK):
+            raise ValueError(f"{u.key} cannot be published under {above} (not a writable "
+                             "folder); nothing was trained")
+
+
+def _finished_stage(stage: Path, unit: cp.Unit, overrides: dict) -> bool:
+    """Whether ``stage`` holds ``unit``'s finished, verified run of its recipe."""
+    if not (stage / "manifest.json").is_file():
+        return False
+    try:
+        cfg = res.load(stage).config
+    except (OSError, ValueError):
+        return False
+    return cfg.get("pes") == [unit.pe] and cfg.get("seeds") == [unit.seed] and \
+        not cp.recipe_diff(cfg, unit, **overrides)
+
+
+def _publish_unit(unit: cp.Unit, stage: Path, spec: dict, results_dir: str | Path | None
+                  ) -> None:
+    """Record the chunk in the staged run's manifest (once) and publish it."""
+    man = res.read_manifest(stage)
+    if (man.get("campaign") or {}).get("unit") != unit.key:
+        res.update_manifest(stage, campaign={
+            "unit": unit.key, "chunk": spec["units"], "unit_wall_s":
+            round(float(man["wall_time_s"]) / len(spec["units"]), 1),
+            "estimate_s": spec["estimate_s"], "probe": spec["probe"],
+            "floor": spec.get("floor"), "setting": spec.get("setting"),
+            "precision": spec["precision"], "precision_reason": spec["precision_reason"],
+            "machine": spec["machine"], "pid": os.getpid()})
+    cp.publish(stage, unit, results_dir)
+
+
 def _chunk_dir(results_dir: str | Path | None, keys: Sequence[str]) -> Path:
     digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
     return cp._work(results_dir) / "chunks" / digest
@@ -288,11 +395,32 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
         except RunLockedError as e:
             log(f"campaign: a unit of this chunk is claimed by another process ({e}); skipped")
             return []
-        stored = [u.key for u in chunk if u.path(results_dir).exists()]
-        if stored:
-            log(f"campaign: {', '.join(stored)} stored meanwhile; chunk not trained")
+        check_targets(chunk, results_dir)
+        resumed = (cdir / "chunk.json").is_file() and any(cdir.glob("checkpoints/*.pt"))
+        out: list[cp.Unit] = []
+        for u in chunk if resumed else []:  # killed while publishing: its verified stages
+            stage = work / "staging" / u.slug
+            if not u.path(results_dir).exists() and _finished_stage(stage, u, overrides):
+                _publish_unit(u, stage, spec, results_dir)
+                out.append(u)
+        if out:
+            log(f"campaign: published {', '.join(u.key for u in out)} from the chunk's "
+                "verified staging folders (trained before an interruption)")
+        stored = [u for u in chunk if u.path(results_dir).exists()]
+        rest = [u for u in chunk if u not in stored]
+        if not rest:
             shutil.rmtree(cdir, ignore_errors=True)
-            return []
+            return out
+        if stored and not resumed:  # stored before the claim: a chunk of the others
+            log(f"campaign: {', '.join(u.key for u in stored)} stored meanwhile; training "
+                f"the other {len(rest)}")
+            shutil.rmtree(cdir, ignore_errors=True)
+            return _train_chunk(rest, results_dir, dev, deadline,
+                                {**spec, "units": [u.key for u in rest]}, log, overrides)
+        if stored and not out:
+            log(f"campaign: {', '.join(u.key for u in stored)} stored meanwhile; the chunk "
+                f"resumes from its checkpoint to publish the other {len(rest)} (the stored "
+                "units' models train along; their results are not kept)")
         if not (cdir / "chunk.json").exists():
             res.save_json(spec, cdir / "chunk.json")
         cfgs = [u.config(device=str(dev), **overrides) for u in chunk]
@@ -312,18 +440,15 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
             log(f"campaign: {e}")
             return []
         wall = time.monotonic() - t0
-        out = []
-        for u, stage, r in zip(chunk, stages, runs, strict=True):
-            man = r.manifest
-            man["campaign"] = {
-                "unit": u.key, "chunk": spec["units"], "unit_wall_s":
-                round(float(man["wall_time_s"]) / len(chunk), 1),
-                "estimate_s": spec["estimate_s"], "probe": spec["probe"],
-                "floor": spec.get("floor"), "setting": spec.get("setting"),
-                "precision": spec["precision"], "precision_reason": spec["precision_reason"],
-                "machine": spec["machine"], "pid": os.getpid()}
-            res.update_manifest(stage, campaign=man["campaign"])
-            cp.publish(stage, u, results_dir)
+        for u, stage in zip(chunk, stages, strict=True):
+            if u in stored:  # trained along from the shared checkpoint; not kept
+                shutil.rmtree(stage, ignore_errors=True)
+                continue
+            try:
+                _publish_unit(u, stage, spec, results_dir)
+            except FileExistsError as e:  # stored meanwhile by another route: the others go on
+                log(f"campaign: {e}")
+                continue
             out.append(u)
         shutil.rmtree(cdir, ignore_errors=True)
         # a resumed chunk trained in several processes: its rate is over all of them

@@ -71,6 +71,11 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                     res.Run(pd.DataFrame(), res.read_manifest(u.path(results_dir),
                                                                  verify=False))
                 man = f.manifest
+                if not isinstance(man.get("config"), dict):  # a manifest edited by hand
+                    raise res.DamagedFileError(
+                        f"manifest {u.path(results_dir) / 'manifest.json'} holds no config: "
+                        f"the fragment cannot be verified; delete {u.path(results_dir)} to "
+                        "retrain the unit")
                 camp = man.get("campaign") or {}
                 row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
                            precision=camp.get("precision", ""),
@@ -79,6 +84,10 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                            threads=unit_threads(man))
             except (ValueError, OSError) as e:
                 row.update(state="damaged", error=str(e)[:200])
+        elif u.path(results_dir).is_symlink():  # a fragment is a folder, never a link
+            row.update(state="damaged", error=f"{u.path(results_dir)} is a symbolic link (to "
+                       f"{os.readlink(u.path(results_dir))}), not a fragment folder: remove it "
+                       "(the unit then trains again)")
         elif u.path(results_dir).exists():
             row.update(state="damaged", error=f"{u.path(results_dir)} has no manifest.json")
         else:
@@ -86,7 +95,13 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
             info = lock.read() if lock.path.exists() else None
             mine = bool(info) and info.get("pid") == os.getpid() and \
                 info.get("host") == socket.gethostname()
-            if info is not None and (mine or lock._stale_reason(info) is None):
+            try:
+                live = info is not None and (mine or lock._stale_reason(info) is None)
+            except res.RunDirError as e:  # a claim edited by hand
+                row.update(state="damaged", error=str(e))
+                rows.append(row)
+                continue
+            if live:
                 row["state"] = "claimed"
             elif u.key in paused:
                 row["state"] = "paused"

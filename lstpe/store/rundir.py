@@ -244,7 +244,11 @@ class RunLock:
         boot = _boot_id()
         if boot and info.get("boot_id") and info["boot_id"] != boot:
             return "it was taken before this machine rebooted"
-        pid = int(info.get("pid", -1))
+        pid = info.get("pid", -1)
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise RunLockedError(f"the lock file {self.path} holds pid {pid!r}, not a process "
+                                 f"id (edited by hand?): if no process uses {self.run_dir}, "
+                                 f"delete {self.path}")
         if pid == os.getpid():  # not held by us (checked before): an earlier process's pid
             return f"pid {pid} is this process, which did not take it"
         if not pid_alive(pid):
