@@ -22,6 +22,10 @@ computed with training, :mod:`lstpe.training.noise`):
 - :mod:`lstpe.analysis.widgets`    a widget with a static twin (the book page shows the picture)
 - :mod:`lstpe.analysis.authors_logs` the authors' own training logs (every 200 epochs) and our
   runs against them at the same epoch, with the paper's 4000-epoch tables beside them
+- :mod:`lstpe.analysis.seed_tests`  tests fit for 3-5 seeds: Welch difference with its CI, exact
+  permutation test and its floor, trend over sigma, minimum detectable difference
+- :mod:`lstpe.analysis.evidence`    one evidence table per claim of the paper, contrasts within
+  our units, the stacked table and the forest plot
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from types import ModuleType
 
 SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "humans", "seed_stats", "paper_compare", "plots", "curves",
-    "networks", "probe", "rope_misuse", "widgets", "authors_logs",
+    "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "evidence",
 )
 
 

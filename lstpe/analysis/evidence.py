@@ -1,0 +1,482 @@
+"""One evidence table per claim of the paper: our seeds per cell against the authors' logs at
+the same epoch and the paper's 4000-epoch tables, with a verdict at each row's n.
+
+Generic constructors (any claim, any metric; other modules build their claims' tables with
+them):
+
+* :class:`Reference`: a reference distribution (mean, SD, n seeds, label).
+* :func:`evidence_rows`: per cell, our values against a reference: n, values, mean and t
+  95% CI, the authors' and the paper's numbers, the difference with its CI, Welch p, TOST p,
+  minimum detectable difference, ``verdict`` and ``why``.
+* :func:`contrast_rows`: within our units, pairs of cells: difference with its Welch CI,
+  Welch p, exact permutation p and its floor, ``verdict`` and ``why``.
+* :func:`trend_row`: a trend over sigma across units (Kendall tau-b, slope per doubling).
+
+The paper's claims on per-model accuracy (``final``: one row per model with ``pe``, ``seed``,
+``accuracy`` and optionally ``epoch``, e.g. ``run.final("val_dropout")``, the validation
+accuracy as the authors evaluated it):
+
+* :data:`CLAIMS`; :func:`claim_table`, :func:`contrast_table`: one claim's cells / contrasts.
+* :func:`stack_claims`: every claim's table in one long frame (chapter 11, ``lstpe batch``).
+* :func:`evidence_from_collected`: the same from ``lstpe batch``'s collected rows.
+* :func:`plot_forest`: every cell, ours with its CI beside the authors at epoch 200 and the
+  paper at 4000.
+
+Choices: the reference of a cell is the authors' logs at our units' epoch (their 15 seeds,
+``ref`` ``authors@200``) where they logged it (2d-fixed, learn-sigma), else the paper's table
+at 4000 epochs (``paper@4000``; not like for like, and ``why`` says so). The equivalence margin
+is :data:`MARGIN` = 0.05 accuracy: 5.4 of the 108 validation puzzles, about one of the authors'
+seed-to-seed SDs at small sigma (0.026-0.05 at epoch 200); a fixed number, so that a noisy cell
+cannot earn "equivalent" by a wide margin (it is 1/3 of their SD at sigma 2). It is wider than
+some gaps the paper reads (learn-0.2 vs relative, 0.036): those are the contrasts' business.
+The minimum detectable difference (``mdd``: alpha 0.05, power 0.8,
+:func:`lstpe.analysis.seed_tests.mdd`) uses the reference's SD for a row (15 seeds estimate it
+far better than our 3-5), our pooled SD for a contrast. Within our units the verdict of a
+contrast is the exact permutation test's (:func:`contrast_rows`); a trend over sigma is Kendall's
+tau-b over units with a permutation p (:func:`trend_row`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lstpe.analysis import seed_tests as st
+from lstpe.analysis.seed_stats import mean_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "Reference", "evidence_rows", "contrast_rows", "trend_row", "CLAIMS", "claim_table",
+    "contrast_table", "stack_claims", "evidence_from_collected", "plot_forest", "MARGIN",
+    "ALPHA", "ROW_COLUMNS", "CONTRAST_COLUMNS", "EVIDENCE_VERDICTS", "CHANCE_LINE",
+]
+
+MARGIN = 0.05
+"""Equivalence margin in accuracy (module docstring)."""
+ALPHA = 0.05
+CHANCE_LINE = 0.25
+"""Chance accuracy of the 4-way validation puzzles."""
+
+CLAIMS: dict[str, str] = {
+    "learnable_beats_fixed": "a learnable PE beats every fixed PE (Table 1)",
+    "small_sigma_generalises": "small sigma generalises, large sigma does not (Table 2)",
+}
+"""Claim ids of :func:`claim_table` and the paper's claim in words."""
+
+ROW_COLUMNS: tuple[str, ...] = (
+    "claim", "cell", "n", "values", "seeds", "epoch", "mean", "ci_low", "ci_high",
+    "authors_mean", "authors_sd", "authors_n", "paper_mean", "paper_sd", "ref", "diff",
+    "diff_low", "diff_high", "p_diff", "p_equiv", "margin", "mdd", "test", "verdict", "why")
+"""Columns of :func:`evidence_rows`."""
+
+CONTRAST_COLUMNS: tuple[str, ...] = (
+    "claim", "a", "b", "n_a", "n_b", "mean_a", "mean_b", "diff", "diff_low", "diff_high",
+    "statistic", "p_welch", "p_perm", "p_floor", "mdd", "test", "verdict", "why")
+"""Columns of :func:`contrast_rows` and :func:`trend_row`."""
+
+EVIDENCE_VERDICTS: dict[str, str] = {
+    "equivalent": "TOST: within the margin of the reference",
+    "differs": "Welch (n=1: single-case) p < alpha, not equivalent",
+    "inconclusive": "neither shown at this n",
+    "n=1": "one model, inside the reference spread: no interval",
+    "not run": "no unit yet", "no reference": "no authors' log or paper value",
+    "higher": "contrast: a > b (exact permutation p < alpha)",
+    "lower": "contrast: a < b", "no difference shown": "contrast: neither direction shown",
+    "falls": "trend: y falls over x", "rises": "trend: y rises over x",
+    "no trend shown": "trend: neither direction shown",
+}
+"""Every ``verdict`` code and what it means."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A reference distribution of one cell: ``mean``, ``sd`` over ``n`` seeds, ``label``
+    (``authors@200``, ``paper@4000``)."""
+
+    mean: float
+    sd: float
+    n: int
+    label: str
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """The t interval of the reference's mean."""
+        half = float(stats.t.ppf((1 + level) / 2, self.n - 1)) * self.sd / math.sqrt(self.n)
+        return self.mean - half, self.mean + half
+
+
+def _fmt(xs: Sequence[float]) -> str:
+    return " ".join(f"{x:.3f}" for x in xs)
+
+
+def evidence_rows(values: Mapping[str, Sequence[float]],
+                  authors: Mapping[str, Reference] | None = None,
+                  paper: Mapping[str, Reference] | None = None, *, claim: str = "",
+                  cells: Sequence[str] | None = None,
+                  seeds: Mapping[str, Sequence[int]] | None = None,
+                  epochs: Mapping[str, float] | None = None, margin: float = MARGIN,
+                  alpha: float = ALPHA, level: float = 0.95,
+                  value_range: tuple[float, float] = (0.0, 1.0)) -> pd.DataFrame:
+    """One row per cell: our values against the cell's reference, with a verdict at its n.
+
+    Args:
+        values: per cell (e.g. a PE label), our per-seed values (n,).
+        authors: the authors' distribution per cell at our epoch; the reference where present.
+        paper: the paper's per cell; the reference where ``authors`` has none; else shown.
+        claim: written in the ``claim`` column.
+        cells: the rows, in order (default: ``values``' keys); a cell without values is a
+            ``not run`` row.
+        seeds, epochs: per cell, the seed ids (n,) and our units' epoch, shown.
+        margin: TOST margin; alpha: level of every test; level: of the intervals; our CI is
+            clipped to ``value_range``.
+    Returns:
+        :data:`ROW_COLUMNS`: ``n``, ``values`` (ours, 3 decimals, by seed), ``seeds``,
+        ``epoch``, ``mean``, ``ci_low``, ``ci_high`` (t interval, NaN for n < 2),
+        ``authors_mean/sd/n``, ``paper_mean/sd``, ``ref`` (the reference tested against),
+        ``diff`` (ours - ref) with ``diff_low/high``, ``p_diff`` (Welch; single-case for n=1),
+        ``p_equiv`` (TOST within ``margin``), ``mdd`` (reference SD, our n vs its n),
+        ``test``, ``verdict`` (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with
+        the numbers).
+    """
+    authors, paper, seeds, epochs = authors or {}, paper or {}, seeds or {}, epochs or {}
+    rows = []
+    for cell in (list(values) if cells is None else list(cells)):
+        x = np.asarray(values.get(cell, ()), dtype=np.float64)
+        a, p = authors.get(cell), paper.get(cell)
+        ref = a if a is not None else p
+        row = dict.fromkeys(ROW_COLUMNS, math.nan)
+        row.update(claim=claim, cell=cell, n=int(x.size), values=_fmt(x),
+                   seeds=" ".join(str(int(s)) for s in seeds.get(cell, ())),
+                   epoch=epochs.get(cell, math.nan), margin=margin, test="",
+                   ref="" if ref is None else ref.label)
+        if a is not None:
+            row.update(authors_mean=a.mean, authors_sd=a.sd, authors_n=a.n)
+        if p is not None:
+            row.update(paper_mean=p.mean, paper_sd=p.sd)
+        if x.size:
+            m, lo, hi = mean_ci(x, level) if x.size > 1 else (float(x[0]), math.nan, math.nan)
+            row.update(mean=m, ci_low=max(lo, value_range[0]), ci_high=min(hi, value_range[1]))
+        if x.size == 0:
+            row.update(verdict="not run", why="not run yet")
+        elif ref is None:
+            row.update(verdict="no reference", why="no authors' log or paper value")
+        else:
+            d = st.welch_vs_reference(x, ref.mean, ref.sd, ref.n, margin, level)
+            row.update(diff=d.diff, diff_low=d.low, diff_high=d.high, p_diff=d.p,
+                       p_equiv=d.p_equiv, test=d.test, mdd=st.mdd(ref.sd, x.size, ref.n, alpha))
+            row.update(_verdict(d, x.size, margin, alpha, row["mdd"]))
+            if a is None and authors:
+                row["why"] += f" (vs {ref.label}: no authors' log)"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dict[str, str]:
+    if n == 1:
+        if d.p < alpha:
+            return {"verdict": "differs",
+                    "why": f"n=1: one model {d.diff:+.3f} off the reference (p={d.p:.2g})"}
+        return {"verdict": "n=1", "why": "n=1: no interval; inside the reference spread"}
+    if d.p_equiv < alpha:
+        why = f"equivalent within ±{margin:g} (TOST p={d.p_equiv:.2g})"
+        if d.p < alpha:
+            why += f"; differs by {d.diff:+.3f} (p={d.p:.2g})"
+        return {"verdict": "equivalent", "why": why}
+    if d.p < alpha:
+        return {"verdict": "differs", "why": f"differs by {d.diff:+.3f} (Welch p={d.p:.2g})"}
+    return {"verdict": "inconclusive",
+            "why": f"neither shown at n={n}: diff CI [{d.low:+.2f}, {d.high:+.2f}], "
+                   f"MDD {mdd:.2f}"}
+
+
+def _pooled_sd(x: np.ndarray, y: np.ndarray) -> float:
+    if x.size + y.size < 3:
+        return math.nan
+    ss = (x.var(ddof=1) * (x.size - 1) if x.size > 1 else 0.0) + \
+        (y.var(ddof=1) * (y.size - 1) if y.size > 1 else 0.0)
+    return math.sqrt(ss / (x.size + y.size - 2))
+
+
+def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[str, str]],
+                  *, claim: str = "", alpha: float = ALPHA, level: float = 0.95
+                  ) -> pd.DataFrame:
+    """Within our units: each pair ``(a, b)`` of cells, ``diff = mean_a - mean_b``.
+
+    Returns:
+        :data:`CONTRAST_COLUMNS`: ``diff_low/high`` (Welch t interval), ``statistic`` (Welch
+        t), ``p_welch`` (NaN with a group of 1), ``p_perm`` (exact, two-sided) and ``p_floor``
+        (the smallest p the permutation test can give with these values), ``mdd`` (our pooled
+        SD), ``verdict`` (``higher``, ``lower``, ``no difference shown``, ``not run``) on
+        the exact permutation p: exact at any n and free of the normality Welch's t leans on
+        at 2-4 degrees of freedom (its null: the PE label does not matter); Welch's p and
+        interval are shown beside it. ``why`` says when the permutation test cannot reach
+        ``alpha`` at this n.
+    """
+    rows = []
+    for a, b in pairs:
+        x = np.asarray(values.get(a, ()), dtype=np.float64)
+        y = np.asarray(values.get(b, ()), dtype=np.float64)
+        row = dict.fromkeys(CONTRAST_COLUMNS, math.nan)
+        row.update(claim=claim, a=a, b=b, n_a=int(x.size), n_b=int(y.size), test="")
+        if x.size == 0 or y.size == 0:
+            row.update(verdict="not run",
+                       why="not run yet: " + ", ".join(c for c, v in ((a, x), (b, y))
+                                                       if v.size == 0))
+            rows.append(row)
+            continue
+        perm = st.permutation_test(x, y)
+        row.update(mean_a=float(x.mean()), mean_b=float(y.mean()), diff=perm.diff,
+                   p_perm=perm.p, p_floor=perm.floor, test="exact permutation",
+                   mdd=st.mdd(_pooled_sd(x, y), x.size, y.size, alpha)
+                   if x.size + y.size >= 3 else math.nan)
+        welch = ""
+        if x.size >= 2 and y.size >= 2:
+            w = st.welch_diff(x, y, level)
+            row.update(diff_low=w.low, diff_high=w.high, statistic=w.t, p_welch=w.p,
+                       test="exact permutation (verdict) + Welch")
+            welch = f"; Welch p={w.p:.2g}"
+        perm_txt = f"exact p={perm.p:.2g}" + (
+            f", can go no lower than {perm.floor:.2g} at n={x.size}+{y.size}"
+            if perm.floor >= alpha else "") + welch
+        if perm.p < alpha:
+            row.update(verdict="higher" if perm.diff > 0 else "lower",
+                       why=f"{a} {'>' if perm.diff > 0 else '<'} {b} by {abs(perm.diff):.3f} "
+                           f"({perm_txt})")
+        else:
+            ci = (f", CI [{row['diff_low']:+.2f}, {row['diff_high']:+.2f}]"
+                  if not math.isnan(row["diff_low"]) else "")
+            row.update(verdict="no difference shown",
+                       why=f"diff {perm.diff:+.3f}{ci} ({perm_txt})")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
+
+
+def trend_row(sigma: Sequence[float], values: Sequence[float], *, claim: str = "",
+              label: str = "trend over sigma", alpha: float = ALPHA, n_perm: int = 20_000,
+              seed: int = 0) -> pd.DataFrame:
+    """One row in :data:`CONTRAST_COLUMNS` for a trend of ``values`` (N,) over ``sigma`` (N,)
+    across units (:func:`lstpe.analysis.seed_tests.trend_test`): ``a`` = ``label``, ``n_a`` =
+    units, ``n_b`` = sigmas, ``diff`` = slope per doubling of sigma with its t interval,
+    ``statistic`` = Kendall's tau-b, ``p_perm`` its permutation p, ``p_floor`` = 1 / (1 +
+    n_perm), ``p_welch`` = the slope's t-test p; ``verdict`` ``falls`` / ``rises`` on
+    ``p_perm``, else ``no trend shown``."""
+    t = st.trend_test(sigma, values, n_perm=n_perm, seed=seed)
+    row = dict.fromkeys(CONTRAST_COLUMNS, math.nan)
+    word = ("falls" if t.tau < 0 else "rises") if t.p_perm < alpha else "no trend shown"
+    row.update(claim=claim, a=label, b="", n_a=t.n, n_b=t.levels, diff=t.slope,
+               diff_low=t.slope_low, diff_high=t.slope_high, statistic=t.tau,
+               p_welch=t.slope_p, p_perm=t.p_perm, p_floor=1 / (1 + n_perm),
+               test="Kendall tau-b (permutation); OLS slope per doubling of sigma",
+               verdict=word,
+               why=f"tau {t.tau:+.2f} over {t.n} units, {t.levels} sigmas (permutation "
+                   f"p{'≤' if t.p_perm * (1 + n_perm) < 1.5 else '='}{t.p_perm:.2g}); "
+                   f"{t.slope:+.3f} per doubling of sigma "
+                   f"[{t.slope_low:+.3f}, {t.slope_high:+.3f}]")
+    return pd.DataFrame([row], columns=list(CONTRAST_COLUMNS))
+
+
+# --------------------------------------------------------------------------- the claims
+
+
+def _per_cell(final: pd.DataFrame, value: str = "accuracy"
+              ) -> tuple[dict[str, np.ndarray], dict[str, list[int]], dict[str, float]]:
+    """Values, seeds (by seed) and the epoch (NaN if several or none) of each PE of ``final``."""
+    from lstpe.nn.encodings import parse_pe
+
+    missing = [c for c in ("pe", "seed", value) if c not in final]
+    if missing:
+        raise ValueError(f"final lacks columns {missing}; has {', '.join(final.columns)}")
+    f = final.assign(pe=[parse_pe(str(p)).label for p in final["pe"]])
+    keys = ["pe", "seed"] + (["epoch"] if "epoch" in f else [])
+    f = f.drop_duplicates([*keys, value])
+    dup = f.duplicated(["pe", "seed"])
+    if dup.any():
+        raise ValueError(f"final holds two values for {f.loc[dup, ['pe', 'seed']].values[:3]}"
+                         " (one row per model)")
+    if f[value].isna().any():
+        raise ValueError(f"final has NaN in {value!r}")
+    vals, seeds, epochs = {}, {}, {}
+    for pe, g in f.sort_values("seed", kind="stable").groupby("pe", sort=False):
+        vals[pe], seeds[pe] = g[value].to_numpy(float), [int(s) for s in g["seed"]]
+        eps = set(g["epoch"]) if "epoch" in g else set()
+        epochs[pe] = float(next(iter(eps))) if len(eps) == 1 else math.nan
+    return vals, seeds, epochs
+
+
+def _paper_refs() -> dict[str, Reference]:
+    """The paper's validation accuracy at 4000 epochs: Table 1, and Table 2 for learn-sigma."""
+    from lstpe.analysis.paper_compare import load_paper_tables
+
+    p = load_paper_tables()
+    p = p[(p["metric"] == "val_acc") & (p["setting"] == "adam") & p["table"].isin(["1", "2"])]
+    out: dict[str, Reference] = {}
+    for r in p.itertuples(index=False):
+        out.setdefault(r.pe, Reference(r.mean, r.sd, int(r.n), "paper@4000"))
+    return out
+
+
+def _authors_refs(epochs: Mapping[str, float]) -> dict[str, Reference]:
+    """The authors' validation logs of each PE at its units' epoch, where logged."""
+    from lstpe.analysis.authors_logs import authors_logs
+
+    t = authors_logs()
+    t = t[(t["phase"] == "validation") & (t["condition"] == "average")]
+    idx = t.set_index(["pe", "epoch"])
+    out = {}
+    for pe, e in epochs.items():
+        if not math.isnan(e) and (pe, int(e)) in idx.index:
+            r = idx.loc[(pe, int(e))]
+            out[pe] = Reference(float(r["acc_mean"]), float(r["acc_sd"]), int(r["n_seeds"]),
+                                f"authors@{int(e)}")
+    return out
+
+
+def _cells(claim: str, vals: Mapping[str, np.ndarray], all_sigmas: bool) -> list[str]:
+    from lstpe.analysis.paper_compare import load_paper_tables
+
+    if claim not in CLAIMS:
+        raise ValueError(f"unknown claim {claim!r}; valid: {', '.join(CLAIMS)}")
+    p = load_paper_tables()
+    p = p[(p["metric"] == "val_acc") & (p["setting"] == "adam")]
+    if claim == "learnable_beats_fixed":
+        return list(p.loc[p["table"] == "1", "pe"])
+    ours = [c for c in vals if c.startswith("learn-")]
+    learn = list(p.loc[p["table"] == "2", "pe"]) if all_sigmas else []
+    learn = sorted(set(learn) | set(ours), key=lambda c: float(c.split("-", 1)[1]))
+    return ["2d-fixed", *learn]
+
+
+def claim_table(claim: str, final: pd.DataFrame, *, all_sigmas: bool = False,
+                margin: float = MARGIN, alpha: float = ALPHA) -> pd.DataFrame:
+    """The evidence table of one claim (:data:`CLAIMS`) on per-model accuracies ``final``.
+
+    Rows: ``learnable_beats_fixed``: Table 1's eight PEs; ``small_sigma_generalises``:
+    2d-fixed, then the learnable PEs of ``final`` by sigma (``all_sigmas``: Table 2's twenty
+    too, unrun ones as ``not run``). Columns :data:`ROW_COLUMNS` (:func:`evidence_rows`):
+    against the authors' logs at the units' epoch where logged, else the paper at 4000.
+    """
+    vals, seeds, epochs = _per_cell(final)
+    cells = _cells(claim, vals, all_sigmas)
+    return evidence_rows(vals, _authors_refs(epochs), _paper_refs(), claim=claim, cells=cells,
+                         seeds=seeds, epochs=epochs, margin=margin, alpha=alpha)
+
+
+def contrast_table(claim: str, final: pd.DataFrame, *, alpha: float = ALPHA) -> pd.DataFrame:
+    """The within-ours contrasts of one claim (:data:`CONTRAST_COLUMNS`).
+
+    ``learnable_beats_fixed``: learn-0.2 against each other PE of Table 1.
+    ``small_sigma_generalises``: learn-0.2 against learn-2, each learnable PE of ``final``
+    against 2d-fixed, and the trend over sigma of every learnable unit (:func:`trend_row`).
+    """
+    vals, _, _ = _per_cell(final)
+    cells = _cells(claim, vals, False)
+    if claim == "learnable_beats_fixed":
+        return contrast_rows(vals, [("learn-0.2", c) for c in cells if c != "learn-0.2"],
+                             claim=claim, alpha=alpha)
+    learn = cells[1:]
+    rows = contrast_rows(vals, [("learn-0.2", "learn-2"), *((c, "2d-fixed") for c in learn)],
+                         claim=claim, alpha=alpha)
+    sig = [(float(c.split("-", 1)[1]), v) for c in learn for v in vals.get(c, ())]
+    if len({s for s, _ in sig}) >= 2 and len(sig) >= 3:
+        rows = pd.concat([rows, trend_row([s for s, _ in sig], [v for _, v in sig],
+                                          claim=claim, alpha=alpha)], ignore_index=True)
+    return rows
+
+
+def stack_claims(final: pd.DataFrame, *, contrasts: bool = False, all_sigmas: bool = False,
+                 margin: float = MARGIN, alpha: float = ALPHA) -> pd.DataFrame:
+    """Every claim's evidence table, one long frame (``claim`` column; chapter 11).
+
+    ``contrasts``: also every claim's contrasts, after its cells (``kind`` ``cell``,
+    ``contrast`` or ``trend``; the columns of both tables, NaN where one does not apply).
+    """
+    parts = []
+    for claim in CLAIMS:
+        parts.append(claim_table(claim, final, all_sigmas=all_sigmas, margin=margin,
+                                 alpha=alpha).assign(kind="cell"))
+        if contrasts:
+            c = contrast_table(claim, final, alpha=alpha)
+            parts.append(c.assign(kind=np.where(c["b"] == "", "trend", "contrast")))
+    out = pd.concat(parts, ignore_index=True)
+    ints = [c for c in ("n", "authors_n", "n_a", "n_b") if c in out]
+    out[ints] = out[ints].astype("Int64")
+    return out[["kind", *[c for c in out.columns if c != "kind"]]]
+
+
+def evidence_from_collected(collected: pd.DataFrame | None) -> pd.DataFrame | None:
+    """:func:`stack_claims` (with contrasts) of the per-model rows of ``lstpe batch``'s
+    collected tables: rows with ``pe``, ``seed``, ``accuracy`` and ``split``, the split
+    ``val_dropout`` (the authors' evaluation) where present, else ``val``; the split used is
+    a column. None when there are no such rows."""
+    need = {"pe", "seed", "accuracy", "split"}
+    if collected is None or not need <= set(collected.columns):
+        return None
+    for split in ("val_dropout", "val"):
+        rows = collected[collected["split"] == split].dropna(subset=["pe", "seed", "accuracy"])
+        if "condition" in rows:
+            rows = rows[rows["condition"].fillna("all") == "all"]
+        if not rows.empty:
+            return stack_claims(rows, contrasts=True).assign(split=split)
+    return None
+
+
+# --------------------------------------------------------------------------- figure
+
+
+def plot_forest(evidence: pd.DataFrame, level: float = 0.95) -> Figure:
+    """Every cell of ``evidence`` (:func:`stack_claims`; a cell in several claims once):
+    our seeds (dots) and mean with its CI, the authors' mean at our epoch with the CI of
+    their mean, the paper's at 4000 with its CI, and the row's verdict at the right. Sized
+    for a 700 px column (7 in at 100 dpi), text 9 pt or more."""
+    import matplotlib.pyplot as plt
+
+    ev = evidence[evidence.get("kind", pd.Series("cell", index=evidence.index)) == "cell"]
+    ev = ev.drop_duplicates("cell")
+    if ev.empty:
+        raise ValueError("no cells to plot")
+    fig, ax = plt.subplots(figsize=(7.0, 1.4 + 0.42 * len(ev)))
+    y = np.arange(len(ev))[::-1].astype(float)
+    for yi, r in zip(y, ev.itertuples(index=False), strict=True):
+        pts = [float(v) for v in str(r.values).split()] if r.n else []
+        ax.plot(pts, [yi] * len(pts), "o", ms=4, mfc="none", mec="0.5", zorder=2)
+        if r.n:
+            lo, hi = (r.ci_low, r.ci_high) if r.n > 1 else (r.mean, r.mean)
+            ax.errorbar(r.mean, yi, xerr=[[r.mean - lo], [hi - r.mean]], fmt="o", color="k",
+                        ms=6, capsize=3, zorder=3)
+        for dy, (m, s, n, c, mk) in ((-0.27, (r.authors_mean, r.authors_sd, r.authors_n,
+                                               "tab:orange", "s")),
+                                     (0.27, (r.paper_mean, r.paper_sd, 15, "tab:blue", "D"))):
+            if not math.isnan(m):
+                lo, hi = Reference(m, s, int(n), "").ci(level)
+                ax.errorbar(m, yi + dy, xerr=[[m - lo], [hi - m]], fmt=mk, color=c, ms=5,
+                            capsize=2)
+        ax.text(1.02, yi, r.verdict, transform=ax.get_yaxis_transform(), va="center",
+                fontsize=9)
+    ax.axvline(CHANCE_LINE, color="0.6", ls=":", lw=1)
+    ax.text(1.02, 1.0, "ours vs ref.", transform=ax.transAxes, va="bottom", fontsize=9)
+    ax.set_yticks(y, [f"{c} (n={int(n)})" for c, n in zip(ev["cell"], ev["n"], strict=True)],
+                  fontsize=10)
+    ax.set_xlim(0, 1.04)
+    ax.set_ylim(-0.7, len(ev) - 0.3)
+    ax.set_xlabel("validation accuracy (dotted: chance)", fontsize=10)
+    ax.tick_params(axis="x", labelsize=9)
+    epochs = sorted({r for r in ev["ref"] if str(r).startswith("authors@")})
+    handles = [
+        plt.Line2D([], [], marker="o", color="k", label=f"ours, mean and {level:.0%} CI"),
+        plt.Line2D([], [], marker="o", ls="", mfc="none", mec="0.5", label="our seeds"),
+        plt.Line2D([], [], marker="s", color="tab:orange",
+                   label=f"authors' logs, {', '.join(e.split('@')[1] for e in epochs) or '-'}"
+                         " epochs"),
+        plt.Line2D([], [], marker="D", color="tab:blue", label="paper, 4000 epochs"),
+    ]
+    ax.legend(handles=handles, fontsize=9, ncol=2, loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig

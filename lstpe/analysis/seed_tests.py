@@ -1,0 +1,320 @@
+r"""Tests fit for 3-5 seeds: what a handful of models can and cannot show, with n stated.
+
+Every function here works from n = 2 seeds per group (the single-case test from n = 1) and
+says what its n allows: an interval's width, a permutation test's smallest attainable p, the
+smallest difference a t-test at that n would detect.
+
+* :func:`welch_diff`, :func:`welch_vs_reference`: the difference of two means with its Welch
+  95% interval, t, df and two-sided p -- from two samples, or from our sample and a reference
+  summary (mean, SD, n; e.g. the authors' 15 seeds at epoch 200), with the TOST equivalence
+  p (:func:`lstpe.analysis.paper_compare.equivalence_test_from_summary`). One model (n = 1)
+  against a reference uses the single-case t-test of Crawford & Howell (1998): the model is
+  one draw from a distribution with the reference's SD,
+  :math:`t = (x - \bar y) / (s_y \sqrt{1 + 1/n_y})`, :math:`\nu = n_y - 1`.
+* :func:`permutation_test`, :func:`permutation_floor`: the exact permutation test of a
+  difference in means, enumerating all :math:`\binom{n_a + n_b}{n_a}` splits, and its smallest
+  attainable p (two-sided: :math:`2/\binom{n_a+n_b}{n_a}` when :math:`n_a = n_b`, else
+  :math:`1/\binom{n_a+n_b}{n_a}`; ties raise it, :attr:`Permutation.floor` counts them).
+* :func:`trend_test`: a monotone trend of accuracy over sigma across units -- Kendall's
+  :math:`\tau_b` with a permutation p -- and the least-squares slope per doubling of sigma
+  with its t interval, as the effect size.
+* :func:`mdd`: the minimum detectable difference of a two-sample t-test,
+  :math:`(t_{1-\alpha/2,\nu} + t_{\text{power},\nu})\,\sigma\sqrt{1/n_a + 1/n_b}`,
+  :math:`\nu = n_a + n_b - 2` (the standard normal-approximation formula with t quantiles).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy import stats
+
+from lstpe.analysis.paper_compare import EQUIVALENCE_MARGIN, equivalence_test_from_summary
+
+__all__ = [
+    "Diff", "welch_diff", "welch_vs_reference", "Permutation", "permutation_test",
+    "permutation_floor", "Trend", "trend_test", "mdd", "MAX_SPLITS", "SPLIT_TOL",
+]
+
+MAX_SPLITS = 500_000
+"""The most splits :func:`permutation_test` enumerates (C(20, 10) = 184,756)."""
+
+SPLIT_TOL = 1e-12
+"""Statistics this close count as equal (sums of the same accuracies in another order)."""
+
+
+def _arr(x: Sequence[float], name: str, least: int = 1) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64).ravel()
+    if a.size < least:
+        raise ValueError(f"{name} needs at least {least} value(s), got {a.size}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} holds NaN or infinite values")
+    return a
+
+
+@dataclass(frozen=True)
+class Diff:
+    """A difference of means ``diff = mean_a - mean_b`` and its test.
+
+    Attributes:
+        low, high: the t interval of ``diff`` at ``level`` (``diff`` itself when ``se = 0``).
+        se, df: its standard error and degrees of freedom (NaN df when ``se = 0``).
+        t, p: the statistic and the two-sided p of ``diff = 0`` (``se = 0``: p is 0 for a
+            non-zero difference, 1 for none).
+        p_equiv: TOST p of ``|diff| < margin`` (NaN for two samples).
+        test: ``welch`` or ``single-case`` (n_a = 1 against a reference).
+    """
+
+    diff: float
+    low: float
+    high: float
+    se: float
+    df: float
+    t: float
+    p: float
+    p_equiv: float
+    margin: float
+    n_a: int
+    n_b: int
+    test: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _diff(d: float, se: float, df: float, level: float, n_a: int, n_b: int, test: str,
+          margin: float = math.nan) -> Diff:
+    if se == 0:
+        p = float(d == 0)
+        pe = math.nan if math.isnan(margin) else float(not abs(d) < margin)
+        return Diff(d, d, d, 0.0, math.nan, math.copysign(math.inf, d) if d else 0.0, p, pe,
+                    margin, n_a, n_b, test)
+    half = float(stats.t.ppf((1 + level) / 2, df)) * se
+    t = d / se
+    p = float(2 * stats.t.sf(abs(t), df))
+    pe = math.nan
+    if not math.isnan(margin):
+        pe = max(float(stats.t.sf((d + margin) / se, df)),
+                 float(stats.t.cdf((d - margin) / se, df)))
+    return Diff(d, d - half, d + half, se, float(df), t, p, pe, margin, n_a, n_b, test)
+
+
+def welch_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Diff:
+    """Welch's test of two samples (scipy.stats.ttest_ind(equal_var=False)) with the interval
+    of the difference: ``diff ± t_{(1+level)/2, df} * se``, se and df Welch-Satterthwaite.
+
+    Raises:
+        ValueError: fewer than 2 values in a group, non-finite values.
+    """
+    x, y = _arr(a, "a", 2), _arr(b, "b", 2)
+    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1)) if se > 0 else math.nan
+    return _diff(float(x.mean() - y.mean()), se, df, level, x.size, y.size, "welch")
+
+
+def welch_vs_reference(a: Sequence[float], mean: float, sd: float, n: int,
+                       margin: float = EQUIVALENCE_MARGIN, level: float = 0.95) -> Diff:
+    """Our sample ``a`` against a reference summary (``mean``, ``sd``, ``n`` seeds).
+
+    n_a >= 2: Welch's test from the summaries and the Welch TOST within ``margin``
+    (:func:`lstpe.analysis.paper_compare.equivalence_test_from_summary`). n_a = 1: the
+    single-case t-test (module docstring), whose se ``sd * sqrt(1 + 1/n)`` also gives the
+    interval of the difference and the TOST.
+
+    Raises:
+        ValueError: empty ``a``, ``n < 2``, negative or non-finite reference values.
+    """
+    x = _arr(a, "a", 1)
+    if not (n >= 2 and sd >= 0 and math.isfinite(sd) and math.isfinite(mean)):
+        raise ValueError(f"the reference needs n >= 2 and a finite sd >= 0, got mean={mean}, "
+                         f"sd={sd}, n={n}")
+    if x.size == 1:
+        se = sd * math.sqrt(1 + 1 / n)
+        return _diff(float(x[0] - mean), se, n - 1, level, 1, int(n), "single-case", margin)
+    eq = equivalence_test_from_summary(float(x.mean()), float(x.std(ddof=1)), x.size,
+                                       mean, sd, int(n), margin)
+    return _diff(eq.diff, eq.se, eq.df, level, x.size, int(n), "welch", margin)
+
+
+# --------------------------------------------------------------------------- permutation
+
+
+@dataclass(frozen=True)
+class Permutation:
+    """Exact permutation test of ``mean_a - mean_b``.
+
+    Attributes:
+        p: share of the ``splits`` whose statistic is at least as extreme as the observed one.
+        floor: the smallest p these pooled values can give (the most extreme split's p;
+            ties between values can raise it above :func:`permutation_floor`).
+        splits: ``C(n_a + n_b, n_a)``, all enumerated.
+    """
+
+    diff: float
+    p: float
+    floor: float
+    splits: int
+    n_a: int
+    n_b: int
+    alternative: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_ALTERNATIVES = ("two-sided", "greater", "less")
+
+
+def _check_alt(alternative: str) -> None:
+    if alternative not in _ALTERNATIVES:
+        raise ValueError(f"unknown alternative {alternative!r}; valid: {', '.join(_ALTERNATIVES)}")
+
+
+def permutation_floor(n_a: int, n_b: int, alternative: str = "two-sided") -> float:
+    """The smallest p an exact permutation test of a difference in means can reach with
+    ``n_a`` and ``n_b`` distinct values: ``1 / C(n_a + n_b, n_a)``, doubled for a two-sided
+    test with ``n_a == n_b`` (the mirror split, groups swapped, is as extreme).
+
+    Examples: 3 vs 3 seeds, two-sided: 2/20 = 0.1; 4 vs 3: 1/35; 5 vs 4: 1/126.
+    """
+    _check_alt(alternative)
+    if n_a < 1 or n_b < 1:
+        raise ValueError(f"need n_a, n_b >= 1, got {n_a}, {n_b}")
+    c = math.comb(n_a + n_b, n_a)
+    return (2 if alternative == "two-sided" and n_a == n_b else 1) / c
+
+
+def permutation_test(a: Sequence[float], b: Sequence[float],
+                     alternative: str = "two-sided") -> Permutation:
+    """Exact permutation test of ``mean(a) - mean(b)``: every way of splitting the pooled
+    values into groups of ``n_a`` and ``n_b`` is enumerated.
+
+    ``two-sided``: p = share of splits with ``|diff| >= |observed|``; ``greater``: ``diff >=
+    observed``; ``less``: ``diff <= observed`` (within :data:`SPLIT_TOL`).
+
+    Raises:
+        ValueError: an empty group, non-finite values, more than :data:`MAX_SPLITS` splits.
+    """
+    _check_alt(alternative)
+    x, y = _arr(a, "a"), _arr(b, "b")
+    pooled = np.concatenate([x, y])
+    n_a, n = x.size, pooled.size
+    splits = math.comb(n, n_a)
+    if splits > MAX_SPLITS:
+        raise ValueError(f"{splits} splits of {n_a} + {y.size} values: more than {MAX_SPLITS} "
+                         "to enumerate")
+    idx = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), n_a)),
+                      dtype=np.int64, count=splits * n_a).reshape(splits, n_a)
+    s = pooled[idx].sum(axis=1)
+    d = s / n_a - (pooled.sum() - s) / (n - n_a)
+    obs = float(x.mean() - y.mean())
+    if alternative == "two-sided":
+        d, obs_ = np.abs(d), abs(obs)
+        extreme = d.max()
+    elif alternative == "greater":
+        obs_, extreme = obs, d.max()
+    else:
+        d, obs_ = -d, -obs
+        extreme = d.max()
+    p = float(np.mean(d >= obs_ - SPLIT_TOL))
+    floor = float(np.mean(d >= extreme - SPLIT_TOL))
+    return Permutation(obs, p, floor, splits, n_a, y.size, alternative)
+
+
+# --------------------------------------------------------------------------- trend
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A monotone trend of ``y`` over ``x`` across units.
+
+    Attributes:
+        n: units; levels: distinct ``x`` values.
+        tau: Kendall's tau-b; p_perm: its two-sided permutation p (``y`` shuffled over the
+            units ``n_perm`` times, ``(1 + #{|S*| >= |S|}) / (1 + n_perm)``, so never below
+            ``1 / (1 + n_perm)``); p_asymptotic: scipy.stats.kendalltau's.
+        slope, slope_low, slope_high, slope_p: least-squares slope of ``y`` per doubling of
+            ``x`` (on log2 x), its t interval (df n - 2) and two-sided p: the size of the
+            trend, not its shape (accuracy over sigma is flat, then falls).
+    """
+
+    n: int
+    levels: int
+    tau: float
+    p_perm: float
+    p_asymptotic: float
+    n_perm: int
+    slope: float
+    slope_low: float
+    slope_high: float
+    slope_p: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def trend_test(x: Sequence[float], y: Sequence[float], n_perm: int = 20_000, seed: int = 0,
+               level: float = 0.95) -> Trend:
+    """Kendall's tau-b of ``y`` (N,) over ``x`` (N,) with a permutation p, and the slope of
+    ``y`` per doubling of ``x`` (``x > 0``) with its interval (see :class:`Trend`).
+
+    Raises:
+        ValueError: unequal lengths, fewer than 3 units or 2 levels of ``x``, ``x <= 0``,
+            non-finite values, ``n_perm < 1``.
+    """
+    xs, ys = _arr(x, "x", 3), _arr(y, "y", 3)
+    if xs.size != ys.size:
+        raise ValueError(f"x and y differ in length: {xs.size} and {ys.size}")
+    if np.unique(xs).size < 2 or np.any(xs <= 0):
+        raise ValueError("x needs at least 2 distinct values, all > 0")
+    if n_perm < 1:
+        raise ValueError(f"n_perm must be >= 1, got {n_perm}")
+    i, j = np.triu_indices(xs.size, 1)
+    sx = np.sign(xs[i] - xs[j])
+    tie_y = np.sum(ys[i] == ys[j])
+    denom = math.sqrt((i.size - np.sum(sx == 0)) * (i.size - tie_y))
+    s_obs = float(np.sign(ys[i] - ys[j]) @ sx)
+    tau = s_obs / denom if denom > 0 else math.nan
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, n_perm, 2000):
+        k = min(2000, n_perm - start)
+        yp = ys[rng.permuted(np.tile(np.arange(ys.size), (k, 1)), axis=1)]
+        s = np.sign(yp[:, i] - yp[:, j]) @ sx
+        hits += int(np.sum(np.abs(s) >= abs(s_obs) - 1e-9))
+    p_perm = (1 + hits) / (1 + n_perm) if denom > 0 else math.nan
+    p_asym = float(stats.kendalltau(xs, ys).pvalue) if denom > 0 else math.nan
+    lr = stats.linregress(np.log2(xs), ys)
+    half = float(stats.t.ppf((1 + level) / 2, xs.size - 2)) * lr.stderr
+    return Trend(xs.size, int(np.unique(xs).size), tau, p_perm, p_asym, n_perm,
+                 float(lr.slope), float(lr.slope - half), float(lr.slope + half),
+                 float(lr.pvalue))
+
+
+# --------------------------------------------------------------------------- power
+
+
+def mdd(sd: float, n_a: int, n_b: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    r"""The smallest true difference of means a two-sided two-sample t-test at level ``alpha``
+    detects with probability ``power``, for a common SD ``sd`` and ``n_a``, ``n_b`` seeds:
+    :math:`(t_{1-\alpha/2,\nu} + t_{\text{power},\nu})\,\sigma\sqrt{1/n_a + 1/n_b}`,
+    :math:`\nu = n_a + n_b - 2` (a t test rejects when :math:`|\hat\delta| > t_{1-\alpha/2}
+    \,se`; a true :math:`\delta` puts :math:`\hat\delta/se` about :math:`\delta/se` away from
+    0, so it exceeds the critical value with probability ``power`` when
+    :math:`\delta/se = t_{1-\alpha/2} + t_\text{power}`).
+
+    Raises:
+        ValueError: ``sd < 0``, ``n_a + n_b < 3``, alpha or power outside (0, 1).
+    """
+    if not (sd >= 0 and n_a >= 1 and n_b >= 1 and n_a + n_b >= 3 and 0 < alpha < 1
+            and 0 < power < 1):
+        raise ValueError(f"need sd >= 0, n_a + n_b >= 3, alpha and power in (0, 1); got "
+                         f"sd={sd}, n=({n_a}, {n_b}), alpha={alpha}, power={power}")
+    nu = n_a + n_b - 2
+    return float((stats.t.ppf(1 - alpha / 2, nu) + stats.t.ppf(power, nu))
+                 * sd * math.sqrt(1 / n_a + 1 / n_b))

@@ -1,0 +1,211 @@
+"""Statistics fit for 3-5 seeds and the evidence tables, against independent facts: scipy's
+t distribution and Welch test, exact permutation p values enumerated by hand, a TOST computed
+step by step, the power of a t-test at its minimum detectable difference (noncentral t), and
+the stored units of the authors' recipe."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from lstpe.analysis import evidence as ev  # noqa: E402
+from lstpe.analysis import seed_tests as st  # noqa: E402
+
+LEARN02 = [0.954, 0.972, 0.963, 0.963, 0.963]
+LEARN2 = [0.296, 0.583, 0.361, 0.361]
+
+
+def test_evidence_ci_is_the_t_interval_at_any_n_from_two():
+    for x in ([0.9, 0.95], [0.88, 0.944, 0.926], LEARN02):
+        a = np.array(x)
+        half = stats.t.ppf(0.975, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size)
+        r = ev.evidence_rows({"c": x}, paper={"c": ev.Reference(0.9, 0.05, 15, "paper@4000")})
+        assert r.loc[0, "n"] == a.size
+        assert r.loc[0, "ci_low"] == pytest.approx(max(a.mean() - half, 0))
+        assert r.loc[0, "ci_high"] == pytest.approx(min(a.mean() + half, 1))
+    one = ev.evidence_rows({"c": [0.9]}, paper={"c": ev.Reference(0.9, 0.05, 15, "p")})
+    assert math.isnan(one.loc[0, "ci_low"]) and one.loc[0, "why"].startswith("n=1")
+
+
+def test_welch_diff_is_scipys_welch_test_with_its_interval():
+    r = st.welch_diff(LEARN02, LEARN2)
+    s = stats.ttest_ind(LEARN02, LEARN2, equal_var=False)
+    lo, hi = s.confidence_interval(0.95)
+    assert r.t == pytest.approx(s.statistic) and r.p == pytest.approx(s.pvalue)
+    assert r.df == pytest.approx(s.df)
+    assert (r.low, r.high) == (pytest.approx(lo), pytest.approx(hi))
+    with pytest.raises(ValueError, match="at least 2"):
+        st.welch_diff([0.9], LEARN2)
+
+
+def test_permutation_p_by_hand_enumeration_and_its_floor():
+    # {1, 2, 3, 4} into pairs: mean differences -2, -1, 0, 0, 1, 2; [3, 4] vs [1, 2] gives 2,
+    # and so does its mirror: two-sided p = 2/6 = 2 / C(4, 2), the floor at 2 + 2
+    r = st.permutation_test([3, 4], [1, 2])
+    assert r.splits == 6 and r.p == pytest.approx(2 / 6) and r.floor == pytest.approx(2 / 6)
+    assert st.permutation_floor(2, 2) == pytest.approx(2 / math.comb(4, 2))
+    # [10] vs [1, 2, 3]: differences 8, -4, -8/3, -4/3: only the observed split reaches 8
+    r = st.permutation_test([10], [1, 2, 3])
+    assert r.p == pytest.approx(1 / 4) == st.permutation_floor(1, 3)
+    # one-sided: 1 of the 6 splits reaches +2
+    assert st.permutation_test([3, 4], [1, 2], "greater").p == pytest.approx(1 / 6)
+    # the floor depends on the values: equally spaced [4] vs [1, 2, 3] mirror (+2, -2)
+    assert st.permutation_test([4], [1, 2, 3]).floor == pytest.approx(2 / 4)
+    # learn-0.2 (5 seeds) above every learn-2 seed (4): the floor 1/C(9, 4) = 1/126
+    r = st.permutation_test(LEARN02, LEARN2)
+    assert r.p == pytest.approx(1 / 126) == st.permutation_floor(5, 4)
+    assert st.permutation_floor(3, 3) == pytest.approx(0.1)
+
+
+def test_one_sided_permutation_p_matches_scipys_exact_permutation_test():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.9, 0.05, 4), rng.normal(0.85, 0.05, 5)
+    ref = stats.permutation_test((a, b), lambda x, y, axis: x.mean(axis) - y.mean(axis),
+                                 permutation_type="independent", n_resamples=np.inf,
+                                 alternative="greater", vectorized=True)
+    assert st.permutation_test(a, b, "greater").p == pytest.approx(ref.pvalue)
+    assert st.permutation_test(b, a, "less").p == pytest.approx(ref.pvalue)
+
+
+def test_tost_by_hand():
+    """Ours 0.95, 0.96, 0.97 (mean 0.96, SD 0.01) against 0.95 +- 0.03 (15 seeds), margin 0.05:
+    se^2 = 0.01^2/3 + 0.03^2/15 = 9.333e-5, Welch df = se^4 / ((0.01^2/3)^2/2 +
+    (0.03^2/15)^2/14) = 10.72; the upper test (diff >= 0.05) binds:
+    p = P(T_10.72 <= (0.01 - 0.05) / 0.009661 = -4.140)."""
+    r = st.welch_vs_reference([0.95, 0.96, 0.97], 0.95, 0.03, 15, margin=0.05)
+    assert r.se == pytest.approx(math.sqrt(9.3333e-5), rel=1e-4)
+    assert r.df == pytest.approx(10.72, abs=0.01)
+    assert r.p_equiv == pytest.approx(stats.t.cdf(-4.140, 10.72), rel=2e-3)
+    assert r.p_equiv < 0.01
+
+
+def test_tost_equivalence_is_the_90_percent_interval_inside_the_margin():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        x = rng.normal(rng.uniform(0.85, 0.99), rng.uniform(0.005, 0.05), rng.integers(2, 6))
+        m, s = rng.uniform(0.88, 0.96), rng.uniform(0.01, 0.1)
+        r = st.welch_vs_reference(x, m, s, 15, margin=0.05)
+        h = st.welch_vs_reference(x, m, s, 15, margin=0.05, level=0.90)
+        assert (r.p_equiv < 0.05) == (-0.05 < h.low and h.high < 0.05)
+
+
+def test_single_model_uses_the_crawford_howell_test():
+    r = st.welch_vs_reference([0.5], 0.9537, 0.041, 15)
+    t = (0.5 - 0.9537) / (0.041 * math.sqrt(1 + 1 / 15))
+    assert r.test == "single-case" and r.df == 14
+    assert r.p == pytest.approx(2 * stats.t.sf(abs(t), 14))
+    row = ev.evidence_rows({"c": [0.5]}, {"c": ev.Reference(0.9537, 0.041, 15, "authors@200")})
+    assert row.loc[0, "verdict"] == "differs"
+
+
+def test_mdd_closed_form_and_its_power():
+    """(t_0.975,16 + t_0.8,16) * 0.1 * sqrt(1/3 + 1/15) = (2.1199 + 0.8647) * 0.06325 = 0.1888;
+    the exact power of Student's t-test (noncentral t) there is close to 0.8."""
+    assert st.mdd(0.1, 3, 15) == pytest.approx(0.1888, abs=2e-4)
+    for n_a, n_b in ((2, 15), (3, 3), (5, 15), (4, 5)):
+        d = st.mdd(0.1, n_a, n_b)
+        nu = n_a + n_b - 2
+        nc = d / (0.1 * math.sqrt(1 / n_a + 1 / n_b))
+        crit = stats.t.ppf(0.975, nu)
+        power = stats.nct.sf(crit, nu, nc) + stats.nct.cdf(-crit, nu, nc)
+        assert 0.77 < power < 0.81
+    z = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * math.sqrt(2 / 1000)
+    assert st.mdd(1.0, 1000, 1000) == pytest.approx(z, rel=1e-3)
+
+
+def test_trend_is_kendalls_tau_b_with_a_permutation_p_and_the_log2_slope():
+    x = [0.1] * 3 + [0.5] * 3 + [2.0] * 3
+    y = [0.95, 0.96, 0.95, 0.93, 0.90, 0.94, 0.40, 0.58, 0.30]
+    t = st.trend_test(x, y)
+    assert t.tau == pytest.approx(stats.kendalltau(x, y).statistic)
+    lr = stats.linregress(np.log2(x), y)
+    assert t.slope == pytest.approx(lr.slope) and t.slope_high < 0
+    # five points in perfect order: the exact two-sided p is 2/5! = 1/60
+    mono = st.trend_test([1, 2, 3, 4, 5], [5, 4, 3, 2, 1])
+    assert mono.tau == -1 and mono.p_perm == pytest.approx(2 / 120, abs=0.003)
+    flat = st.trend_test([1, 1, 2, 2, 3, 3], [0.5, 0.6, 0.6, 0.5, 0.5, 0.6])
+    assert flat.p_perm > 0.5
+
+
+def test_rows_say_what_they_show_at_their_n():
+    ref = {"a": ev.Reference(0.95, 0.03, 15, "authors@200"),
+           "b": ev.Reference(0.95, 0.03, 15, "authors@200"),
+           "c": ev.Reference(0.60, 0.19, 15, "authors@200")}
+    paper = {"d": ev.Reference(0.90, 0.04, 15, "paper@4000")}
+    rows = ev.evidence_rows({"a": [0.95, 0.96, 0.955], "b": [0.70, 0.72, 0.71],
+                             "c": [0.9, 0.3, 0.6], "d": [0.89, 0.91, 0.93]}, ref, paper,
+                            cells=["a", "b", "c", "d", "e"])
+    assert list(rows.columns) == list(ev.ROW_COLUMNS)
+    r = rows.set_index("cell")
+    assert r.loc["a", "verdict"] == "equivalent"
+    assert r.loc["b", "verdict"] == "differs" and r.loc["b", "p_diff"] < 0.001
+    assert r.loc["b", "diff_high"] < 0 and "-0.2" in r.loc["b", "why"]
+    assert r.loc["c", "verdict"] == "inconclusive" and "n=3" in r.loc["c", "why"]
+    assert r.loc["d", "ref"] == "paper@4000" and "no authors' log" in r.loc["d", "why"]
+    assert (r.loc["e", "verdict"], r.loc["e", "n"]) == ("not run", 0)
+
+
+def test_contrast_floor_is_stated_when_the_exact_test_cannot_reach_alpha():
+    c = ev.contrast_rows({"a": [0.99, 0.98], "b": [0.30, 0.31]}, [("a", "b")]).iloc[0]
+    assert c["p_perm"] == pytest.approx(1 / 3) and c["p_floor"] == pytest.approx(1 / 3)
+    assert c["verdict"] == "no difference shown" and "can go no lower than 0.33" in c["why"]
+    assert c["p_welch"] < 0.01  # Welch is shown beside it
+
+
+@pytest.fixture(scope="module")
+def stored_final() -> pd.DataFrame:
+    """The validation accuracy, as the authors evaluated it, of the stored 200-epoch units."""
+    from lstpe.experiments.runs import get_run
+    from lstpe.runtime import repo_root
+
+    base = repo_root() / "results"
+    fs = [get_run(n, "paper", results_dir=base, require_stored=True, epochs=200)
+          .final("val_dropout") for n in ("table1", "table2")]
+    return pd.concat(fs, ignore_index=True).drop_duplicates(["pe", "seed"])
+
+
+def test_stored_units_show_learn02_above_learn2(stored_final):
+    c = ev.contrast_table("small_sigma_generalises", stored_final).set_index(["a", "b"])
+    row = c.loc[("learn-0.2", "learn-2")]
+    assert row["verdict"] == "higher"
+    assert row["p_welch"] < 0.01 and row["p_perm"] < 0.01 and row["diff_low"] > 0.3
+    trend = c.loc[("trend over sigma", "")]
+    assert trend["verdict"] == "falls" and trend["statistic"] < 0
+
+
+def test_stacked_table_covers_every_claim_and_plots(stored_final):
+    t = ev.stack_claims(stored_final, contrasts=True)
+    assert set(t["claim"]) == set(ev.CLAIMS)
+    cells = t[t["kind"] == "cell"]
+    assert set(cells.loc[cells["claim"] == "learnable_beats_fixed", "cell"]) == {
+        "2d-fixed", "learn-0.2", "relative", "random", "rope", "1d-fixed", "nope", "c-nope"}
+    assert (cells["n"] >= 3).all() and cells["verdict"].isin(list(ev.EVIDENCE_VERDICTS)).all()
+    lr = cells[(cells["cell"] == "learn-0.2")].iloc[0]
+    assert lr["ref"] == "authors@200" and lr["authors_n"] == 15
+    fig = ev.plot_forest(t)
+    ax = fig.axes[0]
+    assert fig.get_figwidth() == pytest.approx(7.0)
+    assert len(ax.get_yticks()) == cells["cell"].nunique()
+    sizes = [tx.get_fontsize() for tx in ax.texts] + [
+        lb.get_fontsize() for lb in ax.get_yticklabels() + ax.get_xticklabels()]
+    assert min(sizes) >= 9
+    plt.close(fig)
+
+
+def test_evidence_from_collected_prefers_the_authors_evaluation(stored_final):
+    rows = pd.concat([stored_final.assign(split="val_dropout"),
+                      stored_final.assign(split="val", accuracy=0.25)], ignore_index=True)
+    got = ev.evidence_from_collected(rows)
+    assert set(got["split"]) == {"val_dropout"}
+    assert got.loc[got["cell"] == "learn-0.2", "mean"].iloc[0] == pytest.approx(
+        np.mean(LEARN02), abs=1e-3)
+    assert ev.evidence_from_collected(pd.DataFrame({"x": [1]})) is None
