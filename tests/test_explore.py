@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from pathlib import Path
 
 import matplotlib
@@ -176,14 +177,49 @@ def _priority_overrides() -> list:
 
 
 @pytest.mark.parametrize("builder", ["html", "dirhtml", "singlehtml"])
-def test_config_makes_the_page_show_the_png(run, builder):
+def test_config_makes_the_page_play_the_views(run, builder):
+    """The page shows the pre-rendered views (text/html), not the widget (no kernel) nor the
+    PNG; a widget with a PNG only shows the PNG; a widget alone stays a widget."""
     render = pytest.importorskip("myst_nb.core.render")
     order = render.get_mime_priority(builder, _priority_overrides())
     both = ch.sigma_explorer(run)._repr_mimebundle_()
-    assert next(m for m in order if m in both) == PNG
-    widget_only = {VIEW: both[VIEW], "text/plain": "x"}  # a widget alone stays a widget
+    assert next(m for m in order if m in both) == widgets.HTML_MIME
+    png_only = {k: v for k, v in both.items() if k != widgets.HTML_MIME}
+    assert next(m for m in order if m in png_only) == PNG
+    widget_only = {VIEW: both[VIEW], "text/plain": "x"}
     assert next(m for m in order if m in widget_only) == VIEW
     plt.close("all")
+
+
+def _views(html_text: str) -> dict[str, str]:
+    """key -> data URL of every view of a :func:`widgets.views_html` block."""
+    import re
+
+    return dict(re.findall(r'<img data-key="([^"]+)"[^>]*src="([^"]+)"', html_text))
+
+
+def test_the_page_views_hold_every_stored_model(run):
+    """Chapter 6 on the page: one pre-rendered view per stored learn-<sigma> model (2d-fixed
+    has no sigma), keyed 'label|seed', the select boxes offer exactly the stored sigmas and
+    seeds, and only the first sigma's first seed shows before the reader picks."""
+    import html as h
+
+    text = h.unescape(ch.sigma_explorer(run).html)
+    views = _views(text)
+    assert set(views) == {f"{pe}|{s}" for pe, s in MODELS if pe != "2d-fixed"}
+    assert all(v.startswith("data:image/png;base64,iVBOR") for v in views.values())
+    assert re.findall(r'<option value="([^"]+)"', text) == ["learn-0.1", "learn-0.5",
+                                                             "learn-2", "1", "2"]
+    shown = re.findall(r'<img data-key="([^"]+)"[^>]*src="[^"]+">', text)
+    assert shown == ["learn-0.1|1"]
+    assert "oninput=" in text and "<script" not in text  # plays without a library
+    plt.close("all")
+
+
+def test_views_html_refuses_a_key_of_the_wrong_length():
+    with pytest.raises(ValueError, match="one value per control"):
+        widgets.views_html({("a",): b"x"}, [widgets.Control("a", (("a", "a"),)),
+                                            widgets.Control("b", (("b", "b"),))])
 
 
 # --------------------------------------------------------------------------- chapter 2
@@ -201,3 +237,12 @@ def test_puzzle_browser_has_a_static_gallery(human_frame):
     assert panels[3].get_title().endswith(f"{acc.set_index('id').loc[3, 'accuracy']:.2f}")
     shown.widget.children[0].value = 4  # the slider still drives the live view
     assert plt.get_fignums() == []
+    views = _views(shown.html)  # the page: every puzzle, answer hidden (0) and revealed (1)
+    assert set(views) == {f"{i}|{r}" for i in range(5) for r in (0, 1)}
+    svg = {k: base64.b64decode(v.split(",", 1)[1]).decode() for k, v in views.items()}
+    for i, p in enumerate(puzzles):  # one shape per filled cell, the answer's only revealed
+        filled = sum(1 for row in p.grid for v in row if v) - (p.grid[p.probe[0]][p.probe[1]] != 0)
+        assert svg[f"{i}|0"].count("fill-opacity=\"1.0\"") >= filled
+        assert "fill-opacity=\"0.3\"" in svg[f"{i}|1"]
+        assert "fill-opacity=\"0.3\"" not in svg[f"{i}|0"]
+        assert f"#{i}: {p.vectors}-vector" in svg[f"{i}|0"]

@@ -4,8 +4,10 @@ for the book page (:mod:`lstpe.analysis.widgets` says how one output carries bot
 * :func:`sigma_explorer` (chapter 6): pick a stored sigma and seed, see the block-1 PE's
   position x position cosine (:func:`lstpe.chapters.tables.pe_kernels`) and the validation
   curve as the authors evaluated it beside the authors' epoch-0 / epoch-200 logs;
-  :class:`SigmaExplorer` is its live part, :func:`sigma_grid` its static twin (every stored
-  sigma of one seed), :func:`draw_model` the panel pair both draw.
+  :class:`SigmaExplorer` is its live part, :func:`sigma_views` the same explorer for the
+  rendered page (every stored model pre-rendered, switched by two select boxes without a
+  kernel), :func:`sigma_grid` its PNG twin (every stored sigma of one seed), :func:`draw_model`
+  the panel pair all draw.
 """
 
 from __future__ import annotations
@@ -17,8 +19,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from lstpe.analysis import style
 from lstpe.analysis.plots import draw_kernel
-from lstpe.analysis.widgets import WithStatic, close_figure, figure_png, with_static
+from lstpe.analysis.widgets import (
+    Control,
+    WithStatic,
+    close_figure,
+    figure_png,
+    views_html,
+    with_static,
+)
 from lstpe.chapters.tables import pe_kernels
 from lstpe.nn.encodings import parse_pe
 
@@ -27,7 +37,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["sigma_models", "curve_split", "learning_curve", "authors_points", "draw_model",
-           "sigma_grid", "SigmaExplorer", "sigma_explorer", "AUTHORS_EPOCHS"]
+           "model_figure", "sigma_grid", "sigma_views", "SigmaExplorer", "sigma_explorer",
+           "AUTHORS_EPOCHS"]
 
 AUTHORS_EPOCHS: tuple[int, int] = (0, 200)
 """The authors' logged epochs shown beside our curves (:mod:`lstpe.analysis.authors_logs`)."""
@@ -113,7 +124,7 @@ def draw_model(ax_kernel: Axes, ax_curve: Axes, kernel: np.ndarray, curve: pd.Da
         split: the curve's split, named in the legend.
     """
     draw_kernel(ax_kernel, kernel, title=f"σ = {_sigma(pe):g}, seed {seed}: block-1 PE cosine",
-                fontsize=8)
+                fontsize=9)
 
     last = float(curve["accuracy"].iloc[-1])
     ax_curve.plot(curve["epoch"].to_numpy(float), curve["accuracy"].to_numpy(float), color="C0",
@@ -124,12 +135,12 @@ def draw_model(ax_kernel: Axes, ax_curve: Axes, kernel: np.ndarray, curve: pd.Da
                           capsize=3, label="authors' logs, mean ± SD")
     ax_curve.axhline(0.25, color="0.5", ls=":", lw=1, label="chance")
     ax_curve.set_ylim(0, 1.02)
-    ax_curve.set_xlabel("epoch", fontsize=8)
-    ax_curve.set_ylabel("validation accuracy", fontsize=8)
-    ax_curve.tick_params(labelsize=7)
+    ax_curve.set_xlabel("epoch", fontsize=9)
+    ax_curve.set_ylabel("validation accuracy", fontsize=9)
+    ax_curve.tick_params(labelsize=9)
     ref = (f"authors at {authors.index[-1]}: {authors['acc_mean'].iloc[-1]:.3f} ± "
            f"{authors['acc_sd'].iloc[-1]:.3f}" if len(authors) else "no authors' log")
-    ax_curve.set_title(f"ours at {int(curve['epoch'].iloc[-1])}: {last:.3f}; {ref}", fontsize=8)
+    ax_curve.set_title(f"ours at {int(curve['epoch'].iloc[-1])}: {last:.3f}\n{ref}", fontsize=9)
 
 
 def _model_data(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, seed: int
@@ -141,7 +152,7 @@ def _model_data(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, se
 
 
 def sigma_grid(history: pd.DataFrame, artifacts: Mapping[str, Any], seed: int | None = None,
-               ncols: int = 2) -> Figure:
+               ncols: int = 1) -> Figure:
     """The explorer's content for every stored sigma of one seed: a (kernel, curve) pair each.
 
     Args:
@@ -163,7 +174,7 @@ def sigma_grid(history: pd.DataFrame, artifacts: Mapping[str, Any], seed: int | 
         raise ValueError(f"no learn-<sigma> model with seed {seed}")
     nrows = math.ceil(len(pes) / ncols)
     ncols = min(ncols, len(pes))
-    fig, axes = plt.subplots(nrows, 2 * ncols, figsize=(4.9 * ncols, 2.45 * nrows + 0.6),
+    fig, axes = plt.subplots(nrows, 2 * ncols, figsize=(style.WIDTH, 2.9 * nrows / ncols + 0.8),
                              squeeze=False, layout="constrained",
                              gridspec_kw={"width_ratios": [1, 1.25] * ncols})
     pairs = [(axes[i // ncols, 2 * (i % ncols)], axes[i // ncols, 2 * (i % ncols) + 1])
@@ -175,10 +186,39 @@ def sigma_grid(history: pd.DataFrame, artifacts: Mapping[str, Any], seed: int | 
         kernel, curve, authors, split = _model_data(history, artifacts, pe, seed)
         draw_model(ax_k, ax_c, kernel, curve, authors, pe, seed, split)
     handles, labels = pairs[0][1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=8)
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize=9)
     fig.suptitle(f"Every stored σ, seed {seed}: learned block-1 PE (cosine between positions) "
                  "and validation accuracy", fontsize=10)
-    return fig
+    return style.readable(fig)
+
+
+def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, seed: int
+                 ) -> tuple[Figure, tuple[np.ndarray, pd.DataFrame, str]]:
+    """One model's explorer view (:func:`draw_model`, the legend inside the curve's axes), as
+    wide as the page's column; the figure (closed in pyplot) and its kernel, curve, split."""
+    import matplotlib.pyplot as plt
+
+    kernel, curve, authors, split = _model_data(history, artifacts, pe, int(seed))
+    fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.3),
+                                     layout="constrained", dpi=style.DPI,
+                                     gridspec_kw={"width_ratios": [1, 1.25]})
+    draw_model(ax_k, ax_c, kernel, curve, authors, pe, int(seed), split)
+    ax_c.legend(fontsize=9, loc="lower right")
+    close_figure(fig)
+    return style.readable(fig), (kernel, curve, split)
+
+
+def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any]) -> str:
+    """The explorer for the rendered page: every stored (sigma, seed) model pre-rendered
+    (:func:`model_figure`) behind a sigma and a seed select box
+    (:func:`lstpe.analysis.widgets.views_html`; a pair with no stored model says so)."""
+    models = sigma_models(artifacts)
+    views = {(pe, str(s)): figure_png(model_figure(history, artifacts, pe, s)[0])
+             for pe, seeds in models.items() for s in seeds}
+    seeds = sorted({s for ss in models.values() for s in ss})
+    controls = [Control("σ", tuple((pe, f"{_sigma(pe):g}") for pe in models)),
+                Control("seed", tuple((str(s), str(s)) for s in seeds))]
+    return views_html(views, controls, alt="learned PE and learning curve")
 
 
 class SigmaExplorer:
@@ -229,22 +269,15 @@ class SigmaExplorer:
 
     def show(self, pe: str, seed: int) -> None:
         """Draw model (``pe``, ``seed``) into :attr:`image`."""
-        import matplotlib.pyplot as plt
-
-        self.kernel, self.curve, authors, self.split = _model_data(
+        fig, (self.kernel, self.curve, self.split) = model_figure(
             self.history, self.artifacts, pe, int(seed))
-        fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=(8.4, 3.2), layout="constrained",
-                                         gridspec_kw={"width_ratios": [1, 1.25]})
-        draw_model(ax_k, ax_c, self.kernel, self.curve, authors, pe, int(seed), self.split)
-        ax_c.legend(fontsize=7, loc="lower right")
         self.image.value = figure_png(fig)
-        close_figure(fig)
         self.figure, self.shown = fig, (pe, int(seed))
 
 
 def sigma_explorer(run: Any, seed: int | None = None) -> WithStatic:
-    """Chapter 6's explorer: :class:`SigmaExplorer` live (as ``.live``), :func:`sigma_grid` on
-    the page.
+    """Chapter 6's explorer: :class:`SigmaExplorer` live (as ``.live``), :func:`sigma_views` on
+    the rendered page (and :func:`sigma_grid` as its PNG).
 
     Args:
         run: anything with ``history`` and ``artifacts`` (a :class:`lstpe.store.results.Run`).
@@ -253,4 +286,4 @@ def sigma_explorer(run: Any, seed: int | None = None) -> WithStatic:
     live = SigmaExplorer(run.history, run.artifacts)
     return with_static(live.widget, sigma_grid(run.history, run.artifacts, seed=seed),
                        text="σ explorer: pick a σ and a seed (ipywidgets; needs a live kernel)",
-                       live=live)
+                       live=live, html=sigma_views(run.history, run.artifacts))

@@ -117,21 +117,11 @@ def stored_message(results_dir: Path, how: str, scale: str) -> str:
 
 
 def style() -> None:
-    """The book's matplotlib style (consistent sizes, no top/right spines)."""
-    import matplotlib as mpl
+    """The book's matplotlib style (:mod:`lstpe.analysis.style`: figures sized to the page's
+    column, text at least 9 pt there, no top/right spines)."""
+    from lstpe.analysis import style as figure_style
 
-    mpl.rcParams.update({
-        "figure.figsize": (6.4, 4.0),
-        "figure.dpi": 110,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "axes.titlesize": 11,
-        "axes.labelsize": 10,
-        "legend.frameon": False,
-        "image.cmap": "viridis",
-    })
+    figure_style.apply()
 
 
 PROVENANCE_COLUMNS = ("source", "run", "run_preset", "run_epochs", "run_seeds",

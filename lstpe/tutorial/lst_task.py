@@ -254,37 +254,116 @@ def plot_easiest_hardest(acc: pd.DataFrame, puzzles: Sequence[lst.Puzzle]) -> Fi
     return fig
 
 
-def plot_puzzle_gallery(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame,
-                        ncols: int = 12) -> Figure:
-    """Every puzzle as :func:`puzzle_browser` shows it with its answer revealed: number,
-    condition and human accuracy above each board (the browser's static twin).
+def plot_puzzle_gallery(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame, show: int = 12,
+                        ncols: int = 6) -> Figure:
+    """The first ``show`` puzzles as :func:`puzzle_browser` shows them with the answer revealed:
+    number, condition and human accuracy above each board (a readable static subset; the
+    browser holds them all).
 
     Args:
         puzzles: the puzzles, in the browser's order (N of them).
         acc: per-puzzle human accuracy (``id``, ``accuracy``; ``id`` = index in ``puzzles``).
+        show: how many (the first ones), at most N.
     Returns:
-        The Figure, one panel per puzzle first in ``fig.axes`` (unused panels hidden).
+        The Figure, one panel per puzzle shown first in ``fig.axes`` (unused panels hidden).
     """
+    from lstpe.analysis import style
+
     by_id = acc.set_index("id")["accuracy"]
-    ncols = max(1, min(ncols, len(puzzles)))
-    nrows = -(-len(puzzles) // ncols)
-    fig, axes = _figure(nrows, ncols, figsize=(0.85 * ncols, 0.95 * nrows + 0.5))
-    for ax in axes.flat[len(puzzles):]:
+    chosen = list(puzzles)[:max(1, show)]
+    ncols = max(1, min(ncols, len(chosen)))
+    nrows = -(-len(chosen) // ncols)
+    width = style.WIDTH * min(1.0, ncols / 6)
+    fig, axes = _figure(nrows, ncols, figsize=(width, (width / ncols + 0.3) * nrows + 0.4))
+    for ax in axes.flat[len(chosen):]:
         ax.set_visible(False)
-    for i, (ax, p) in enumerate(zip(axes.flat, puzzles, strict=False)):
+    for i, (ax, p) in enumerate(zip(axes.flat, chosen, strict=False)):
         lst.plot_puzzle(p, ax=ax, show_answer=True)
         for t in ax.texts:  # the probe's "?" at the board's scale
-            t.set_fontsize(8)
-        ax.set_title(f"#{i} {p.vectors}v {by_id[i]:.2f}", fontsize=6, pad=2)
-    fig.suptitle(f"The puzzle browser for all {len(puzzles)} puzzles, answers revealed (faint): "
-                 "number, vectors (v), human accuracy", fontsize=9)
+            t.set_fontsize(12)
+        ax.set_title(f"#{i} {p.vectors}v {by_id[i]:.2f}", fontsize=9, pad=2)
+    fig.suptitle(f"Puzzles #0-{len(chosen) - 1} of {len(puzzles)}, answers revealed (faint): "
+                 "number, vectors (v), human accuracy", fontsize=10)
+    return style.readable(fig)
+
+
+def _puzzle_view(p: lst.Puzzle, i: int, accuracy: float, reveal: bool,
+                 close: bool = True) -> Figure:
+    """One puzzle as the browser shows it (closed in pyplot with ``close``)."""
+    import matplotlib.pyplot as plt
+
+    from lstpe.analysis import style
+
+    fig, ax = plt.subplots(figsize=(3.3, 3.5), dpi=style.DPI)
+    lst.plot_puzzle(p, ax=ax, show_answer=reveal)
+    ax.set_title(f"#{i}: {p.vectors}-vector, human accuracy {accuracy:.2f}", fontsize=10)
+    if close:
+        plt.close(fig)
     return fig
 
 
+def puzzle_svg(p: lst.Puzzle, title: str, reveal: bool = False, cell: int = 56) -> bytes:
+    """``p`` drawn as :func:`lstpe.lst.plot_puzzle` draws it (same shapes and colours), as a
+    small SVG under ``title``: the browser's view on the static page."""
+    from html import escape
+
+    def shape(v: int, x: float, y: float, alpha: float = 1.0) -> str:
+        a, c, r = f' fill-opacity="{alpha}"', SHAPE_COLORS[v], cell
+        if v == 1:
+            return f'<circle cx="{x}" cy="{y}" r="{0.3 * r}" fill="{c}"{a}/>'
+        if v == 2:
+            ts = (0, 2 * np.pi / 3, 4 * np.pi / 3)
+            pts = " ".join(f"{x + 0.36 * r * np.sin(t):.1f},"
+                           f"{y - 0.05 * r - 0.36 * r * np.cos(t):.1f}" for t in ts)
+            return f'<polygon points="{pts}" fill="{c}"{a}/>'
+        if v == 3:
+            return (f'<rect x="{x - 0.28 * r}" y="{y - 0.28 * r}" width="{0.56 * r}" '
+                    f'height="{0.56 * r}" fill="{c}"{a}/>')
+        w, h = 0.2 * r, 0.64 * r
+        return (f'<rect x="{x - w / 2}" y="{y - h / 2}" width="{w}" height="{h}" fill="{c}"{a}/>'
+                f'<rect x="{x - h / 2}" y="{y - w / 2}" width="{h}" height="{w}" fill="{c}"{a}/>')
+
+    top, n = 30, 4 * cell
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{n + 4}" height="{n + top + 2}" '
+           f'font-family="sans-serif"><text x="{(n + 4) / 2}" y="18" font-size="14" '
+           f'text-anchor="middle">{escape(title)}</text><g transform="translate(2,{top})">']
+    for k in range(5):
+        out.append(f'<path d="M0,{k * cell}H{n}M{k * cell},0V{n}" stroke="#4d4d4d"/>')
+    for r in range(4):
+        for c in range(4):
+            x, y = (c + 0.5) * cell, (r + 0.5) * cell
+            if (r, c) == p.probe:
+                if reveal and p.answer is not None:
+                    out.append(shape(p.answer, x, y, 0.3))
+                out.append(f'<text x="{x}" y="{y + 0.17 * cell}" font-size="{0.5 * cell:.0f}" '
+                           'font-weight="bold" fill="#e6b800" text-anchor="middle">?</text>')
+            elif p.grid[r][c]:
+                out.append(shape(p.grid[r][c], x, y))
+    out.append("</g></svg>")
+    return "".join(out).encode()
+
+
+def puzzle_views(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame) -> str:
+    """The browser for the static page: every puzzle, answer hidden and revealed, as an SVG
+    (:func:`puzzle_svg`) behind a slider and a checkbox
+    (:func:`lstpe.analysis.widgets.views_html`)."""
+    from lstpe.analysis.widgets import Control, views_html
+
+    by_id = acc.set_index("id")["accuracy"]
+    views = {(str(i), str(int(r))): puzzle_svg(
+                p, f"#{i}: {p.vectors}-vector, human accuracy {by_id[i]:.2f}", r)
+             for i, p in enumerate(puzzles) for r in (False, True)}
+    controls = [Control("puzzle", tuple((str(i), f"#{i}") for i in range(len(puzzles))),
+                        "range"),
+                Control("reveal answer", (("0", "no"), ("1", "yes")), "checkbox")]
+    return views_html(views, controls, alt="LST puzzle")
+
+
 def puzzle_browser(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame) -> WithStatic:
-    """An ipywidgets slider over the puzzles with a checkbox that reveals the answer, displayed
-    with its static twin :func:`plot_puzzle_gallery` for the book page
-    (:func:`lstpe.analysis.widgets.with_static`; the widget is ``.widget``)."""
+    """An ipywidgets slider over the puzzles with a checkbox that reveals the answer (Jupyter,
+    Colab); on the rendered page the same browser pre-rendered (:func:`puzzle_views`), and
+    :func:`plot_puzzle_gallery` as its PNG (:func:`lstpe.analysis.widgets.with_static`; the
+    widget is ``.widget``)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
@@ -293,17 +372,16 @@ def puzzle_browser(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame) -> WithStat
     by_id = acc.set_index("id")["accuracy"]
 
     def show(i: int = 0, reveal: bool = False) -> None:
-        p = puzzles[i]
-        ax = lst.plot_puzzle(p, show_answer=reveal)
-        ax.set_title(f"#{i}: {p.vectors}-vector, human accuracy {by_id[i]:.2f}", fontsize=9)
+        fig = _puzzle_view(puzzles[i], i, by_id[i], reveal, close=False)
         plt.show()
-        plt.close(ax.figure)  # shown (inline backend) or not showable (Agg): never again
+        plt.close(fig)  # shown (inline backend) or not showable (Agg): never again
 
     live = widgets.interactive(
         show, i=widgets.IntSlider(0, 0, len(puzzles) - 1, description="puzzle"),
         reveal=widgets.Checkbox(False, description="reveal answer"))
     return with_static(live, plot_puzzle_gallery(puzzles, acc),
-                       text="puzzle browser (ipywidgets; needs a live kernel)")
+                       text="puzzle browser (ipywidgets; needs a live kernel)",
+                       html=puzzle_views(puzzles, acc))
 
 
 # --------------------------------------------------------------------------- generator, splits

@@ -1,0 +1,122 @@
+"""The book's one figure style: figures as wide as the page's content column, text >= 9 pt there.
+
+A figure on the rendered book page is a PNG saved at the figure's dpi (the inline backend uses
+``fig.dpi``); the page draws it at its pixel size, shrunk to the content column when it is wider.
+So a figure :data:`WIDTH` inches wide at :data:`DPI` = 96 (one CSS inch) fills the column of the
+Jupyter Book theme at a 1280 px window exactly, and a font of ``s`` pt shows at ``s`` CSS pt. A
+wider figure is shrunk and its text with it: :func:`displayed_pt` says by how much, and
+:func:`readable` fits a figure to the column and lifts what would show under :data:`MIN_PT`.
+
+* :data:`RC`, :func:`apply`: the rcParams (chapters call :func:`apply` through
+  ``lstpe.chapters.notebook.setup``);
+* :func:`figsize`: a width as a fraction of the column, and a height;
+* :func:`readable`: fit a finished figure to the column, text at least :data:`MIN_PT`;
+* :func:`small_text`: the texts of a figure that would show under :data:`MIN_PT` (for tests).
+
+Lives in :mod:`lstpe.analysis` (floor 4), under every module that draws figures.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+__all__ = ["COLUMN_PX", "DPI", "MIN_PT", "RC", "WIDTH", "apply", "displayed_pt", "figsize",
+           "readable", "small_text"]
+
+COLUMN_PX = 688
+"""Width in CSS px of a cell output in the book's content column (sphinx-book-theme 1.3,
+measured in headless Chromium: ``div.cell_output`` at a 1280 px window, sidebar shown)."""
+
+DPI = 96
+"""Figure dpi: one figure inch is one CSS inch (96 px) on the page."""
+
+WIDTH = COLUMN_PX / DPI
+"""A full-column figure's width in inches (about 7.2)."""
+
+MIN_PT = 9.0
+"""The smallest text a figure may show, in pt at its displayed size."""
+
+RC: dict[str, Any] = {
+    "figure.figsize": (WIDTH, 3.6),
+    "figure.dpi": DPI,
+    "savefig.dpi": "figure",
+    "font.size": 10,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "legend.title_fontsize": 9.5,
+    "figure.titlesize": 11,
+    "legend.loc": "best",
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "image.cmap": "viridis",
+}
+"""The rcParams of the book's figures."""
+
+
+def apply() -> None:
+    """Set :data:`RC` in matplotlib's rcParams (figures made afterwards use them)."""
+    import matplotlib as mpl
+
+    mpl.rcParams.update(RC)
+
+
+def figsize(frac: float = 1.0, height: float = 3.6) -> tuple[float, float]:
+    """``(width, height)`` in inches: ``frac`` of the column's width, ``height`` inches tall."""
+    if not 0 < frac <= 1:
+        raise ValueError(f"frac must be in (0, 1], got {frac}")
+    return (WIDTH * frac, height)
+
+
+def _png_width_px(fig: Figure) -> float:
+    """Width in px of the PNG the inline backend saves (``bbox_inches="tight"``)."""
+    renderer = fig.canvas.get_renderer()
+    return fig.get_tightbbox(renderer).width * fig.dpi
+
+
+def displayed_pt(fig: Figure, size_pt: float, column_px: float = COLUMN_PX) -> float:
+    """What a ``size_pt`` font of ``fig`` measures on the page, in CSS pt: the PNG holds it at
+    ``size_pt * dpi / 72`` px and the page shrinks a PNG wider than ``column_px`` to fit."""
+    scale = min(1.0, column_px / _png_width_px(fig))
+    return size_pt * fig.dpi / DPI * scale
+
+
+def _texts(fig: Figure) -> list[Text]:
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def small_text(fig: Figure, min_pt: float = MIN_PT,
+               column_px: float = COLUMN_PX) -> list[tuple[str, float]]:
+    """``(text, displayed pt)`` of every visible text of ``fig`` that shows under ``min_pt``
+    on the page (:func:`displayed_pt`)."""
+    fig.canvas.draw()
+    out = []
+    for t in _texts(fig):
+        pt = displayed_pt(fig, t.get_fontsize(), column_px)
+        if pt < min_pt - 1e-6:
+            out.append((t.get_text(), round(pt, 2)))
+    return out
+
+
+def readable(fig: Figure, min_pt: float = MIN_PT) -> Figure:
+    """Fit ``fig`` to the page: at :data:`DPI`, no wider than :data:`WIDTH` (height scaled
+    with it), every visible text at least ``min_pt``. Returns ``fig``."""
+    w, h = fig.get_size_inches()
+    fig.set_dpi(DPI)
+    if w > WIDTH:
+        fig.set_size_inches(WIDTH, h * WIDTH / w)
+    for t in _texts(fig):
+        if t.get_fontsize() < min_pt:
+            t.set_fontsize(min_pt)
+    return fig
