@@ -209,3 +209,37 @@ def test_evidence_from_collected_prefers_the_authors_evaluation(stored_final):
     assert got.loc[got["cell"] == "learn-0.2", "mean"].iloc[0] == pytest.approx(
         np.mean(LEARN02), abs=1e-3)
     assert ev.evidence_from_collected(pd.DataFrame({"x": [1]})) is None
+
+
+def test_batch_writes_the_evidence_table_next_to_its_summary(tmp_path, capsys):
+    """Two grid points, each saving per-model accuracies of other seeds: evidence.csv pools
+    them (learn-0.2 and learn-2 at 3 + 3 seeds: every learn-0.2 seed above every learn-2
+    one, the exact two-sided p 2/C(6, 3) = 0.1, the floor at that n)."""
+    import nbformat
+
+    from lstpe.chapters.batch import run_batch
+
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell("seeds = [0]\nresults_out = None")
+    params.metadata["tags"] = ["parameters"]
+    body = nbformat.v4.new_code_cell(
+        "import os, pandas as pd\n"
+        "acc = {'learn-0.2': [0.95, 0.96, 0.97], 'learn-2': [0.3, 0.4, 0.5]}\n"
+        "rows = [{'pe': pe, 'seed': s, 'accuracy': acc[pe][s % 3], 'split': sp,\n"
+        "         'epoch': 200} for pe in acc for s in seeds for sp in ('val', 'val_dropout')]\n"
+        "os.makedirs(results_out, exist_ok=True)\n"
+        "pd.DataFrame(rows).to_csv(os.path.join(results_out, 'final.csv'), index=False)\n")
+    nb.cells = [params, body]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    out = tmp_path / "batch"
+    run_batch(tmp_path / "nb.ipynb", {"seeds": [[0, 1], [2]]}, {}, out)
+    capsys.readouterr()
+    assert (out / "summary.csv").exists()
+    got = pd.read_csv(out / "evidence.csv")
+    cell = got[(got["kind"] == "cell") & (got["cell"] == "learn-0.2")].iloc[0]
+    assert cell["n"] == 3 and cell["ref"] == "authors@200"
+    c = got[(got["a"] == "learn-0.2") & (got["b"] == "learn-2")].iloc[0]
+    assert c["p_perm"] == pytest.approx(0.1) and c["p_floor"] == pytest.approx(0.1)
+    assert set(got["split"]) == {"val_dropout"}

@@ -414,16 +414,36 @@ def evidence_from_collected(collected: pd.DataFrame | None) -> pd.DataFrame | No
     """:func:`stack_claims` (with contrasts) of the per-model rows of ``lstpe batch``'s
     collected tables: rows with ``pe``, ``seed``, ``accuracy`` and ``split``, the split
     ``val_dropout`` (the authors' evaluation) where present, else ``val``; the split used is
-    a column. None when there are no such rows."""
+    a column. Where two points hold different values of one (PE, seed) (e.g. a grid over
+    epochs), one block per point (its ``point`` column). None, with a warning naming the
+    reason if there is one, when there are no such rows or they make no evidence (a batch's
+    other outputs must not be lost to it)."""
     need = {"pe", "seed", "accuracy", "split"}
     if collected is None or not need <= set(collected.columns):
         return None
+    try:
+        return _from_collected(collected)
+    except (ValueError, KeyError, TypeError) as e:
+        import warnings
+
+        warnings.warn(f"no evidence table: {type(e).__name__}: {e}", stacklevel=2)
+        return None
+
+
+def _from_collected(collected: pd.DataFrame) -> pd.DataFrame | None:
     for split in ("val_dropout", "val"):
         rows = collected[collected["split"] == split].dropna(subset=["pe", "seed", "accuracy"])
         if "condition" in rows:
             rows = rows[rows["condition"].fillna("all") == "all"]
-        if not rows.empty:
-            return stack_claims(rows, contrasts=True).assign(split=split)
+        if rows.empty:
+            continue
+        one = rows.drop_duplicates(["pe", "seed", "accuracy"])
+        point = next((c for c in ("point", "batch_point") if c in rows), None)
+        if one.duplicated(["pe", "seed"]).any() and point is not None:
+            return pd.concat([stack_claims(g, contrasts=True).assign(**{point: p})
+                              for p, g in rows.groupby(point, sort=False)],
+                             ignore_index=True).assign(split=split)
+        return stack_claims(one, contrasts=True).assign(split=split)
     return None
 
 

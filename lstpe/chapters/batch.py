@@ -10,7 +10,10 @@ point each, and a grid is what ``batch`` is for; the grammar is the shortest way
 on a command line, and every malformed value is an error that names the bad text.
 
 Each point runs in a fresh folder ``out/<point>/``; ``out/collected.csv`` has the rows of every
-table with the point's parameters and status, and one row for a point that wrote no table.
+table with the point's parameters and status, and one row for a point that wrote no table;
+``out/evidence.csv`` the evidence table of the paper's claims
+(:func:`lstpe.analysis.evidence.evidence_from_collected`) where the points saved per-model
+accuracies (``pe, seed, accuracy, split``).
 
 ``batch`` never replaces a file it did not write: it records every file it writes in ``--out``
 (the point notebooks, ``summary.csv``, ``collected.csv``) with its SHA-256 in its own index
@@ -259,7 +262,7 @@ BATCH_INDEX = ".lstpe-batch.json"
 (``null`` while a file is being written). A rerun replaces only the files recorded here whose
 content is still what it wrote."""
 
-_OWN_FILES = ("summary.csv", "collected.csv")
+_OWN_FILES = ("summary.csv", "collected.csv", "evidence.csv")
 
 
 def _cell(value: Any) -> Any:
@@ -481,7 +484,11 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
                         ("point", "status", "csv_files", "seconds", "notebook")}})
     summary = pd.DataFrame(rows)
     collected = collect_results(out, points, names, summary["status"].tolist(), params)
-    for table, file in ((summary, "summary.csv"), (collected, "collected.csv")):
+    from lstpe.analysis.evidence import evidence_from_collected
+
+    evidence = evidence_from_collected(collected)  # per-model accuracies -> claims' evidence
+    for table, file in ((summary, "summary.csv"), (collected, "collected.csv"),
+                        (evidence, "evidence.csv")):
         if table is not None:
             _record(out, index, file, done=False)
             res.save_table(table, out / file)
