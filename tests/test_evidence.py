@@ -19,6 +19,7 @@ from scipy import stats  # noqa: E402
 
 from lstpe.analysis import evidence as ev  # noqa: E402
 from lstpe.analysis import seed_tests as st  # noqa: E402
+from lstpe.analysis.forest import plot_forest  # noqa: E402
 
 LEARN02 = [0.954, 0.972, 0.963, 0.963, 0.963]
 LEARN2 = [0.296, 0.583, 0.361, 0.361]
@@ -191,7 +192,7 @@ def test_stacked_table_covers_every_claim_and_plots(stored_final):
     assert (cells["n"] >= 3).all() and cells["verdict"].isin(list(ev.EVIDENCE_VERDICTS)).all()
     lr = cells[(cells["cell"] == "learn-0.2")].iloc[0]
     assert lr["ref"] == "authors@200" and lr["authors_n"] == 15
-    fig = ev.plot_forest(t)
+    fig = plot_forest(t)
     ax = fig.axes[0]
     assert fig.get_figwidth() == pytest.approx(7.0)
     assert len(ax.get_yticks()) == cells["cell"].nunique()

@@ -19,8 +19,8 @@ accuracy as the authors evaluated it):
 * :data:`CLAIMS`; :func:`claim_table`, :func:`contrast_table`: one claim's cells / contrasts.
 * :func:`stack_claims`: every claim's table in one long frame (chapter 11, ``lstpe batch``).
 * :func:`evidence_from_collected`: the same from ``lstpe batch``'s collected rows.
-* :func:`plot_forest`: every cell, ours with its CI beside the authors at epoch 200 and the
-  paper at 4000.
+
+The forest plot of every cell is :func:`lstpe.analysis.forest.plot_forest`.
 
 Choices: the reference of a cell is the authors' logs at our units' epoch (their 15 seeds,
 ``ref`` ``authors@200``) where they logged it (2d-fixed, learn-sigma), else the paper's table
@@ -33,7 +33,10 @@ The minimum detectable difference (``mdd``: alpha 0.05, power 0.8,
 :func:`lstpe.analysis.seed_tests.mdd`) uses the reference's SD for a row (15 seeds estimate it
 far better than our 3-5), our pooled SD for a contrast. Within our units the verdict of a
 contrast is the exact permutation test's (:func:`contrast_rows`); a trend over sigma is Kendall's
-tau-b over units with a permutation p (:func:`trend_row`).
+tau-b over units with a permutation p (:func:`trend_row`). No multiplicity correction: a
+claim such as "beats every fixed PE" is a conjunction, shown only where every one of its
+contrasts is (an intersection-union test, of level alpha as it stands); a single contrast read
+out of a claim's several would need one (Holm).
 """
 
 from __future__ import annotations
@@ -41,7 +44,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -50,12 +52,9 @@ from scipy import stats
 from lstpe.analysis import seed_tests as st
 from lstpe.analysis.seed_stats import mean_ci
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 __all__ = [
     "Reference", "evidence_rows", "contrast_rows", "trend_row", "CLAIMS", "claim_table",
-    "contrast_table", "stack_claims", "evidence_from_collected", "plot_forest", "MARGIN",
+    "contrast_table", "stack_claims", "evidence_from_collected", "MARGIN",
     "ALPHA", "ROW_COLUMNS", "CONTRAST_COLUMNS", "EVIDENCE_VERDICTS", "CHANCE_LINE",
 ]
 
@@ -445,58 +444,3 @@ def _from_collected(collected: pd.DataFrame) -> pd.DataFrame | None:
                              ignore_index=True).assign(split=split)
         return stack_claims(one, contrasts=True).assign(split=split)
     return None
-
-
-# --------------------------------------------------------------------------- figure
-
-
-def plot_forest(evidence: pd.DataFrame, level: float = 0.95) -> Figure:
-    """Every cell of ``evidence`` (:func:`stack_claims`; a cell in several claims once):
-    our seeds (dots) and mean with its CI, the authors' mean at our epoch with the CI of
-    their mean, the paper's at 4000 with its CI, and the row's verdict at the right. Sized
-    for a 700 px column (7 in at 100 dpi), text 9 pt or more."""
-    import matplotlib.pyplot as plt
-
-    ev = evidence[evidence.get("kind", pd.Series("cell", index=evidence.index)) == "cell"]
-    ev = ev.drop_duplicates("cell")
-    if ev.empty:
-        raise ValueError("no cells to plot")
-    fig, ax = plt.subplots(figsize=(7.0, 1.4 + 0.42 * len(ev)))
-    y = np.arange(len(ev))[::-1].astype(float)
-    for yi, r in zip(y, ev.itertuples(index=False), strict=True):
-        pts = [float(v) for v in str(r.values).split()] if r.n else []
-        ax.plot(pts, [yi] * len(pts), "o", ms=4, mfc="none", mec="0.5", zorder=2)
-        if r.n:
-            lo, hi = (r.ci_low, r.ci_high) if r.n > 1 else (r.mean, r.mean)
-            ax.errorbar(r.mean, yi, xerr=[[r.mean - lo], [hi - r.mean]], fmt="o", color="k",
-                        ms=6, capsize=3, zorder=3)
-        for dy, (m, s, n, c, mk) in ((-0.27, (r.authors_mean, r.authors_sd, r.authors_n,
-                                               "tab:orange", "s")),
-                                     (0.27, (r.paper_mean, r.paper_sd, 15, "tab:blue", "D"))):
-            if not math.isnan(m):
-                lo, hi = Reference(m, s, int(n), "").ci(level)
-                ax.errorbar(m, yi + dy, xerr=[[m - lo], [hi - m]], fmt=mk, color=c, ms=5,
-                            capsize=2)
-        ax.text(1.02, yi, r.verdict, transform=ax.get_yaxis_transform(), va="center",
-                fontsize=9)
-    ax.axvline(CHANCE_LINE, color="0.6", ls=":", lw=1)
-    ax.text(1.02, 1.0, "ours vs ref.", transform=ax.transAxes, va="bottom", fontsize=9)
-    ax.set_yticks(y, [f"{c} (n={int(n)})" for c, n in zip(ev["cell"], ev["n"], strict=True)],
-                  fontsize=10)
-    ax.set_xlim(0, 1.04)
-    ax.set_ylim(-0.7, len(ev) - 0.3)
-    ax.set_xlabel("validation accuracy (dotted: chance)", fontsize=10)
-    ax.tick_params(axis="x", labelsize=9)
-    epochs = sorted({r for r in ev["ref"] if str(r).startswith("authors@")})
-    handles = [
-        plt.Line2D([], [], marker="o", color="k", label=f"ours, mean and {level:.0%} CI"),
-        plt.Line2D([], [], marker="o", ls="", mfc="none", mec="0.5", label="our seeds"),
-        plt.Line2D([], [], marker="s", color="tab:orange",
-                   label=f"authors' logs, {', '.join(e.split('@')[1] for e in epochs) or '-'}"
-                         " epochs"),
-        plt.Line2D([], [], marker="D", color="tab:blue", label="paper, 4000 epochs"),
-    ]
-    ax.legend(handles=handles, fontsize=9, ncol=2, loc="lower center",
-              bbox_to_anchor=(0.5, 1.0), frameon=False)
-    fig.tight_layout()
-    return fig
