@@ -25,7 +25,7 @@ computed with training, :mod:`lstpe.training.noise`):
 - :mod:`lstpe.analysis.seed_tests`  tests fit for 3-5 seeds: Welch difference with its CI, exact
   permutation test and its floor, trend over sigma, minimum detectable difference
 - :mod:`lstpe.analysis.evidence`    one evidence table per claim of the paper, contrasts within
-  our units, the stacked table and the forest plot
+  our units, the stacked table; :mod:`lstpe.analysis.forest` its forest plot
 - :mod:`lstpe.analysis.pe_structure` a learnable PE split into its init and the learned part,
   their 2-D structure (grid and row-column scores, permutation p-values), and the attention
   maps' at init and after training, per stored unit or per snapshot
@@ -41,6 +41,7 @@ from types import ModuleType
 SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "humans", "seed_stats", "paper_compare", "plots", "curves",
     "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "evidence",
+    "forest",
     "pe_structure", "pe_plots",
 )
 
