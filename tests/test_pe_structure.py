@@ -295,3 +295,15 @@ def test_structure_figure_is_readable(unit):
         assert not _small_text(fig), _small_text(fig)
     with pytest.raises(ValueError, match="no rows"):
         pe_plots.plot_structure(t, block=9)
+
+
+def test_line_share_of_a_causal_map_skips_the_query_with_no_other_cell():
+    """Query i attends uniformly to keys 0..i (a causal map): the line share is, over queries
+    1..15, the mean of (# earlier cells in i's row or column) / i, counted here by divmod."""
+    causal = np.tril(np.ones((16, 16)))
+    causal /= causal.sum(1, keepdims=True)
+    want = np.mean([sum(divmod(j, 4)[0] == divmod(i, 4)[0] or j % 4 == i % 4 for j in range(i))
+                    / i for i in range(1, 16)])
+    assert float(ps.line_share(causal)) == pytest.approx(want)
+    null = ps.PermutationNull(draws=20, seed=1)
+    assert np.isfinite(null.scores("line", causal)).all()

@@ -189,18 +189,22 @@ def attention_grid_score(maps: Any) -> np.ndarray:
     return _grid_corr((a + np.swapaxes(a, -1, -2)) / 2)
 
 
-def _off_rows(a: np.ndarray) -> np.ndarray:
-    """Each query's attention to the other cells, renormalised to sum 1 (diagonal 0)."""
+def _off_rows(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's attention to the other cells, renormalised to sum 1 (diagonal 0; a row
+    with none, the first query of a causal map, all 0), and how many rows have some: (...)."""
     a = a * (1 - np.eye(a.shape[-1]))
     s = a.sum(-1, keepdims=True)
-    return np.divide(a, s, out=np.full_like(a, np.nan), where=s > 0)
+    with np.errstate(invalid="ignore"):
+        n = (s[..., 0] > 0).sum(-1).astype(float)
+        return np.divide(a, s, out=np.zeros_like(a), where=s > 0), np.where(n > 0, n, np.nan)
 
 
 def line_share(maps: Any) -> np.ndarray:
     """Share of each query's attention to other cells that lands in its own row or column,
-    averaged over queries: (...,) in [0, 1]; 6/15 = 0.4 for uniform attention."""
-    a = _off_rows(_check_maps(maps))
-    return (a * same_line(a.shape[-1])).sum(-1).mean(-1)
+    averaged over the queries that attend to other cells: (...,) in [0, 1]; 6/15 = 0.4 for
+    uniform attention."""
+    a, n = _off_rows(_check_maps(maps))
+    return (a * same_line(a.shape[-1])).sum((-2, -1)) / n
 
 
 @dataclass(frozen=True)
@@ -232,13 +236,13 @@ class PermutationNull:
     @functools.cached_property
     def _targets(self) -> dict[str, np.ndarray]:
         """Per score, the relabelled grid as a (k, draws) matrix: the z-scored pairs of minus
-        the distance / their number (grid), the flat projection (rowcol), same-line / n."""
+        the distance / their number (grid), the flat projection (rowcol), flat same-line."""
         def flat(m: np.ndarray) -> np.ndarray:
             return self._relabel(m).reshape(self.draws, -1).T
 
         z = _z(_upper(-self._relabel(grid_distance(self.n)))).T
         out = {"grid": z / len(z), "rowcol": flat(_rowcol_projection(self.n)),
-               "line": flat(same_line(self.n)) / self.n}
+               "line": flat(same_line(self.n))}
         return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
     @staticmethod
@@ -267,7 +271,8 @@ class PermutationNull:
         if kind == "attention_grid":
             return self._times(_z(_upper(a + np.swapaxes(a, -1, -2))), t["grid"], 1)
         if kind == "line":
-            return self._times(_off_rows(a), t["line"], 2)
+            rows, n = _off_rows(a)
+            return self._times(rows, t["line"], 2) / n[..., None]
         raise ValueError(f"unknown score {kind!r}; valid: grid, rowcol, attention_grid, line")
 
     def p_value(self, kind: str, x: Any, observed: Any | None = None) -> np.ndarray:
@@ -453,13 +458,11 @@ def _epoch_of(run: Any) -> int | None:
 
 def _stacked(runs: Sequence[Any], keys: Sequence[str]) -> dict[str, Any]:
     """The artefacts of several runs as one (labels, seeds and ``keys`` concatenated)."""
-    out: dict[str, Any] = {"labels": [], "seeds": []}
-    for r in runs:
-        out["labels"] += list(require(r.artifacts, "labels"))
-        out["seeds"] += [int(s) for s in require(r.artifacts, "seeds")]
-    for k in keys:
-        out[k] = np.concatenate([as_array(require(r.artifacts, k), k) for r in runs])
-    return out
+    out: dict[str, Any] = {
+        "labels": [lb for r in runs for lb in require(r.artifacts, "labels")],
+        "seeds": [int(x) for r in runs for x in require(r.artifacts, "seeds")]}
+    return out | {k: np.concatenate([as_array(require(r.artifacts, k), k) for r in runs])
+                  for k in keys}
 
 
 def stored_structure(runs: Iterable[Any], null: PermutationNull | None = None) -> pd.DataFrame:
