@@ -243,14 +243,12 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
     if args.action == "plan":
         if args.device and args.device.startswith("cuda"):
-            from lstpe.experiments import long_units as lu
-
             if args.minutes is None or not args.minutes > 0:
                 raise SystemExit("lstpe campaign plan --device cuda needs --minutes > 0")
-            t = lu.lease_plan(args.minutes, args.gpu_memory, args.rate, args.results)
+            t = cs.lease_plan(args.minutes, args.gpu_memory, args.rate, args.results)
             print(t.to_string(index=False))
-            print(f"(at {args.rate or lu.TARGET_RATE:g} model-epochs/s and "
-                  f"{lu.STEP_LATENCY_S * 1e3:g} ms per step: assumptions until measured on "
+            print(f"(at {args.rate or cs.TARGET_RATE:g} model-epochs/s and "
+                  f"{cs.STEP_LATENCY_S * 1e3:g} ms per step: assumptions until measured on "
                   "the GPU)")
             return 0
         if args.keys:  # one trainable 200-epoch unit per line, in order (schedulers)

@@ -44,7 +44,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from lstpe.experiments.plan import TARGET_RATE
+from lstpe.experiments.campaign import CHECKPOINT_EVERY
 from lstpe.experiments.registry import run_config
 from lstpe.runtime import default_results_dir
 from lstpe.store import results as res
@@ -59,10 +59,6 @@ RESUME_BUDGET_MB = 400
 """The repository's budget for committed resume checkpoints, history included: about 15 MB
 per model per session that trains it; the three mechanism units to 1000 epochs at about 0.17
 model-epochs/s need about 3 sessions (135 MB), the weight-decay pair about 2 (60 MB)."""
-
-CHECKPOINT_EVERY = 5
-"""Epochs between checkpoints of a long chunk (a killed process loses at most these)."""
-
 
 @dataclass(frozen=True)
 class LongUnit:
@@ -176,60 +172,6 @@ def long_status_text(table: pd.DataFrame, s_per_model_epoch: float | None = None
                      f"{r['epoch']} of {r['target']} (resume checkpoint at epoch "
                      f"{r['resume_epoch']}); {left:.1f} machine-hours left at {basis}")
     return "\n".join(lines)
-
-
-STEP_LATENCY_S = 0.004
-"""Assumed seconds per optimizer step of a small chunk on a GPU (kernel launches of four
-blocks, forward and backward, eager mode): what bounds a chunk of a few models."""
-
-STEPS_PER_EPOCH = 64
-"""Optimizer steps per epoch of the recipe (8100 puzzles in batches of 128)."""
-
-
-def lease_plan(minutes: float, gpu_memory_gib: float = 80.0, rate: float | None = None,
-               results_dir: str | Path | None = None) -> pd.DataFrame:
-    """What a GPU lease of ``minutes`` would train, long units first (computed on the CPU).
-
-    Every long chunk of :data:`LONG_PLAN` goes to its largest planned target (on a GPU the
-    mechanism goes straight to 4000 epochs), in the plan's order, then the 200-epoch units
-    left. ``rate``: model-epochs per second of the whole GPU (default: the engine's H100
-    target, :data:`lstpe.experiments.plan.TARGET_RATE`; an assumption until measured there).
-    Returns one row per chunk: ``what, models, from_epoch, to_epoch, model_epochs, minutes,
-    fits`` (``fits``: it ends within the lease, after the rows above it), and the models that
-    fit in ``gpu_memory_gib`` at once (``models_in_memory``). A chunk takes at least its
-    epochs x :data:`STEPS_PER_EPOCH` x :data:`STEP_LATENCY_S`, however few its models.
-    """
-    from lstpe.experiments import campaign as cp
-    from lstpe.experiments import campaign_run as cr
-    from lstpe.training.cost import bytes_per_model
-
-    rate = rate or TARGET_RATE
-    per_model = bytes_per_model(LONG_PLAN[0].units[0].config())
-    fit = max(1, int(gpu_memory_gib * 2**30 // per_model))
-    rows, used = [], 0.0
-    seen: dict[str, int] = {}
-    for c in LONG_PLAN:
-        top = max(x.target for x in LONG_PLAN if x.name == c.name)
-        if c.name in seen:
-            continue
-        seen[c.name] = top
-        at = chunk_epoch(c, results_dir)
-        me = len(c.units) * max(top - at, 0)
-        rows.append({"what": f"long {c.name}", "models": len(c.units), "from_epoch": at,
-                     "to_epoch": top, "model_epochs": me})
-    free = cr.free_units(results_dir)
-    if free:
-        rows.append({"what": f"{len(free)} units of {cp.CAMPAIGN_EPOCHS} epochs",
-                     "models": len(free), "from_epoch": 0, "to_epoch": cp.CAMPAIGN_EPOCHS,
-                     "model_epochs": len(free) * cp.CAMPAIGN_EPOCHS})
-    for r in rows:  # a few models leave the GPU idle: the step latency bounds them
-        epochs = r["to_epoch"] - r["from_epoch"]
-        r["minutes"] = round(max(r["model_epochs"] / rate,
-                                 epochs * STEPS_PER_EPOCH * STEP_LATENCY_S) / 60, 1)
-        used += r["minutes"]
-        r["fits"] = used <= minutes
-        r["models_in_memory"] = fit
-    return pd.DataFrame(rows)
 
 
 def long_root(results_dir: str | Path | None = None) -> Path:
