@@ -1,0 +1,83 @@
+"""How a results page shows its finding and its evidence: numbers formatted, never sentences.
+
+A chapter's "What the stored units show" paragraph is written by hand in the notebook, as an
+f-string whose numbers come from the analysis layer; :func:`md` displays it as Markdown (in the
+book, Jupyter and Colab alike). :func:`evidence_view` and :func:`contrast_view` put an evidence
+table of :mod:`lstpe.analysis.evidence` in the few columns a page shows; :func:`ci` and
+:func:`pval` format one number the way the tables do, so the paragraph and the table agree.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def md(text: str) -> object:
+    """``text`` (Markdown, e.g. a hand-written f-string) as a displayable object."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
+def num(x: float, digits: int = 3) -> str:
+    """``x`` with ``digits`` decimals; an en dash for a missing value."""
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def ci(mean: float, low: float, high: float, digits: int = 3) -> str:
+    """``0.963 [0.955, 0.971]``: a value and its interval, as the tables show it."""
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (low, high)):
+        return num(mean, digits)
+    return f"{num(mean, digits)} [{num(low, digits)}, {num(high, digits)}]"
+
+
+def signed_ci(d: float, low: float, high: float, digits: int = 3) -> str:
+    """``+0.563 [+0.363, +0.762]``: a difference and its interval."""
+    def s(x: float) -> str:
+        return "–" if x is None or x != x else f"{x:+.{digits}f}"
+    return f"{s(d)} [{s(low)}, {s(high)}]" if low == low and high == high else s(d)
+
+
+def pval(p: float) -> str:
+    """``p = 0.0029`` / ``p < 0.0001``: a p value as the pages print it."""
+    if p is None or p != p:
+        return "p –"
+    return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}" if p < 0.01 else f"p = {p:.3f}"
+
+
+def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """A claim's cell rows (:func:`lstpe.analysis.evidence.evidence_rows`) in the columns a
+    page shows: ``n``, ``ours [95% CI]``, ``authors@200 (mean ± SD, n)``, ``paper@4000``,
+    ``diff vs ref [CI]``, ``p (Welch)``, ``p (TOST)``, ``verdict``; indexed by cell."""
+    rows = []
+    for _, r in table.iterrows():
+        auth = (f"{num(r['authors_mean'], digits)} ± {num(r['authors_sd'], digits)} "
+                f"({int(r['authors_n'])})" if r["authors_mean"] == r["authors_mean"] else "–")
+        paper = (f"{num(r['paper_mean'], digits)} ± {num(r['paper_sd'], digits)}"
+                 if r["paper_mean"] == r["paper_mean"] else "–")
+        rows.append({"cell": r["cell"], "n": int(r["n"]),
+                     "ours [95% CI]": ci(r["mean"], r["ci_low"], r["ci_high"], digits),
+                     "authors@200": auth, "paper@4000": paper, "ref": r["ref"],
+                     "diff vs ref [CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
+                                                   digits),
+                     "p (Welch)": num(r["p_diff"], 3), "p (TOST)": num(r["p_equiv"], 3),
+                     "verdict": r["verdict"]})
+    return pd.DataFrame(rows).set_index("cell")
+
+
+def contrast_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """Contrast and trend rows (:func:`lstpe.analysis.evidence.contrast_rows`) as a page shows
+    them: ``n``, ``diff [Welch CI]``, ``p (Welch)``, ``p (exact)``, ``floor``, ``verdict``."""
+    rows = []
+    for _, r in table.iterrows():
+        trend = not isinstance(r["b"], str) or not r["b"]  # a trend row: a alone
+        rows.append({"contrast": r["a"] if trend else f"{r['a']} − {r['b']}",
+                     "n": f"{int(r['n_a'])} units" if trend else
+                     f"{int(r['n_a'])}+{int(r['n_b'])}",
+                     "diff [Welch CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
+                                                  digits),
+                     "p (Welch)": num(r["p_welch"], 4), "p (exact)": num(r["p_perm"], 4),
+                     "floor": num(r["p_floor"], 4), "verdict": r["verdict"]})
+    return pd.DataFrame(rows).set_index("contrast")
