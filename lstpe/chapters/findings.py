@@ -47,6 +47,11 @@ def pval(p: float) -> str:
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}" if p < 0.01 else f"p = {p:.3f}"
 
 
+def _p(p: float) -> str:
+    """A p value in a table cell: 4 decimals, ``<0.0001`` below that."""
+    return "–" if p is None or p != p else "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
 def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """A claim's cell rows (:func:`lstpe.analysis.evidence.evidence_rows`) in the columns a
     page shows: ``n``, ``ours [95% CI]``, ``authors@200 (mean ± SD, n)``, ``paper@4000``,
@@ -62,7 +67,7 @@ def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                      "authors@200": auth, "paper@4000": paper, "ref": r["ref"],
                      "diff vs ref [CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
                                                    digits),
-                     "p (Welch)": num(r["p_diff"], 3), "p (TOST)": num(r["p_equiv"], 3),
+                     "p (Welch)": _p(r["p_diff"]), "p (TOST)": _p(r["p_equiv"]),
                      "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("cell")
 
@@ -78,6 +83,6 @@ def contrast_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                      f"{int(r['n_a'])}+{int(r['n_b'])}",
                      "diff [Welch CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
                                                   digits),
-                     "p (Welch)": num(r["p_welch"], 4), "p (exact)": num(r["p_perm"], 4),
-                     "floor": num(r["p_floor"], 4), "verdict": r["verdict"]})
+                     "p (Welch)": _p(r["p_welch"]), "p (exact)": _p(r["p_perm"]),
+                     "floor": _p(r["p_floor"]), "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("contrast")
