@@ -1,0 +1,87 @@
+"""The claims scorecard (:mod:`lstpe.analysis.scorecard`) on synthetic units whose outcome is
+known by construction, and on the stored units."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from lstpe.analysis import scorecard as sc
+
+SEEDS = (1, 2, 3, 4, 5)
+FIXED = ("2d-fixed", "relative", "random", "rope", "1d-fixed", "nope", "c-nope")
+
+
+def _final(acc: dict[str, float], spread: float = 0.004) -> pd.DataFrame:
+    """Five seeds per PE at acc +- a small, distinct spread (no ties)."""
+    rows = []
+    for pe, a in acc.items():
+        for i, s in enumerate(SEEDS):
+            rows.append({"pe": pe, "seed": s, "accuracy": a + spread * (i - 2) / 2})
+    return pd.DataFrame(rows)
+
+
+def test_fixed_shown_when_learn02_tops_every_common_pe():
+    f = _final({"learn-0.2": 0.95, **{p: 0.5 for p in FIXED if p != "2d-fixed"},
+                "2d-fixed": 0.99})
+    row = sc.score_fixed(f)
+    assert row["verdict"] == "shown"
+    assert "higher than 6 of 6" in row["evidence"]
+    # 5+5 seeds, all of one above all of the other: the exact two-sided floor 2/252
+    assert f"exact p <= {2 / 252:.3f}" in row["evidence"]
+
+
+def test_fixed_partly_shown_when_one_pe_ties():
+    f = _final({"learn-0.2": 0.95, "relative": 0.95, "random": 0.5, "2d-fixed": 0.99})
+    row = sc.score_fixed(f)
+    assert row["verdict"] == "partly shown" and "not shown against relative" in row["evidence"]
+
+
+def test_sigma_shown_partly_and_not():
+    sig = {f"learn-{s:g}": a for s, a in ((0.1, .95), (0.2, .95), (0.5, .9), (1, .8),
+                                          (1.5, .6), (2, .4))}
+    assert sc.score_sigma(_final(sig))["verdict"] == "shown"
+    flat = {k: 0.9 for k in sig}
+    assert sc.score_sigma(_final(flat, spread=0.02))["verdict"] == "not shown"
+
+
+def _structure(p_dpe: float, p_final: float) -> pd.DataFrame:
+    rows = [{"block": 0, "sigma": s, "seed": k, "epoch": 200, "score_dpe": 0.4,
+             "p_dpe": p_dpe, "score_final": 0.1, "p_final": p_final, "init_share": 0.95}
+            for s in (0.1, 0.2, 1.0) for k in SEEDS]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("p_dpe, p_final, verdict", [(0.001, 0.001, "shown"),
+                                                     (0.001, 0.5, "partly shown"),
+                                                     (0.5, 0.5, "not shown")])
+def test_mechanism_reads_the_learned_part_and_the_final_pe(p_dpe, p_final, verdict):
+    row = sc.score_mechanism(_structure(p_dpe, p_final), long_epoch=400)
+    assert row["verdict"] == verdict
+    assert "long units at epoch 400 of 4000" in row["evidence"]
+
+
+def test_untested_claims_say_so():
+    assert sc.score_optimizers({"table4/sgd": 0})["verdict"] == "not testable yet"
+    assert sc.score_brain(0)["verdict"] == "not testable yet"
+    sim = pd.DataFrame({"pe": ["learn-0.2", "learn-1"], "spearman": [0.5, 0.2],
+                        "spearman_p": [0.001, 0.04]})
+    assert sc.score_humans(sim)["verdict"] == "shown"
+    sim.loc[1, "spearman"] = 0.6
+    assert sc.score_humans(sim)["verdict"] == "partly shown"
+
+
+def test_scorecard_on_the_stored_units():
+    """learn-0.2 against learn-2 is a difference any test finds at the stored n."""
+    from lstpe.analysis import humans, pe_structure
+    from lstpe.experiments.runs import get_run
+
+    r1 = get_run("table1", "paper", require_stored=True)
+    r2 = get_run("table2", "paper", require_stored=True)
+    f = pd.concat([r1.final("val_dropout"), r2.final("val_dropout")]).drop_duplicates(
+        ["pe", "seed"])
+    card = sc.scorecard(f, pe_structure.stored_structure([r2]),
+                        humans.human_similarity(r2.artifacts))
+    assert len(card) == len(sc.CLAIM_LINES)
+    assert card.loc[1, "verdict"] == "shown"
+    assert sum(sc.verdict_counts(card).values()) == len(card)
