@@ -3,9 +3,12 @@ known by construction, and on the stored units."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
+import lstpe
 from lstpe.analysis import scorecard as sc
 
 SEEDS = (1, 2, 3, 4, 5)
@@ -85,3 +88,27 @@ def test_scorecard_on_the_stored_units():
     assert len(card) == len(sc.CLAIM_LINES)
     assert card.loc[1, "verdict"] == "shown"
     assert sum(sc.verdict_counts(card).values()) == len(card)
+
+
+def test_report_figures_draw_every_stored_seed_readably():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lstpe.analysis import authors_logs, report_plots, style
+    from lstpe.experiments import campaign_status as cs
+    from lstpe.experiments import long_units as lu
+    from lstpe.experiments.runs import get_run
+
+    style.apply()
+    final = get_run("table2", "paper", require_stored=True).final("val_dropout")
+    paper = pd.read_csv(Path(lstpe.__file__).parent / "data" / "paper_tables.csv")
+    fig = report_plots.plot_sigma_sweep(final, authors_logs.authors_at(200),
+                                        paper.query("table == 2 and setting == 'adam'"))
+    seeds = next(ln for ln in fig.axes[0].lines if ln.get_label().endswith("each seed"))
+    assert len(seeds.get_xdata()) == final["pe"].str.startswith("learn-").sum()
+    assert style.small_text(fig) == []
+    table = cs.status(verify=False)
+    fig = report_plots.plot_progress(cs.progress(table), lu.long_status())
+    bars = [t.get_text() for t in fig.axes[0].texts]
+    assert len(bars) == sum(k.isdigit() for k in cs.progress(table).index) + len(lu.LONG_PLAN)
+    assert style.small_text(fig) == []
