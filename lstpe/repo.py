@@ -37,7 +37,7 @@ _URL = r"https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?"
 _BRANCH = r"[A-Za-z0-9_./-]+"
 _PIP = re.compile(rf"git\+(?P<url>{_URL})(?:\.git)?@(?P<branch>{_BRANCH}?)(?=[\"'\s`)\\]|$)")
 _COLAB = re.compile(r"colab\.research\.google\.com/github/(?P<slug>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
-                    rf"/blob/(?P<branch>{_BRANCH}?)/")
+                    rf"/blob/(?P<branch>{_BRANCH}?)/(?={BOOK}/)")  # a branch may hold "/"
 _CLONE = re.compile(rf"git clone (?P<url>{_URL})(?:\.git)?(?=[\s`]|$)")
 
 
@@ -149,6 +149,16 @@ def _rewrite(text: str, repo: Repository) -> str:
     return _CLONE.sub(f"git clone {repo.url}", text)
 
 
+def valid_branch(branch: str) -> bool:
+    """Whether ``branch`` is a branch name by ``git check-ref-format``'s rules, within the
+    characters this module rewrites (``feature/x`` yes; ``../..``, ``a//b``, ``.x``, ``x.lock``
+    no)."""
+    if not re.fullmatch(_BRANCH, branch) or ".." in branch or branch.endswith((".", "/")):
+        return False
+    parts = branch.split("/")
+    return all(p and not p.startswith(".") and not p.endswith(".lock") for p in parts)
+
+
 def set_url(root: Path, url: str, branch: str | None = None) -> list[Path]:
     """Point ``_config.yml``, README and every install cell at ``url`` (and ``branch``).
 
@@ -159,8 +169,10 @@ def set_url(root: Path, url: str, branch: str | None = None) -> list[Path]:
         raise ValueError(f"{url!r} is not a GitHub repository URL (https://github.com/OWNER/NAME)")
     old = configured(root)
     repo = Repository(url, branch or old.branch)
-    if not re.fullmatch(_BRANCH, repo.branch):
-        raise ValueError(f"{repo.branch!r} is not a branch name")
+    if not valid_branch(repo.branch):
+        raise ValueError(f"{repo.branch!r} is not a branch name git accepts (letters, digits "
+                         "and _./-; no '..', '//', component starting with '.', or ending in "
+                         "'/', '.' or '.lock')")
     changed = []
     cfg = root / CONFIG
     text = cfg.read_text(encoding="utf-8")

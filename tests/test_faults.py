@@ -348,7 +348,7 @@ def fake_stored_run(results_dir: Path, name: str, seeds: list[int], epochs: int 
              "accuracy": 0.999, "loss": 0.1, "diverged": False}
             for i, s in enumerate(seeds) for e in (0, epochs)]
     hist = pd.DataFrame(rows, columns=res.HISTORY_COLUMNS)
-    return res.save_run(results_dir / scale / name, hist,
+    return res.save_run(runs.full_run_dir(name, scale, epochs, results_dir), hist,
                         res.make_manifest(cfg, "cpu", 1.0), {"labels": ["2d-fixed"]})
 
 
@@ -394,12 +394,16 @@ def test_stored_run_is_used_only_when_it_fits(tmp_path, monkeypatch, capsys):
 
 def test_stored_run_of_another_config_than_the_registry_is_refused(tmp_path, monkeypatch):
     S = setup(tmp_path, monkeypatch)
-    fake_stored_run(S.results_dir, "table2", [2235], epochs=3)
-    # the chapter asks for the tiny model but not for 3 epochs: the registry's epochs differ
-    with pytest.raises(runs.StoredRunMismatch, match=r"table2.*epochs: stored 3, wanted 200"):
-        S.get_run("table2", pes=["2d-fixed"], n_train=64, model=TINY_MODEL, seeds=[2235])
+    stored = fake_stored_run(S.results_dir, "table2", [2235], epochs=3)
     assert S.get_run("table2", pes=["2d-fixed"], n_train=64, model=TINY_MODEL, seeds=[2235],
                      epochs=3).source == "stored"
+    # a 3-epoch run where the registry's 200-epoch run belongs (results/paper-e200/): the
+    # chapter asks for the tiny model but not for 3 epochs, so the registry's epochs differ
+    home = runs.full_run_dir("table2", "paper", 200, S.results_dir)
+    home.parent.mkdir(parents=True)
+    stored.rename(home)
+    with pytest.raises(runs.StoredRunMismatch, match=r"table2.*epochs: stored 3, wanted 200"):
+        S.get_run("table2", pes=["2d-fixed"], n_train=64, model=TINY_MODEL, seeds=[2235])
 
 
 def test_best_stored_scale_is_shown_first(tmp_path, monkeypatch):

@@ -70,9 +70,16 @@ def parse_value(text: str) -> Any:
     if not s:
         raise ValueError(f"empty parameter value in {text!r}")
     try:
-        return ast.literal_eval(s)
+        value = ast.literal_eval(s)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
+    else:
+        bad = _unplain(value)
+        if bad is not None:
+            raise ValueError(f"parameter value {text!r} holds {bad}, which a notebook parameter "
+                             "cannot be (papermill passes JSON-like values): use a list, "
+                             "number, string, True/False/None, or a dict of them")
+        return value
     if s in _JSON_WORDS:
         return _JSON_WORDS[s]
     if _BARE_WORD.match(s):
@@ -81,6 +88,19 @@ def parse_value(text: str) -> Any:
         f"cannot parse parameter value {text!r}: use a Python literal (0.1, [2235], 'text', "
         "True) or a bare word of letters, digits and _.-+/: (preview, learn-0.2)"
     )
+
+
+def _unplain(value: Any) -> str | None:
+    """What in ``value`` is not a plain value (a set, bytes, a complex number, Ellipsis...),
+    or None: lists, tuples and dicts of numbers, strings, booleans and None are plain."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return None
+    if isinstance(value, (list, tuple)):
+        return next((b for b in map(_unplain, value) if b is not None), None)
+    if isinstance(value, dict):
+        return next((b for b in map(_unplain, [*value, *value.values()]) if b is not None),
+                    None)
+    return "Ellipsis (...)" if value is Ellipsis else f"a {type(value).__name__}"
 
 
 def split_top_level(text: str, sep: str = ",") -> list[str]:
@@ -432,6 +452,11 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
 
     from lstpe.store import results as res
 
+    where = Path(out).resolve()
+    for folder in (where, *where.parents):  # never write into a stored run (pack carries it)
+        if (folder / "manifest.json").is_file():
+            raise ValueError(f"--out {out} lies inside the run folder {folder} (it holds a "
+                             "manifest.json): choose a folder outside stored runs")
     notebook = Path(notebook)
     declared = notebook_parameters(notebook, kernel)
     language = kernel_language(kernel)

@@ -281,10 +281,13 @@ def fragments_of(run: str, pes: Sequence[str], results_dir: str | Path | None = 
     """
     out: dict[tuple[str, int], res.Run] = {}
     pes = list(pes)
-    for u in done_units(results_dir):
+    for u in plan():
         if u.pe not in pes or (seeds is not None and u.seed not in seeds):
             continue
         if (u.pe, u.seed) in out:
+            continue
+        path = u.path(results_dir)
+        if not (path.exists() or path.is_symlink()):
             continue
         own = u.run == run
         if not own:
@@ -296,6 +299,11 @@ def fragments_of(run: str, pes: Sequence[str], results_dir: str | Path | None = 
                 same = False
             if not same:
                 continue
+        if not (path / "manifest.json").exists():  # never a unit silently left out
+            raise res.DamagedFileError(
+                f"the fragment {path} has no manifest.json (deleted?): it cannot be verified "
+                f"and is not used; restore it (git checkout -- {path}), or delete the folder "
+                "to retrain the unit (lstpe campaign status lists it)")
         out[(u.pe, u.seed)] = load_fragment(u, results_dir, **overrides)
     # the run's own units first wins: load them before borrowed ones of the same (pe, seed)
     order = sorted(out.values(), key=lambda r: (pes.index(r.config["pes"][0]),

@@ -12,7 +12,11 @@ Subcommands::
     lstpe reproduce run  [--parts table2 table1 ...] [--minutes 9]
     lstpe reproduce plan [--parts ...] [--rate 250] [--memory-gib 70]
     lstpe reproduce pack --out PACKDIR [--runs table2 ...] [--volume K --to DIR]
-    lstpe reproduce unpack PACKDIR [PACKDIR ...] [--into results/paper]
+    lstpe reproduce unpack PACKDIR [PACKDIR ...] [--into results/paper-e1000]
+
+Where runs go: a whole paper-scale run of E epochs lives in ``results/paper-e<E>/<name>/``
+(:func:`run_home`); ``results/paper/`` holds only the campaign's 200-epoch fragments, and
+``unpack`` refuses to place a whole run there.
 
 Exit status: 0 if everything asked finished, 1 if a part failed, 3 stopped by ``--minutes``
 (checkpointed: rerun to resume), 2 on bad arguments, a refused or damaged pack, or a failed
@@ -74,6 +78,19 @@ def _finished(run_dir: Path, cfg_dict: dict) -> bool:
     return res.check_run_dir(run_dir, cfg_dict) == "finished"
 
 
+def run_home(name: str, args: argparse.Namespace, out: Path) -> Path:
+    """Where ``reproduce run`` writes the run ``name``: ``<--out>/<name>`` when ``--out`` is
+    given, else its place in the results folder (:func:`lstpe.experiments.runs.full_run_dir`:
+    ``results/paper-e<epochs>/<name>`` at paper scale, beside the campaign's fragments in
+    ``results/paper/``, never among them)."""
+    from lstpe.experiments.runs import full_run_dir
+
+    if getattr(args, "out", None):
+        return out / name
+    cfg = run_config(name, args.scale, **_overrides(args))
+    return full_run_dir(name, args.scale, cfg.epochs, out.parent)
+
+
 def preflight(runs: list[str], args: argparse.Namespace, out: Path) -> None:
     """Every check that can fail before any training: the device, and every run folder."""
     from lstpe.runtime import pick_device
@@ -81,7 +98,7 @@ def preflight(runs: list[str], args: argparse.Namespace, out: Path) -> None:
     pick_device(args.device or "auto")
     ov = _overrides(args)
     for n in runs:
-        _finished(out / n, run_config(n, args.scale, **ov).to_dict())
+        _finished(run_home(n, args, out), run_config(n, args.scale, **ov).to_dict())
 
 
 def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -90,17 +107,18 @@ def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[st
 
     ov = _overrides(args)
     cfgs = {n: run_config(n, args.scale, **ov) for n in names}
-    todo = [n for n in names if not _finished(out / n, cfgs[n].to_dict())]
+    todo = [n for n in names if not _finished(run_home(n, args, out), cfgs[n].to_dict())]
     if not todo:
         print(f"  {' + '.join(names)}: finished run of this configuration exists, skipped")
         return {"result": "skipped"}
     models = sum(len(cfgs[n].pes) * len(cfgs[n].seeds) for n in todo)
     epochs = cfgs[todo[0]].epochs
     print(f"  {' + '.join(todo)}: {models} models, {epochs} epochs", flush=True)
-    work = out / "_work" / "+".join(todo).replace("/", "_")
+    root = run_home(todo[0], args, out).parents[len(Path(todo[0]).parts) - 1]
+    work = root / "_work" / "+".join(todo).replace("/", "_")
     t0 = time.perf_counter()
     deadline = getattr(args, "deadline", None)
-    results = train_many([cfgs[n] for n in todo], [out / n for n in todo],
+    results = train_many([cfgs[n] for n in todo], [run_home(n, args, out) for n in todo],
                          progress=not args.no_progress, work_dir=work, deadline=deadline)
     wall = time.perf_counter() - t0
     shutil.rmtree(work, ignore_errors=True)
@@ -240,7 +258,19 @@ def cmd_unpack(args: argparse.Namespace) -> int:
     from lstpe.store import pack
 
     root = Path(args.into) if args.into else default_results_dir() / "paper"
-    written = pack.unpack(args.dirs, root)
+
+    def fragments_only(name: str, manifest: dict) -> None:
+        """``results/paper/`` holds the campaign's fragments only: a whole run is refused,
+        naming its place (:func:`lstpe.experiments.runs.full_run_dir`)."""
+        if root.name == "paper" and "campaign" not in manifest:
+            epochs = (manifest.get("config") or {}).get("epochs", "<E>")
+            raise pack.PackError(
+                f"run {name!r} of the pack is a whole run of {epochs} epochs, not a campaign "
+                f"fragment: {root} holds only the campaign's fragments; unpack it with --into "
+                f"{root.parent / f'paper-e{epochs}'} (where get_run reads whole runs); nothing "
+                "was placed")
+
+    written = pack.unpack(args.dirs, root, check=fragments_only)
     print(f"unpacked into {root}: {', '.join(written) if written else 'nothing new'}")
     return 0
 

@@ -7,23 +7,33 @@
 
 What a name means at each scale is :func:`lstpe.experiments.registry.run_config` (the registry).
 Where
-the numbers come from, best first:
+the numbers come from, best first (where each kind of run lives under ``<results_dir>``:
+``paper/<name>/<pe>/<seed>/`` holds only the campaign's 200-epoch fragments; ``long/`` only the
+campaign's long units, read by :mod:`lstpe.experiments.long_units`; ``paper-e<E>/<name>/`` a
+whole paper-scale run of ``E`` epochs, :func:`full_run_dir`, from ``lstpe reproduce run`` or an
+unpacked pack; ``cpu/<name>/`` a run of the paper's model trained on a CPU):
 
-1. the campaign's **fragments** of the run under ``<results_dir>/paper/<name>/<pe>/<seed>/``
-   (:func:`fragments_run`: 200-epoch units of the paper's recipe, merged; each PE with the seeds
-   stored so far), then a **stored** run ``<results_dir>/<scale>/<name>`` of a scale at least
-   as large as the one asked for (``paper`` > ``cpu`` > ``preview``): the paper-scale run
-   from a GPU, then the run of the paper's model trained on a CPU. It is used when it
-   *fits*: its config is the registry's config at its scale, with whatever the caller set
-   (``seeds``, ``sigmas``, ``epochs``, ...) equal to the caller's values (the PEs asked for
-   may be a subset of the stored ones). If it differs only in what the caller set, it is
+1. the campaign's **fragments** of the run (:func:`fragments_run`: 200-epoch units of the
+   paper's recipe, merged; each PE with the seeds stored so far), unless other epochs or
+   another recipe are asked for. Seeds or PEs asked for and not stored are named (and refused
+   under ``require_stored``); a whole run of another length stored beside them is named too
+   (``epochs=E`` shows it): neither hides the other silently. A whole run found at
+   ``paper/<name>/`` itself, where the fragments live, is refused, naming where it belongs;
+2. a **stored** whole run of a scale at least as large as the one asked for (``paper`` >
+   ``cpu`` > ``preview``): ``paper-e<E>/<name>`` (``E``: the epochs asked for, else the
+   registry's paper epochs), then ``cpu/<name>``. It is used when it *fits*: its config is
+   the registry's config at its scale, with whatever the caller set (``seeds``, ``sigmas``,
+   ``epochs``, ...) equal to the caller's values (the PEs asked for may be a subset of the
+   stored ones). If it differs only in what the caller set, it is
    passed over with a message (the caller asked for another run). If it differs in anything
    else, it is refused with a :class:`StoredRunMismatch` naming the keys: the registry changed
    since it was trained, and its numbers would be shown as something they are not.
-2. a **cached** run of exactly this config and code (:func:`cache_dir`).
-3. otherwise the run is **trained** now (``live``) and saved: at ``paper`` or ``cpu`` scale,
-   into ``<results_dir>/<scale>/<name>`` when the caller set nothing and no run is there
-   (resumable from checkpoints), else into the cache.
+3. a **cached** run of exactly this config and code (:func:`cache_dir`).
+4. otherwise the run is **trained** now (``live``) and saved: at ``paper`` or ``cpu`` scale,
+   into :func:`full_run_dir` (``cpu/<name>``, ``paper-e<E>/<name>``) when the caller set
+   nothing and no run is there (resumable from checkpoints), else into the cache. The folder
+   it will be saved in is checked before training (a file or read-only ``$LSTPE_CACHE`` is
+   refused then, not after the training).
 
 Every run returned is remembered (:func:`used_runs`) so a chapter's tables can say where their
 numbers come from.
@@ -155,23 +165,55 @@ def _get(d: Any, key: str) -> str:
     return text if len(text) <= 60 else text[:56] + "...]"
 
 
+def full_run_dir(name: str, scale: str, epochs: int,
+                 results_dir: str | Path | None = None) -> Path:
+    """Where a whole run of ``name`` lives: ``<results>/paper-e<epochs>/<name>`` at paper scale
+    (``results/paper/`` holds the campaign's fragments, ``results/long/`` its long units), else
+    ``<results>/<scale>/<name>``."""
+    base = Path(results_dir) if results_dir else default_results_dir()
+    return base / (f"paper-e{int(epochs)}" if scale == "paper" else scale) / name
+
+
+def _other_lengths(name: str, base: Path, shown: int | None) -> list[Path]:
+    """Whole paper-scale runs of ``name`` stored under ``paper-e*/`` of another length than
+    ``shown``."""
+    found = sorted(p.parent for p in base.glob(f"paper-e*/{name}/manifest.json"))
+    return [p for p in found if p.parent.name != f"paper-e{shown}"]
+
+
 def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None = None,
-               verbose: bool = True, **asked: Any) -> res.Run | None:
+               verbose: bool = True, require: bool = False, **asked: Any) -> res.Run | None:
     """The best stored run of ``name`` that fits (see the module docstring), or None.
 
     Raises:
         StoredRunMismatch: a stored run differs from the registry in keys the caller did not
-            set (naming the run and the keys).
+            set (naming the run and the keys), or a whole run lies where the fragments live.
         lstpe.store.results.DamagedFileError: a stored run is damaged (naming the file).
+        FileNotFoundError: ``require`` and seeds or PEs asked for are not stored (naming them).
     """
     base = Path(results_dir) if results_dir else default_results_dir()
     asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
     for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
-        if src == "paper" and name in REGISTRY and name not in NO_FRAGMENTS:
-            merged = fragments_run(name, base, verbose, **asked)
-            if merged is not None:
-                return merged
-        run = res.find(f"{src}/{name}", base)
+        folder = f"{src}/{name}"
+        if src == "paper" and name in REGISTRY:
+            epochs = int(asked.get("epochs") or REGISTRY[name].paper_epochs)
+            misplaced = base / "paper" / name
+            if (misplaced / "manifest.json").exists():
+                raise StoredRunMismatch(
+                    f"{misplaced} holds a whole run where only the campaign's fragments live "
+                    f"(paper/<run>/<pe>/<seed>/); move it to {base}/paper-e<E>/{name} (E: its "
+                    "epochs), where get_run reads whole runs")
+            if name not in NO_FRAGMENTS:
+                merged = fragments_run(name, base, verbose, require=require, **asked)
+                if merged is not None:
+                    others = _other_lengths(name, base, merged.config.get("epochs"))
+                    if others and verbose:
+                        print(f"also stored: {', '.join(map(str, others))} (whole runs of "
+                              f"{name!r} of another length; get_run(..., epochs=E) shows "
+                              "one)", flush=True)
+                    return merged
+            folder = f"paper-e{epochs}/{name}"
+        run = res.find(folder, base)
         if run is None:
             continue
         mine, other = conflicts(run.config, run_config(name, src, **asked).to_dict(), asked)
@@ -200,7 +242,7 @@ and the epochs (fragments of other epochs are passed over)."""
 
 
 def fragments_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
-                 **asked: Any) -> res.Run | None:
+                  require: bool = False, **asked: Any) -> res.Run | None:
     """The campaign's fragments of ``name`` (:mod:`lstpe.experiments.campaign`) merged into one
     run, or
     None if none is stored that fits what was asked.
@@ -211,7 +253,14 @@ def fragments_run(name: str, results_dir: str | Path | None = None, verbose: boo
     asked for select fragments; ``epochs`` keeps the fragments of that many epochs. Anything
     else asked (an optimizer, a learning rate...) is not what the campaign trained: the
     fragments are passed over with a message. The run's ``manifest["seeds_per_pe"]`` says
-    which seeds each PE has; PEs without a fragment are absent.
+    which seeds each PE has; PEs without a fragment are absent. Seeds and PEs asked for that
+    have no fragment are named in a warning and in ``manifest["missing"]`` (which
+    :meth:`~lstpe.store.results.Run.describe` shows); with ``require`` they are refused.
+
+    Raises:
+        FileNotFoundError: ``require`` and an asked seed or PE has no fragment (naming them).
+        lstpe.store.results.DamagedFileError: a fragment folder of the run has no manifest
+            (naming it), or a fragment fails verification.
     """
     from lstpe.experiments import campaign as cp
 
@@ -230,7 +279,30 @@ def fragments_run(name: str, results_dir: str | Path | None = None, verbose: boo
         frags = [f for f in frags if f.config.get("epochs") == asked["epochs"]]
     if not frags:
         return None
-    return cp.merge(frags, name)
+    missing = _missing(frags, asked, pes)
+    if missing and require:
+        raise FileNotFoundError(f"the campaign's fragments of {name!r} under {base / 'paper'} "
+                                f"lack what was asked: {', '.join(missing)} (lstpe campaign "
+                                "status says what is stored)")
+    merged = cp.merge(frags, name)
+    if missing:
+        merged.manifest["missing"] = missing
+        print(f"WARNING: {name!r}: asked for, not stored, left out: {', '.join(missing)}",
+              flush=True)
+    return merged
+
+
+def _missing(frags: list[res.Run], asked: dict, pes: list[str]) -> list[str]:
+    """The PEs asked for (``pes`` or ``sigmas``) without a fragment, and the seeds asked for
+    missing for a PE that has fragments: ``"learn-1.7"``, ``"learn-0.2 seed 8880"``."""
+    have = {(f.config["pes"][0], f.config["seeds"][0]) for f in frags}
+    present = [p for p in pes if any(q == p for q, _ in have)]  # in the run's order
+    named = bool(asked.get("pes") or asked.get("sigmas"))
+    out = [p for p in pes if p not in present] if named else []
+    for p in (pes if named else present):
+        if p in present:
+            out += [f"{p} seed {s}" for s in asked.get("seeds") or [] if (p, s) not in have]
+    return out
 
 
 def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None = None,
@@ -264,7 +336,7 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
     cfg = run_config(name, scale, **asked, device=device)  # validates every value
     base = Path(results_dir) if results_dir else default_results_dir()
     if stored or require_stored:
-        found = stored_run(name, scale, base, **asked)
+        found = stored_run(name, scale, base, require=require_stored, **asked)
         if found is not None:
             return _use(found)
         if require_stored:
@@ -277,8 +349,16 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
         return _use(run)
     run_dir = None
     if scale in STORED_SCALES:
-        home = base / scale / name
+        home = full_run_dir(name, scale, cfg.epochs, base)
         run_dir = home if not asked and not (home / "manifest.json").exists() else cached
+    target = run_dir if run_dir is not None else cached if cache else None
+    if target is not None:  # a file or read-only folder: refused before, not after, training
+        try:
+            res.ensure_writable_dir(target.parent)
+        except res.RunDirError as e:
+            hint = " ($LSTPE_CACHE: set it to a writable folder, or pass cache=False)" \
+                if target == cached else ""
+            raise res.NotWritableError(f"{e}{hint}; nothing was trained") from None
     run = _train(name, cfg, run_dir, progress)
     if run_dir is None and cache:
         _save_cached(cached, run)

@@ -263,6 +263,9 @@ class Run:
                     f"{self.manifest.get('device')}, torch {self.manifest.get('torch_version')},"
                     f" commit {self.manifest.get('git_commit')}, "
                     f"{self.manifest.get('wall_time_s', 0) / 3600:.1f} machine-hours]")
+            missing = self.manifest.get("missing")
+            if missing:
+                line += f"\nWARNING: asked for, not stored, left out: {', '.join(missing)}"
             return line + self._diverged_line()
         what = {"stored": "stored run", "live": "trained in this process",
                 "cached": "run reused from the cache"}[self.source]
