@@ -28,7 +28,8 @@ computed with training, :mod:`lstpe.training.noise`):
   our units, the stacked table; :mod:`lstpe.analysis.forest` its forest plot
 - :mod:`lstpe.analysis.pe_structure` a learnable PE split into its init and the learned part,
   their 2-D structure (grid and row-column scores, permutation p-values), and the attention
-  maps' at init and after training, per stored unit or per snapshot
+  maps' at init and after training, per stored unit or per snapshot;
+  :mod:`lstpe.analysis.learned_part` its learned part summarised per sigma
 - :mod:`lstpe.analysis.pe_plots`    the learned PEs on the 4 x 4 grid, and their scores against
   sigma or epoch
 """
@@ -42,7 +43,7 @@ SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "humans", "seed_stats", "paper_compare", "plots", "curves",
     "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "evidence",
     "forest",
-    "pe_structure", "pe_plots",
+    "pe_structure", "pe_plots", "learned_part",
 )
 
 
