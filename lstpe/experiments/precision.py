@@ -114,6 +114,13 @@ def load_pair(results_dir: str | Path | None = None, tag: str | None = None
     return out
 
 
+def stored_pairs(results_dir: str | Path | None = None) -> dict[str, dict[str, list[res.Run]]]:
+    """Every stored precision pair, by CPU tag (chapter 11 shows them wherever they ran)."""
+    base = pair_dir(results_dir, "x").parent
+    tags = sorted(p.name for p in base.glob("*") if p.is_dir()) if base.is_dir() else []
+    return {t: pr for t in tags if (pr := load_pair(results_dir, t)) is not None}
+
+
 def pair_table(pair: dict[str, list[res.Run]]) -> pd.DataFrame:
     """Per PE and epoch: ``pe, epoch, fp32_<seed>, bf16_<seed>`` (validation accuracy as the
     authors evaluated it), ``diff`` (bf16 minus fp32, the mean over seeds), ``max_abs_diff``
