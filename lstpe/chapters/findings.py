@@ -4,7 +4,8 @@ A chapter's "What the stored units show" paragraph is written by hand in the not
 f-string whose numbers come from the analysis layer; :func:`md` displays it as Markdown (in the
 book, Jupyter and Colab alike). :func:`evidence_view` and :func:`contrast_view` put an evidence
 table of :mod:`lstpe.analysis.evidence` in the few columns a page shows; :func:`ci` and
-:func:`pval` format one number the way the tables do, so the paragraph and the table agree.
+:func:`pval` format one number the way the tables do, so the paragraph and the table agree;
+:func:`names` and :func:`having` list a table's cells of one verdict in the paragraph.
 """
 
 from __future__ import annotations
@@ -86,3 +87,18 @@ def contrast_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                      "p (Welch)": _p(r["p_welch"]), "p (exact)": _p(r["p_perm"]),
                      "floor": _p(r["p_floor"]), "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("contrast")
+
+
+def names(items: object, empty: str = "none", code: bool = True) -> str:
+    """``a``, ``b`` and ``c``: the items in order, as Markdown code (``code``), joined as a
+    list reads; ``empty`` when there are none (so a sentence stays a sentence)."""
+    xs = [f"`{x}`" if code else str(x) for x in items]
+    if not xs:
+        return empty
+    return xs[0] if len(xs) == 1 else f"{', '.join(xs[:-1])} and {xs[-1]}"
+
+
+def having(table: pd.DataFrame, verdict: str, col: str = "cell") -> list[str]:
+    """The ``col`` values (``cell`` of an evidence table, ``a`` or ``b`` of a contrast table)
+    of the rows whose ``verdict`` is ``verdict``, in the table's order."""
+    return [str(x) for x in table.loc[table["verdict"] == verdict, col]]
