@@ -21,3 +21,14 @@ def test_having_keeps_the_table_order() -> None:
                       "verdict": ["higher", "no difference shown", "higher"]})
     assert fd.having(t, "higher", "b") == ["r", "t"]
     assert fd.having(t, "lower", "b") == []
+
+
+def test_reference_names_what_the_row_was_tested_against() -> None:
+    row = pd.Series({"ref": "authors@200", "authors_mean": 0.954, "authors_sd": 0.041,
+                     "authors_n": 15, "paper_mean": 0.956, "paper_sd": 0.039})
+    assert fd.reference(row) == "`authors@200`: 0.954 ± 0.041 (n = 15)"
+    row2 = row.copy()
+    row2["ref"], row2["authors_mean"] = "paper@4000", float("nan")
+    assert fd.reference(row2) == "`paper@4000`: 0.956 ± 0.039"
+    row2["ref"] = ""
+    assert fd.reference(row2) == "no reference"

@@ -5,7 +5,8 @@ f-string whose numbers come from the analysis layer; :func:`md` displays it as M
 book, Jupyter and Colab alike). :func:`evidence_view` and :func:`contrast_view` put an evidence
 table of :mod:`lstpe.analysis.evidence` in the few columns a page shows; :func:`ci` and
 :func:`pval` format one number the way the tables do, so the paragraph and the table agree;
-:func:`names` and :func:`having` list a table's cells of one verdict in the paragraph.
+:func:`names` and :func:`having` list a table's cells of one verdict in the paragraph, and
+:func:`reference` names the reference a row was tested against.
 """
 
 from __future__ import annotations
@@ -102,3 +103,14 @@ def having(table: pd.DataFrame, verdict: str, col: str = "cell") -> list[str]:
     """The ``col`` values (``cell`` of an evidence table, ``a`` or ``b`` of a contrast table)
     of the rows whose ``verdict`` is ``verdict``, in the table's order."""
     return [str(x) for x in table.loc[table["verdict"] == verdict, col]]
+
+
+def reference(row: pd.Series, digits: int = 3) -> str:
+    """```authors@200`: 0.954 ± 0.041 (n = 15)``: the reference an evidence row was tested
+    against (its ``ref``: the authors' logs, else the paper), as the table shows it."""
+    who = "authors" if str(row["ref"]).startswith("authors") else "paper"
+    if not str(row["ref"]):
+        return "no reference"
+    n = f" (n = {int(row['authors_n'])})" if who == "authors" else ""
+    return (f"`{row['ref']}`: {num(row[f'{who}_mean'], digits)} ± "
+            f"{num(row[f'{who}_sd'], digits)}{n}")
