@@ -54,7 +54,8 @@ from typing import Any
 import pandas as pd
 
 from lstpe import repo
-from lstpe.chapters.batch import VALUE_SYNTAX, parse_grid, parse_params, run_batch
+from lstpe.chapters.batch import run_batch
+from lstpe.chapters.values import VALUE_SYNTAX, parse_grid, parse_params
 from lstpe.experiments import reproduce
 from lstpe.training.flags import add_training_flags
 

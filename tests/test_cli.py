@@ -10,14 +10,8 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe.chapters.batch import (
-    grid_points,
-    parse_grid,
-    parse_params,
-    parse_value,
-    point_name,
-    split_top_level,
-)
+from lstpe.chapters.batch import grid_points, point_name
+from lstpe.chapters.values import parse_grid, parse_params, parse_value, split_top_level
 from lstpe.cli import build_config, main
 from lstpe.experiments.registry import learn_pes
 from lstpe.store import results as res

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from lstpe import repo
-from lstpe.chapters.batch import parse_grid, parse_params, run_batch
+from lstpe.chapters.batch import run_batch
+from lstpe.chapters.values import parse_grid, parse_params
 from lstpe.store import results as res
 
 ROOT = Path(__file__).resolve().parents[1]

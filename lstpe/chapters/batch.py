@@ -1,13 +1,9 @@
 """``lstpe batch``: run a chapter over a parameter grid with papermill and collect its tables.
 
-Value syntax (for ``--grid key=v1,v2,...`` and ``-p key=value``): a value is read as a Python
-literal (``ast.literal_eval``): ``0.1``, ``2235``, ``"text"``, ``[2235, 6312]``, ``True``,
-``None``; JSON's ``true``/``false``/``null`` are accepted too; a bare word made of letters,
-digits and ``_ . - + / :`` that is not a literal is a string (``preview``, ``learn-0.2``);
-``--grid`` splits its values on commas *outside* brackets and quotes, so ``seeds=[2235],[6312]``
-is two points; ``-p`` never splits. Why not papermill's YAML parameter files: they hold one
-point each, and a grid is what ``batch`` is for; the grammar is the shortest way to write one
-on a command line, and every malformed value is an error that names the bad text.
+Value syntax (``--grid key=v1,v2,...``, ``-p key=value``): :mod:`lstpe.chapters.values` (a Python
+literal of plain values, or a bare word). Why not papermill's YAML parameter files: they hold
+one point each, and a grid is what ``batch`` is for; every malformed value (a set, bytes...
+too) is an error that names the bad text, before anything runs.
 
 Each point runs in a fresh folder ``out/<point>/``; ``out/collected.csv`` has the rows of every
 table with the point's parameters and status, and one row for a point that wrote no table;
@@ -24,7 +20,6 @@ it would replace that are not recorded there, or that were changed since it wrot
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import itertools
 import json
@@ -38,159 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-VALUE_SYNTAX = """\
-value syntax (--grid KEY=V1,V2,... and -p KEY=VALUE):
-  a Python literal           0.1  2235  "text"  [2235, 6312]  True  None  (JSON true/false/null too)
-  a bare word (a string)     preview  2d-fixed  learn-0.2  (letters, digits and _.-+/:)
-  --grid splits on commas outside brackets and quotes:
-      --grid seeds=[2235],[6312]    two points, seeds=[2235] and seeds=[6312]
-      --grid sigmas=0.1,0.5         two points
-  -p never splits:  -p seeds=[1,2]  is one list
-  quote for your shell:  --grid 'pes=["learn-0.1"],["2d-fixed"]'
-"""
-
-_BARE_WORD = re.compile(r"^[A-Za-z0-9_.+\-/:]+$")
-_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_JSON_WORDS = {"true": True, "false": False, "null": None}
-
-
-# --------------------------------------------------------------------------- value syntax
-
-
-def parse_value(text: str) -> Any:
-    """One parameter value: a Python literal, a JSON word, or a bare word (a string).
-
-    Examples: ``"0.1" -> 0.1``, ``"[2235]" -> [2235]``, ``"preview" -> "preview"``,
-    ``"'a b'" -> "a b"``, ``"true" -> True``.
-
-    Raises:
-        ValueError: empty text, or text that is neither a literal nor a bare word.
-    """
-    s = text.strip()
-    if not s:
-        raise ValueError(f"empty parameter value in {text!r}")
-    try:
-        value = ast.literal_eval(s)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        pass
-    else:
-        bad = _unplain(value)
-        if bad is not None:
-            raise ValueError(f"parameter value {text!r} holds {bad}, which a notebook parameter "
-                             "cannot be (papermill passes JSON-like values): use a list, "
-                             "number, string, True/False/None, or a dict of them")
-        return value
-    if s in _JSON_WORDS:
-        return _JSON_WORDS[s]
-    if _BARE_WORD.match(s):
-        return s
-    raise ValueError(
-        f"cannot parse parameter value {text!r}: use a Python literal (0.1, [2235], 'text', "
-        "True) or a bare word of letters, digits and _.-+/: (preview, learn-0.2)"
-    )
-
-
-def _unplain(value: Any) -> str | None:
-    """What in ``value`` is not a plain value (a set, bytes, a complex number, Ellipsis...),
-    or None: lists, tuples and dicts of numbers, strings, booleans and None are plain."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return None
-    if isinstance(value, (list, tuple)):
-        return next((b for b in map(_unplain, value) if b is not None), None)
-    if isinstance(value, dict):
-        return next((b for b in map(_unplain, [*value, *value.values()]) if b is not None),
-                    None)
-    return "Ellipsis (...)" if value is Ellipsis else f"a {type(value).__name__}"
-
-
-def split_top_level(text: str, sep: str = ",") -> list[str]:
-    """Split ``text`` on ``sep`` where it is outside brackets and quotes.
-
-    ``"[1,2],[3]" -> ["[1,2]", "[3]"]``; ``"'a,b',c" -> ["'a,b'", "c"]``.
-
-    Raises:
-        ValueError: unbalanced brackets or an unterminated quote, naming the text.
-    """
-    pairs = {")": "(", "]": "[", "}": "{"}
-    stack: list[str] = []
-    quote: str | None = None
-    parts, cur = [], []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\" and i + 1 < len(text):
-                cur.append(text[i:i + 2])
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "'\"":
-            quote = c
-        elif c in "([{":
-            stack.append(c)
-        elif c in pairs:
-            if not stack or stack.pop() != pairs[c]:
-                raise ValueError(f"unbalanced {c!r} in {text!r}")
-        elif c == sep and not stack:
-            parts.append("".join(cur))
-            cur = []
-            i += 1
-            continue
-        cur.append(c)
-        i += 1
-    if quote:
-        raise ValueError(f"unterminated quote {quote} in {text!r}")
-    if stack:
-        raise ValueError(f"unclosed {stack[-1]!r} in {text!r}")
-    parts.append("".join(cur))
-    return parts
-
-
-def _split_key(spec: str, flag: str) -> tuple[str, str]:
-    key, eq, value = spec.partition("=")
-    key = key.strip()
-    if not eq:
-        raise ValueError(f"{flag} {spec!r} has no '='; write {flag} key=value")
-    if not _KEY.match(key):
-        raise ValueError(f"{flag} {spec!r}: {key!r} is not a valid parameter name")
-    return key, value
-
-
-def parse_grid(specs: Sequence[str]) -> dict[str, list[Any]]:
-    """``["seeds=[2235],[6312]", "sigmas=0.1,0.5"]`` -> ``{"seeds": [[2235], [6312]], ...}``.
-
-    Raises:
-        ValueError: missing ``=``, bad key, duplicate key, or an unparsable value.
-    """
-    grid: dict[str, list[Any]] = {}
-    for spec in specs:
-        key, text = _split_key(spec, "--grid")
-        if key in grid:
-            raise ValueError(f"--grid key {key!r} is given twice")
-        try:
-            grid[key] = [parse_value(v) for v in split_top_level(text)]
-        except ValueError as e:
-            raise ValueError(f"--grid {spec!r}: {e}") from None
-    return grid
-
-
-def parse_params(specs: Sequence[str]) -> dict[str, Any]:
-    """``["scale=preview", "epochs=3"]`` -> ``{"scale": "preview", "epochs": 3}`` (no splitting).
-
-    Raises:
-        ValueError: missing ``=``, bad or duplicate key, or an unparsable value.
-    """
-    out: dict[str, Any] = {}
-    for spec in specs:
-        key, text = _split_key(spec, "-p")
-        if key in out:
-            raise ValueError(f"-p key {key!r} is given twice")
-        try:
-            out[key] = parse_value(text)
-        except ValueError as e:
-            raise ValueError(f"-p {spec!r}: {e}") from None
-    return out
+# --------------------------------------------------------------------------- grid points
 
 
 def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
@@ -452,11 +295,10 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
 
     from lstpe.store import results as res
 
-    where = Path(out).resolve()
-    for folder in (where, *where.parents):  # never write into a stored run (pack carries it)
-        if (folder / "manifest.json").is_file():
-            raise ValueError(f"--out {out} lies inside the run folder {folder} (it holds a "
-                             "manifest.json): choose a folder outside stored runs")
+    inside = [f for f in (Path(out).resolve(), *Path(out).resolve().parents)
+              if (f / "manifest.json").is_file()]  # never into a stored run (pack carries it)
+    if inside:
+        raise ValueError(f"--out {out} lies inside the run folder {inside[0]}: choose another")
     notebook = Path(notebook)
     declared = notebook_parameters(notebook, kernel)
     language = kernel_language(kernel)

@@ -57,27 +57,23 @@ class PackError(ValueError):
 
 
 WORK_PARTS = ("checkpoints",)
-"""Folder names that hold work in progress, never results: with every hidden name (``.campaign``,
-``.unpack-*``...), a path through one is never packed or unpacked."""
+"""Work folders: with every hidden name (``.campaign``...), never packed or unpacked."""
 
 
 def work_part(parts: Sequence[str]) -> str | None:
-    """The first component of ``parts`` that is hidden or a work folder (:data:`WORK_PARTS`),
-    else None."""
+    """The first hidden or :data:`WORK_PARTS` component of ``parts``, else None."""
     return next((p for p in parts if p.startswith(".") or p in WORK_PARTS), None)
 
 
 def finished_runs(root: str | Path) -> list[Path]:
-    """Run folders under ``root`` that hold a manifest (finished runs), sorted; never one in
-    a hidden or work folder (the campaign's ``.campaign/staging``, ``checkpoints/``)."""
+    """Finished runs (a manifest) under ``root``, sorted; none in a hidden or work folder."""
     root = Path(root)
     return sorted(p.parent for p in root.rglob("manifest.json")
                   if work_part(p.relative_to(root).parts[:-1]) is None)
 
 
 def _run_members(run: Path) -> list[Path]:
-    """The files of a run that travel: its manifest and the files it lists (a CSV written
-    into its ``tables/`` by anything else stays behind)."""
+    """What of a run travels: its manifest and the files it lists (nothing else)."""
     listed = read_manifest(run).get("files") or {}
     return [run / "manifest.json"] + [run / f for f in sorted(listed) if (run / f).is_file()]
 
@@ -120,12 +116,8 @@ def plain_path(name: Any, what: str, where: str | Path) -> PurePosixPath:
 
 
 def result_path(name: Any, what: str, where: str | Path) -> PurePosixPath:
-    """:func:`plain_path`, and no hidden component or work folder (:func:`work_part`): a pack
-    carries results, never the campaign's claims, staging folders or checkpoints.
-
-    Raises:
-        PackError: naming ``what``, the bad name and ``where`` it was read.
-    """
+    """:func:`plain_path` with no hidden or work component (:func:`work_part`); PackError
+    naming ``what``, the name and ``where`` otherwise."""
     path = plain_path(name, what, where)
     part = work_part(path.parts)
     if part is not None:
@@ -478,14 +470,11 @@ def unpack(src: str | Path | Sequence[str | Path], root: str | Path,
             except (RunDirError, FileNotFoundError) as e:
                 raise PackError(f"packed run {name!r} of {index_path} is damaged: {e}; "
                                 "nothing was placed") from None
-            listed = {"manifest.json", *(manifest.get("files") or {})}
-            extra = [p.relative_to(stage / name).as_posix() for p in _packed_files(stage / name)
-                     if p.relative_to(stage / name).as_posix() not in listed]
+            extra = {p.relative_to(stage / name).as_posix() for p in _packed_files(stage / name)}
+            extra -= {"manifest.json", *(manifest.get("files") or {})}
             if extra:
-                raise PackError(f"packed run {name!r} of {index_path} holds {extra[0]!r}, which "
-                                "its manifest does not list: a pack carries only the files a "
-                                "run's manifest vouches for; refusing the pack, nothing was "
-                                "placed")
+                raise PackError(f"packed run {name!r} of {index_path} holds {min(extra)!r}, "
+                                "which its manifest does not list; nothing was placed")
             if check is not None:
                 check(name, manifest)
         new = [n for n in runs if not _check_local(n, stage / n, root / n, root, index_path)]
