@@ -15,11 +15,10 @@ from __future__ import annotations
 import pandas as pd
 from scipy import stats
 
+from lstpe.analysis.evidence import ALPHA
 from lstpe.analysis.seed_stats import mean_ci
 
 __all__ = ["BY_SIGMA_COLUMNS", "by_sigma"]
-
-ALPHA = 0.05
 
 BY_SIGMA_COLUMNS = ("sigma", "n", "score_mean", "score_low", "score_high", "n_below",
                     "p_max", "p_fisher", "init_share_min", "init_share_max")

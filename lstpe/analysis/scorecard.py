@@ -48,8 +48,6 @@ SCORE_VERDICTS = ("shown", "partly shown", "not shown", "not testable yet")
 SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
 """The paper's small sigmas (its Table 3's 'sigma <= 0.2')."""
 
-ALPHA = ev.ALPHA
-
 
 def _row(claim: str, verdict: str, evidence: str) -> dict[str, str]:
     line, where = CLAIM_LINES[claim]
@@ -117,8 +115,8 @@ def score_mechanism(structure: pd.DataFrame, long_epoch: int = 0, block: int = 0
     if t.empty:
         return _row("learns_2d", "not testable yet", "no stored learnable units")
     n = len(t)
-    dpe = int((t["p_dpe"] < ALPHA).sum())
-    fin = int((t["p_final"] < ALPHA).sum())
+    dpe = int((t["p_dpe"] < ev.ALPHA).sum())
+    fin = int((t["p_final"] < ev.ALPHA).sum())
     big = structure[(structure["block"] == block) & (structure["sigma"] >= 0.5)]
     verdict = "shown" if fin == n else "partly shown" if dpe else "not shown"
     text = (f"sigma <= 0.2, block {block}: the learned part dPE has 2-D structure in {dpe} of "
@@ -126,7 +124,7 @@ def score_mechanism(structure: pd.DataFrame, long_epoch: int = 0, block: int = 0
             f"the final PE in {fin} of {n} (its init carries "
             f"{t['init_share'].min():.0%} to {t['init_share'].max():.0%} of it)")
     if len(big):
-        text += (f"; sigma >= 0.5: dPE in {int((big['p_dpe'] < ALPHA).sum())} of {len(big)} "
+        text += (f"; sigma >= 0.5: dPE in {int((big['p_dpe'] < ev.ALPHA).sum())} of {len(big)} "
                  f"units (grid score {big['score_dpe'].min():.2f} to "
                  f"{big['score_dpe'].max():.2f})")
     epoch = int(t["epoch"].max()) if "epoch" in t and t["epoch"].notna().any() else 0
@@ -159,7 +157,7 @@ def score_humans(similarity: pd.DataFrame) -> dict[str, str]:
         return _row("humans", "not testable yet", "no stored learn-0.2 unit")
     r = me.iloc[0]
     top = s.loc[s["spearman"].idxmax()]
-    pos = r["spearman"] > 0 and r["spearman_p"] < ALPHA
+    pos = r["spearman"] > 0 and r["spearman_p"] < ev.ALPHA
     verdict = ("shown" if pos and top["pe"] == "learn-0.2" else "partly shown" if pos
                else "not shown")
     return _row("humans", verdict,
