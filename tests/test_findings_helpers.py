@@ -32,3 +32,9 @@ def test_reference_names_what_the_row_was_tested_against() -> None:
     assert fd.reference(row2) == "`paper@4000`: 0.956 ± 0.039"
     row2["ref"] = ""
     assert fd.reference(row2) == "no reference"
+
+
+def test_grouped_leaves_out_empty_groups() -> None:
+    g = {"equivalent": ["a", "b"], "differs": [], "inconclusive at its n": ["c"]}
+    assert fd.grouped(g) == "equivalent: `a` and `b`; inconclusive at its n: `c`"
+    assert fd.grouped({"differs": []}) == "none"

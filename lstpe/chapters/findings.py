@@ -5,8 +5,8 @@ f-string whose numbers come from the analysis layer; :func:`md` displays it as M
 book, Jupyter and Colab alike). :func:`evidence_view` and :func:`contrast_view` put an evidence
 table of :mod:`lstpe.analysis.evidence` in the few columns a page shows; :func:`ci` and
 :func:`pval` format one number the way the tables do, so the paragraph and the table agree;
-:func:`names` and :func:`having` list a table's cells of one verdict in the paragraph, and
-:func:`reference` names the reference a row was tested against.
+:func:`names`, :func:`having` and :func:`grouped` list a table's cells by verdict in the
+paragraph, and :func:`reference` names the reference a row was tested against.
 """
 
 from __future__ import annotations
@@ -114,3 +114,10 @@ def reference(row: pd.Series, digits: int = 3) -> str:
     n = f" (n = {int(row['authors_n'])})" if who == "authors" else ""
     return (f"`{row['ref']}`: {num(row[f'{who}_mean'], digits)} ± "
             f"{num(row[f'{who}_sd'], digits)}{n}")
+
+
+def grouped(groups: dict[str, list[str]], empty: str = "none") -> str:
+    """``equivalent: `a` and `b`; differs: `c```: each non-empty group of cells after its
+    label (:func:`names`), joined by semicolons; ``empty`` when every group is empty."""
+    parts = [f"{label}: {names(cells)}" for label, cells in groups.items() if cells]
+    return "; ".join(parts) if parts else empty
