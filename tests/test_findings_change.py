@@ -1,0 +1,114 @@
+"""The book's findings follow the stored units: with more units the numbers and verdicts on the
+pages change, while no hand-written Markdown states a count that changed (issue 35).
+
+Fake units are real fragments relabelled with a seed the campaign has not stored yet (seeds 4-5
+of Table 1's PEs, a copy of seeds 1-2 under the new seed; every file re-sealed, so the chapters
+load and verify them as they would a trained unit), in a scratch copy of ``results/`` named by
+``LSTPE_RESULTS``. The intro and chapter 11 (whose scorecard reads every claim) are executed on
+the real and on the enlarged folder; their outputs must differ, and every "<count> units/seeds/
+fragments" phrase that differs between the two must be absent from the notebooks' Markdown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lstpe.experiments import campaign as cp
+from lstpe.store import results as res
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ("intro.ipynb", "11_reproduction_report.ipynb")
+COUNT = re.compile(r"\b(\d+)\s+(?:of\s+(?:the\s+)?\d+\s+)?(units?|seeds?|fragments?|models?)\b")
+
+
+def relabel(src: cp.Unit, dest: cp.Unit, results: Path) -> None:
+    """Copy ``src``'s fragment as the unit ``dest`` (same PE, another seed), re-sealed."""
+    run = res.load(src.path(results))
+    man = dict(run.manifest)
+    man["config"] = {**man["config"], "seeds": [dest.seed]}
+    man["campaign"] = {**man.get("campaign", {}), "unit": dest.key}
+    hist = run.history.assign(seed=dest.seed)
+    arts = {**run.artifacts, "seeds": [dest.seed]}
+    tables = {k: (t.assign(seed=dest.seed) if "seed" in t else t)
+              for k, t in (run.tables or {}).items()}
+    for k in ("files", "manifest_sha256"):
+        man.pop(k, None)
+    res.save_run(dest.path(results), hist, man, arts, tables)
+
+
+def _execute(page: str, results: Path, out: Path) -> dict:
+    env = {**os.environ, "LSTPE_RESULTS": str(results)}
+    subprocess.run([sys.executable, "-m", "papermill", str(ROOT / "book" / page), str(out),
+                    "--cwd", str(ROOT / "book"), "-k", "python3", "--no-progress-bar"],
+                   check=True, env=env, capture_output=True)
+    return json.loads(out.read_text())
+
+
+def _outputs(nb: dict) -> str:
+    text = []
+    for c in nb["cells"]:
+        for o in c.get("outputs", []):
+            data = o.get("data", {})
+            for key in ("text/markdown", "text/plain"):
+                if key in data:
+                    text.append("".join(data[key]))
+            if "text" in o:
+                text.append("".join(o["text"]))
+    return "\n".join(text)
+
+
+def _markdown(nb: dict) -> str:
+    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    real = ROOT / "results"
+    if not (real / "paper" / "table1").is_dir():
+        pytest.skip("no stored units in this checkout")
+    base = tmp_path_factory.mktemp("findings")
+    more = base / "results"
+    shutil.copytree(real, more, ignore=shutil.ignore_patterns(".campaign", ".work"))
+    added = []
+    for u in cp.plan():
+        if u.item == 3 and u.run == "table1" and not u.path(more).exists():
+            src = cp.Unit(u.run, u.pe, cp.PAPER_SEEDS[u.seed == cp.PAPER_SEEDS[4]], u.item)
+            relabel(src, u, more)
+            added.append(u.key)
+    assert added, "every unit of item 3 is stored: pick other seeds for this test"
+    return {page: (_execute(page, real, base / f"real_{page}"),
+                   _execute(page, more, base / f"more_{page}")) for page in PAGES}, added
+
+
+def test_the_fake_units_verify_like_trained_ones(executed):
+    """Chapter 11 read them: its runs line names more table1 fragments than the real folder."""
+    (real, more), added = executed[0]["11_reproduction_report.ipynb"], executed[1]
+    n = [int(re.search(r"table1: (\d+) fragments", _outputs(nb)).group(1)) for nb in (real, more)]
+    assert n[1] - n[0] == len(added)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_numbers_and_verdicts_change_with_the_units(executed, page):
+    real, more = executed[0][page]
+    a, b = _outputs(real), _outputs(more)
+    assert a != b
+    nums = re.compile(r"\d+\.\d+")
+    assert set(nums.findall(a)) != set(nums.findall(b)), "no number changed"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_markdown_states_a_count_that_changed(executed, page):
+    real, more = executed[0][page]
+    a, b = (set(m.group(0) for m in COUNT.finditer(_outputs(nb))) for nb in (real, more))
+    changed = a ^ b
+    md = _markdown(real) + "\n" + _markdown(more)
+    stated = sorted(c for c in changed if c in md)
+    assert not stated, f"{page}: hand-written Markdown states counts that changed: {stated}"
