@@ -46,7 +46,7 @@ import torch
 
 from lstpe.experiments.campaign import CHECKPOINT_EVERY
 from lstpe.experiments.registry import run_config
-from lstpe.runtime import default_results_dir
+from lstpe.runtime import cpu_flags, default_results_dir
 from lstpe.store import results as res
 
 LONG_EPOCHS = 4000
@@ -254,7 +254,9 @@ class SegmentWriter:
                                 kind="long-segment",
                                 long={"unit": unit.key, "chunk": self.chunk.name,
                                       "from_epoch": lo, "to_epoch": epoch,
-                                      "previous": prev_sha, "precision": self.precision})
+                                      "previous": prev_sha, "precision": self.precision,
+                                      "cpu_flags": cpu_flags(),
+                                      "threads": torch.get_num_threads()})
         stage = long_root(self.results_dir) / ".work" / "staging" / \
             f"{unit.key.replace('/', '__')}__e{epoch:04d}"
         shutil.rmtree(stage, ignore_errors=True)
