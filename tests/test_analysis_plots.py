@@ -28,9 +28,10 @@ def bands(ax) -> list:
 
 
 def legend_outside(ax) -> bool:
+    """The Axes' legend is anchored off the data: right of the axes, or below them."""
     leg = ax.get_legend()
     box = leg.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
-    return box.x0 >= 1.0
+    return box.x0 >= 1.0 or box.y1 <= 0.0
 
 
 SPLITS = {"2d-fixed": {"train_running": 0.9, "train": 0.95, "val": 0.9, "val_dropout": 0.8},
@@ -141,6 +142,42 @@ def test_attention_grid_is_labelled():
     assert axes[3].get_xlabel() == "key position"
     assert axes[3].get_ylabel() == "learn-0.1\nquery position"
     assert fig.axes[-1].get_ylabel() == "attention weight"
+
+
+def test_attention_grid_scales_each_model_on_its_own_range():
+    """Two models whose weights differ tenfold: by default each row runs 0 to its own largest
+    weight with its own colour bar (a diffuse model is not left uniformly dark); ``shared``
+    (or a given ``vmax``) draws one scale and one colour bar."""
+    from lstpe.analysis import style
+
+    rng = np.random.default_rng(0)
+    maps = np.stack([rng.random((2, 16, 16)) * 0.1, rng.random((2, 16, 16))])
+    fig = plots.plot_attention_grid(maps, titles=["2d-fixed", "learn-0.1"])
+    clims = [ax.images[0].get_clim() for ax in fig.axes[:4]]
+    assert clims[:2] == [(0, maps[0].max())] * 2 and clims[2:] == [(0, maps[1].max())] * 2
+    assert [a.get_ylabel() for a in fig.axes[4:]] == ["attention weight"] * 2
+    assert style.small_text(fig) == []
+    one = plots.plot_attention_grid(maps, scale="shared")
+    assert {ax.images[0].get_clim() for ax in one.axes[:4]} == {(0, maps.max())}
+    assert len(one.axes) == 4 + 1
+    assert len(plots.plot_attention_grid(maps, vmax=0.5).axes) == 4 + 1
+    with pytest.raises(ValueError, match="scale"):
+        plots.plot_attention_grid(maps, scale="column")
+    plt.close("all")
+
+
+def test_vs_paper_legend_sits_below_the_axes():
+    """The legend is under the axes and their tick labels, so a label drawn at the right edge
+    (chapter 6 names its 2d-fixed line there) cannot overprint it."""
+    rows = [{"pe": f"learn-{s:g}", "accuracy": 0.9, "seed": k} for s in (0.1, 1.0)
+            for k in range(5)]
+    ax = plots.plot_vs_paper(paper_compare.compare_to_paper(pd.DataFrame(rows), 2),
+                             x="sigma", chance=0.25)
+    r = ax.figure.canvas.get_renderer()
+    leg, ticks = ax.get_legend().get_window_extent(r), ax.xaxis.get_tightbbox(r)
+    assert leg.y1 <= ticks.y0 + 1
+    assert "chance" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close("all")
 
 
 def test_sigma_curve_keeps_the_first_label():

@@ -570,6 +570,47 @@ def test_plot_network_measures_uses_final_init_and_null():
     np.testing.assert_allclose(np.asarray(final, dtype=float), [0.315, 0.515])
 
 
+def test_network_measures_go_in_sigma_order_with_readable_text():
+    """Whatever order the chapter passes (its MSE ranking), the modularity plot reads the fixed
+    PEs first, then sigma upwards; no text under 9 pt on the page."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from lstpe.analysis import style
+
+    pes = ["learn-1", "random", "learn-0.1", "learn-0.2"]
+    rows = [{"stage": st, "pe": pe, "seed": 1, "modularity": 0.1 * i, "clustering": 0.1,
+             "modularity_null_mean": 0.0, "clustering_null_mean": 0.0}
+            for st in ("init", "final") for i, pe in enumerate(pes)]
+    fig = brain.plot_network_measures(pd.DataFrame(rows), pes)
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks == ["random", "learn-0.1", "learn-0.2", "learn-1"]
+    final = np.asarray(fig.axes[0].containers[0].lines[0].get_ydata(), dtype=float)
+    np.testing.assert_allclose(final, [0.1, 0.2, 0.3, 0.0])  # each PE's own value
+    assert style.small_text(fig) == []
+
+
+def test_token_order_strip_has_a_colour_legend():
+    """Every network present in the strip is named in a legend, in its strip colour."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from lstpe.analysis import style
+
+    names = ["Vis", "SomMot", "DorsAttn", "Limbic"]
+    file_codes = np.repeat([0, 1, 3], 4)
+    fc = np.eye(12)
+    fig = brain.plot_token_order(fc, file_codes, file_codes[::-1], names)
+    leg = fig.axes[-1].get_legend() or next(a.get_legend() for a in fig.axes if a.get_legend())
+    assert [t.get_text() for t in leg.get_texts()] == ["Vis", "SomMot", "Limbic"]
+    cmap = plt.get_cmap("tab10")
+    colours = [tuple(h.get_facecolor()) for h in leg.legend_handles]
+    assert colours == [tuple(cmap(c / 9)) for c in (0, 1, 3)]
+    assert style.small_text(fig) == []
+
+
 def _z_table(zs: dict[str, float], seeds=(2235,)) -> pd.DataFrame:
     return pd.DataFrame([{"pe": pe, "stage": stage, "seed": s, "modularity_z": z}
                          for pe, z in zs.items() for s in seeds for stage in ("init", "final")])

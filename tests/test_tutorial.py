@@ -11,12 +11,16 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from lstpe import lst  # noqa: E402
+from lstpe.analysis import style  # noqa: E402
 from lstpe.tutorial import lst_task as lt  # noqa: E402
 
 
 def check_figure(fig) -> None:
     """Every axes that shows data has axis labels (boards and galleries are axis-off), every
-    heatmap has a colour bar, and no legend sits inside an axes over the data."""
+    heatmap has a colour bar, no legend sits inside an axes over the data, and no text shows
+    under 9 pt on the page (its font size, scaled as the page shrinks a figure wider than the
+    content column: :func:`lstpe.analysis.style.small_text`)."""
+    assert style.small_text(fig) == [], f"text under {style.MIN_PT} pt on the page"
     fig.canvas.draw()
     cbar_axes = {a for a in fig.axes if a.get_label() == "<colorbar>"}
     images = 0
@@ -37,6 +41,22 @@ def check_figure(fig) -> None:
             inside = lb.x0 >= ab.x0 and lb.x1 <= ab.x1 and lb.y0 >= ab.y0 and lb.y1 <= ab.y1
             assert not inside, f"{ax.get_title()}: legend inside the axes"
     assert images == 0, "a heatmap without a colour bar"
+    plt.close(fig)
+
+
+def test_small_text_measures_the_displayed_size() -> None:
+    """A 9 pt label on a figure twice the column's width shows at 4.5 pt; at the column's
+    width it shows at 9 pt; :func:`style.readable` fits the first to the column and lifts it."""
+    fig = plt.figure(figsize=(2 * style.WIDTH, 3), dpi=style.DPI)
+    ax = fig.add_axes((0, 0, 1, 0.8))  # the saved PNG (tight box) is the figure's full width
+    ax.set_title("t", fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    assert [t for t, _ in style.small_text(fig)] == ["t"]
+    assert style.displayed_pt(fig, 9) == pytest.approx(4.5, rel=0.05)
+    style.readable(fig)
+    assert fig.get_figwidth() == pytest.approx(style.WIDTH)
+    assert style.small_text(fig) == []
     plt.close(fig)
 
 
@@ -237,3 +257,104 @@ def test_chapter4_figures_are_labelled() -> None:
                 rt.plot_relative(rt.relative_demo()), rt.plot_alibi(),
                 rt.plot_probe_mass(trained, cfg.n)):
         check_figure(fig)
+
+
+# --------------------------------------------------------------------------- exercises
+
+
+def _consistent(p: lst.Puzzle) -> np.ndarray:
+    """The Latin squares agreeing with the filled cells of ``p``, by brute force over all 576."""
+    sq = lst.latin_squares()
+    g = np.array(p.grid)
+    keep = (g > 0) & ~np.eye(16, dtype=bool)[p.probe[0] * 4 + p.probe[1]].reshape(4, 4)
+    return sq[(sq[:, keep] == g[keep]).all(axis=1)]
+
+
+def test_exercise_2_1_removable_cells(examples) -> None:
+    """One cell of the 3-vector example can go (row 0, column 2) and the puzzle stays a
+    3-vector one; blanking any other leaves several probe values (brute force)."""
+    from lstpe.tutorial import exercises as ex
+
+    p = examples[3]
+    t = ex.removable_cells(p)
+    filled = sum(1 for row in p.grid for v in row if v) - (p.grid[p.probe[0]][p.probe[1]] > 0)
+    assert len(t) == filled
+    for row in t.itertuples():
+        grid = np.array(p.grid)
+        grid[row.row, row.col] = 0
+        q = lst.Puzzle(tuple(map(tuple, grid)), p.probe)
+        values = {int(s[p.probe]) for s in _consistent(q)}
+        assert row.unique == (len(values) == 1)
+    assert t.loc[t["unique"], ["row", "col", "complexity"]].values.tolist() == [[0, 2, 3]]
+
+
+def test_exercise_2_2_consistent_squares() -> None:
+    """Counts equal a brute-force count; the folded answer's numbers hold."""
+    from lstpe.tutorial import exercises as ex
+
+    puzzles = lst.puzzles_from_frame(lst.load_human())
+    f = ex.consistent_squares(puzzles, lst.human_accuracy())
+    for i in (0, 17, 54, 107):
+        assert f.loc[i, "squares"] == len(_consistent(puzzles[i]))
+    assert (f["squares"] == 1).sum() > len(f) / 2  # most puzzles leave one square
+    s = ex.squares_by_condition(f)
+    assert s["mean squares"].round(1).tolist() == [1.4, 1.2, 1.6]
+    assert s["mean accuracy"].round(2).tolist() == [0.97, 0.87, 0.66]
+    rho = s["spearman(squares, accuracy)"]
+    assert rho.abs().max() < 0.6 and rho.min() < 0 < rho.max()  # weak, and changes sign
+
+
+def _decay(k: int, d: int, base: float) -> float:
+    """(2/d) sum_i cos(k theta_i), theta_i = base^(-2i/d): the sinusoid's similarity at offset k."""
+    theta = base ** (-2 * np.arange(d // 2) / d)
+    return float(np.cos(k * theta).sum() / (d / 2))
+
+
+def test_exercise_3_1_decay_over_the_lst() -> None:
+    from lstpe.tutorial import exercises as ex
+
+    t = ex.lst_decay(bases=(10000, 100), d=160)
+    for base in (10000, 100):
+        np.testing.assert_allclose(t[f"base {base}"], [_decay(k, 160, base) for k in range(16)],
+                                   atol=1e-6)
+    assert round(t.loc[15, "base 100"], 2) == 0.29 and round(t.loc[15, "base 10000"], 2) == 0.64
+    base, gap = ex.equal_ends_base()
+    assert gap == pytest.approx(abs(_decay(1, 160, base) - _decay(15, 160, base)), abs=1e-6)
+    assert 0.1 < gap < 0.2  # no base makes offsets 1 and 15 alike
+
+
+def test_exercise_3_2_binary_grid_keeps_the_split_loses_offsets() -> None:
+    from lstpe.tutorial import exercises as ex
+    from lstpe.tutorial import sinusoid as sn
+
+    P = ex.binary_grid_pe(160).numpy()
+    rows, cols = np.arange(16) // 4, np.arange(16) % 4
+    for half, key in ((P[:, :80], rows), (P[:, 80:], cols)):
+        S = half @ half.T  # depends on the two cells' rows (columns) only
+        for i in range(16):
+            for j in range(16):
+                same = (key == key[i])[:, None] & (key == key[j])[None, :]
+                assert np.all(S[same] == S[i, j])
+    assert (sn.grid_checks(P=ex.binary_grid_pe(160)) > 1).all().all()
+
+
+def test_exercise_4_1_mean_readout_depends_on_everything() -> None:
+    from lstpe.analysis import rope_misuse as rm
+    from lstpe.tutorial import exercises as ex
+
+    batch = lst.load_split("paper", seed=0)["val"].x[:8]
+    authors = rm.dependence_table(batch).iloc[:, 0]
+    assert authors.iloc[0] == 0.0  # token 15's read-out: cells 0-14 of puzzle 0 do not matter
+    assert (ex.mean_readout_dependence(batch) > 1e-6).all()  # the mean read-out: none is 0
+
+
+def test_exercise_4_2_asymmetric_slopes_break_the_mirror() -> None:
+    from lstpe.nn import encodings as enc
+    from lstpe.tutorial import exercises as ex
+
+    sym = ex.l2_row_mass(0.5, 0.5, n=16)
+    a = np.exp(enc.alibi_bias(16).numpy())  # the package's bias: -0.5 |i - j|
+    np.testing.assert_allclose(sym, (a / np.linalg.norm(a, axis=1, keepdims=True)).sum(1))
+    np.testing.assert_allclose(sym, sym[::-1])
+    assert len(np.unique(sym.round(9))) == 8
+    assert len(np.unique(ex.l2_row_mass(0.5, 1.0, n=16).round(9))) == 16

@@ -58,16 +58,20 @@ def _need(df: pd.DataFrame, cols: Sequence[str], what: str) -> None:
 
 
 def plot_attention_grid(maps: Any, titles: Sequence[str] | None = None,
-                        vmax: float | None = None) -> Figure:
+                        vmax: float | None = None, scale: str = "row") -> Figure:
     """Attention maps in a grid: one row per model, one column per layer.
 
     Args:
         maps: (L, n, n) for one model or (P, L, n, n) for P models (e.g. maps averaged over
             the validation puzzles: ``attention_maps(artifacts)[m].mean(0)``).
         titles: one row title per model.
-        vmax: colour scale maximum (default: the largest weight).
+        vmax: colour scale maximum of a shared scale (default: the largest weight).
+        scale: ``row`` (default): each model's row on its own scale, 0 to that model's
+            largest weight, with a colour bar per row (models' ranges differ a lot: a shared
+            scale leaves the diffuse ones uniformly dark); ``shared``: one scale, one colour
+            bar (also when ``vmax`` is given).
     Returns:
-        The Figure (axes ``fig.axes`` row-major, plus one colour bar).
+        The Figure (axes ``fig.axes`` row-major, then the colour bars: one per row, or one).
     """
     import matplotlib.pyplot as plt
 
@@ -80,27 +84,37 @@ def plot_attention_grid(maps: Any, titles: Sequence[str] | None = None,
     if titles is not None and len(titles) != P:
         raise ValueError(f"got {len(titles)} titles for {P} models")
     n = a.shape[-1]
-    fig, axes = plt.subplots(P, L, figsize=(2.1 * L + 1.6, 2.1 * P + 0.4), squeeze=False)
+    from lstpe.analysis import style
+
+    if scale not in ("row", "shared"):
+        raise ValueError(f"scale must be 'row' or 'shared', got {scale!r}")
+    shared = scale == "shared" or vmax is not None
+    fig, axes = plt.subplots(P, L, figsize=(style.WIDTH, (style.WIDTH - 1.4) / L * P + 0.5),
+                             squeeze=False, layout="constrained")
     vmax = float(a.max()) if vmax is None else vmax
     im = None
     ticks = [0, n - 1] if n > 1 else [0]
     for i in range(P):
         for j in range(L):
             ax = axes[i, j]
-            im = ax.imshow(a[i, j], vmin=0, vmax=vmax, cmap="viridis")
+            top = vmax if shared else float(a[i].max())
+            im = ax.imshow(a[i, j], vmin=0, vmax=top, cmap="viridis")
             ax.set_xticks(ticks)
             ax.set_yticks(ticks)
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=9)
             ax.grid(False)
             if i == 0:
                 ax.set_title(f"block {j + 1}")
             if i == P - 1:
-                ax.set_xlabel("key position", fontsize=8)
+                ax.set_xlabel("key position", fontsize=9)
             if j == 0:
                 name = titles[i] if titles is not None else f"model {i}"
-                ax.set_ylabel(f"{name}\nquery position", fontsize=8)
-    fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
-    return fig
+                ax.set_ylabel(f"{name}\nquery position", fontsize=9)
+        if not shared:
+            fig.colorbar(im, ax=axes[i], shrink=0.9, label="attention weight")
+    if shared:
+        fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
+    return style.readable(fig)
 
 
 def plot_similarity_matrix(matrix: pd.DataFrame, ax: Axes | None = None,
@@ -145,7 +159,7 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
     One errorbar series per verdict present (in the order of :data:`VERDICT_STYLE`, then the
     rest), labelled ``ours: <verdict>``; then the paper's mean +- SD over 15 seeds as open grey
     squares. Points without an interval (fewer seeds than ``compare_to_paper``'s
-    ``min_seeds``) have no error bar. The legend sits outside the axes, to the right.
+    ``min_seeds``) have no error bar. The legend sits below the axes (and their tick labels).
 
     Args:
         comparison: output of :func:`lstpe.analysis.paper_compare.compare_to_paper` (needs ``x``,
@@ -195,7 +209,10 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
     if chance is not None:
         ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
     ax.set_ylabel(ylabel)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+    # the legend below the axes and their tick labels (a label at the right edge stays clear)
+    below = (ax.get_tightbbox(ax.figure.canvas.get_renderer()).y0 - ax.bbox.y0) / ax.bbox.height
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, below - 0.02), ncols=2, fontsize=9,
+              borderaxespad=0.0)
     return ax
 
 

@@ -111,7 +111,8 @@ def small_text(fig: Figure, min_pt: float = MIN_PT,
 
 def readable(fig: Figure, min_pt: float = MIN_PT) -> Figure:
     """Fit ``fig`` to the page: at :data:`DPI`, no wider than :data:`WIDTH` (height scaled
-    with it), every visible text at least ``min_pt``. Returns ``fig``."""
+    with it), every visible text at least ``min_pt``, and its saved PNG (tight box) no wider
+    than :data:`COLUMN_PX`. Returns ``fig``."""
     w, h = fig.get_size_inches()
     fig.set_dpi(DPI)
     if w > WIDTH:
@@ -119,4 +120,10 @@ def readable(fig: Figure, min_pt: float = MIN_PT) -> Figure:
     for t in _texts(fig):
         if t.get_fontsize() < min_pt:
             t.set_fontsize(min_pt)
+    for _ in range(3):  # text over the figure's edge widens the saved PNG: shrink to fit
+        px = _png_width_px(fig)
+        if px <= COLUMN_PX + 0.5:
+            break
+        w, h = fig.get_size_inches()
+        fig.set_size_inches(w * COLUMN_PX / px, h * COLUMN_PX / px)
     return fig

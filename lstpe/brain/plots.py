@@ -3,12 +3,25 @@ network measures (matplotlib is imported when a function is called)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
+from lstpe.analysis import style
 from lstpe.brain.data import TEST_MASK
+
+
+def sigma_order(pes: Sequence[str]) -> list[str]:
+    """``pes`` with the learnable ones (``learn-<sigma>``) in increasing sigma after the others
+    (which keep their order): the order the paper reads modularity in."""
+    def sigma(pe: str) -> float | None:
+        m = re.fullmatch(r"learn-([0-9.]+)", str(pe))
+        return float(m.group(1)) if m else None
+
+    fixed = [p for p in pes if sigma(p) is None]
+    return fixed + sorted((p for p in pes if sigma(p) is not None), key=sigma)
 
 
 def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], ax=None,
@@ -19,6 +32,9 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
         w: (R, R) matrix in token order.
         networks: (R,) network code of each token; names: the codes' names.
         sort: group the tokens by network (False: token order, networks as a colour strip).
+
+    Fits the Axes' figure to the page's column (:func:`lstpe.analysis.style.readable`), so that
+    the network names show at 9 pt or more.
     """
     import matplotlib.pyplot as plt
 
@@ -37,12 +53,13 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
             ax.axvline(e - 0.5, color="w", lw=0.6)
         centres = edges - sizes / 2 - 0.5
         keep = sizes > 0
-        ax.set_xticks(centres[keep], np.asarray(names)[keep], rotation=90, fontsize=7)
-        ax.set_yticks(centres[keep], np.asarray(names)[keep], fontsize=7)
+        ax.set_xticks(centres[keep], np.asarray(names)[keep], rotation=90, fontsize=9)
+        ax.set_yticks(centres[keep], np.asarray(names)[keep], fontsize=9)
     else:
         ax.set_xlabel("token (region) index")
         ax.set_ylabel("token (region) index")
     ax.set_title(title)
+    style.readable(ax.figure)
     return im
 
 
@@ -69,7 +86,8 @@ def plot_mse_bars(summary: pd.DataFrame, baseline: float | None = None, ax=None,
     ax.set_ylim(0.9 * min(lows), None)
     ax.set_xticks(x, summary["pe"], rotation=30)
     ax.set(ylabel=f"MSE at {TEST_MASK:.0%} masked", title=title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
+    style.readable(ax.figure)
     return ax
 
 
@@ -92,7 +110,8 @@ def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0
 
     names, nets = artifacts["network_names"], np.asarray(artifacts["networks"])
     cols = max(1, (len(models) + 1) // 2)
-    fig, axes = plt.subplots(2, cols, figsize=(3.3 * cols, 7), squeeze=False)
+    fig, axes = plt.subplots(2, cols, figsize=(style.WIDTH, 3.6 * 2), squeeze=False,
+                             layout="constrained")
     im = None
     for ax, i in zip(axes.flat, models, strict=False):
         label = artifacts["labels"][i]
@@ -110,16 +129,18 @@ def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0
         ax.axis("off")
     if im is not None:
         fig.colorbar(im, ax=axes, fraction=0.02, label="1 - scaled distance")
-    return fig
+    return style.readable(fig)
 
 
 def plot_network_measures(table: pd.DataFrame, order: Sequence[str]):
     """Modularity and network clustering per PE: after training (mean, SD over seeds), at
     initialisation, and the shuffled-network null mean (:func:`network_table` output with
-    stages ``init`` and ``final``). Returns the Figure."""
+    stages ``init`` and ``final``). The PEs go in :func:`sigma_order` (fixed ones, then the
+    learnable ones by sigma), the legend below the panels. Returns the Figure."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    order = sigma_order(order)
+    fig, axes = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.9), layout="constrained")
     x = np.arange(len(order))
     g = table.groupby(["stage", "pe"])
     for ax, m in zip(axes, ["modularity", "clustering"], strict=True):
@@ -129,11 +150,11 @@ def plot_network_measures(table: pd.DataFrame, order: Sequence[str]):
         ax.plot(x, mean["init"][order], "o", mfc="none", color="k", label="at initialisation")
         ax.plot(x, g[f"{m}_null_mean"].mean()["final"][order], "_", ms=18, color="r",
                 label="shuffled-network null (mean)")
-        ax.set_xticks(x, list(order), rotation=30)
-        ax.set(ylabel=m, title=f"{m} of the PE vs the Yeo-7 networks")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
+        ax.set_xticks(x, list(order), rotation=45, ha="right", rotation_mode="anchor")
+        ax.set(ylabel=m, title=f"{m} of the PE\nvs the Yeo-7 networks")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2,
+               fontsize=9)
+    return style.readable(fig)
 
 
 def plot_token_order(fc: np.ndarray, file_codes: np.ndarray, token_codes: np.ndarray,
@@ -150,21 +171,26 @@ def plot_token_order(fc: np.ndarray, file_codes: np.ndarray, token_codes: np.nda
         The figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    fig = plt.figure(figsize=(11, 4.6))
-    ax1, ax2, ax3 = (fig.add_subplot(1, 3, k) for k in (1, 2, 3))
+    fig = plt.figure(figsize=style.figsize(1.0, 7.2), layout="constrained")
+    ax1, ax2, ax3 = fig.add_subplot(2, 2, 1), fig.add_subplot(2, 2, 2), fig.add_subplot(4, 1, 3)
     plot_by_network(fc, file_codes, names, ax=ax1, sort=False, vmin=-0.2, vmax=1,
                     title="HCP FC (main group), file order")
     im = plot_by_network(fc, file_codes, names, ax=ax2, vmin=-0.2, vmax=1,
                          title="the same, grouped by network")
     fig.colorbar(im, ax=ax2, fraction=0.046, label="correlation")
-    ax3.imshow(np.stack([file_codes, token_codes]), aspect="auto", cmap="tab10", vmin=0,
+    cmap = plt.get_cmap("tab10")
+    ax3.imshow(np.stack([file_codes, token_codes]), aspect="auto", cmap=cmap, vmin=0,
                vmax=9, interpolation="nearest")
     ax3.set(yticks=[0, 1], yticklabels=["file", "shuffled"], xlabel="token index",
             title="network of each token")
     ax3.grid(False)
-    fig.tight_layout()
-    return fig
+    present = sorted(set(np.asarray(file_codes).tolist()) | set(np.asarray(token_codes).tolist()))
+    ax3.legend([Patch(color=cmap(int(c) / 9)) for c in present],
+               [str(names[int(c)]) for c in present], loc="upper center",
+               bbox_to_anchor=(0.5, -0.45), ncols=4, fontsize=9, title="network")
+    return style.readable(fig)
 
 
 def plot_surrogate_fit(data, fcs: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -183,13 +209,14 @@ def plot_surrogate_fit(data, fcs: dict[str, np.ndarray]) -> pd.DataFrame:
     o = np.asarray(data.order)
     fcs = {g: np.asarray(f)[np.ix_(o, o)] for g, f in fcs.items()}
     emp = {s: np.corrcoef(getattr(data, s).numpy(), rowvar=False) for s in ("train", "test")}
-    fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.6), sharey=True,
+                             layout="constrained")
     for ax, (split, group) in zip(axes, [("train", "main"), ("test", "holdout")], strict=True):
         ax.plot(fcs[group][iu], emp[split][iu], ".", ms=1, alpha=0.3)
         ax.plot([-0.3, 1], [-0.3, 1], "k--", lw=0.8)
         ax.set(xlabel=f"HCP FC, {group} group", ylabel=f"surrogate correlation ({split})",
-               title=f"{split} split ({len(getattr(data, split))} time points)")
-    fig.tight_layout()
+               title=f"{split} split\n({len(getattr(data, split))} time points)")
+    style.readable(fig)
     return pd.DataFrame({g: {s: float(np.abs(emp[s] - fcs[g])[iu].mean()) for s in emp}
                          for g in fcs}).rename_axis("split")
 
@@ -201,17 +228,18 @@ def plot_curves(history: pd.DataFrame, baseline: dict, train_mask: float):
 
     from lstpe.brain.analysis import curves
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=style.figsize(1.0, 4.4), layout="constrained")
     for ax, (split, ratio) in zip(axes, [("train", train_mask), ("test", TEST_MASK)],
                                   strict=True):
         curves(history, split, ratio, train_mask).plot(ax=ax, marker=".", lw=1)
         ax.axhline(baseline[f"{split}@{ratio:g}"], color="k", ls="--", lw=1,
                    label="linear baseline")
         ax.set(xlabel="training step", ylabel="MSE on masked regions",
-               title=f"{split} split, {ratio:.0%} masked (trained at {train_mask:.0%})")
-        ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.tight_layout()
-    return fig
+               title=f"{split} split, {ratio:.0%} masked\n(trained at {train_mask:.0%})")
+        ax.get_legend().remove()
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=4,
+               fontsize=9)
+    return style.readable(fig)
 
 
 def plot_mse_by_mask(history: pd.DataFrame, masks: Sequence[float]):
@@ -220,8 +248,8 @@ def plot_mse_by_mask(history: pd.DataFrame, masks: Sequence[float]):
 
     from lstpe.brain.analysis import mse_summary
 
-    fig, axes = plt.subplots(1, len(masks), figsize=(3.2 * len(masks), 3.6), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(masks), figsize=style.figsize(1.0, 3.8), sharey=True,
+                             squeeze=False, layout="constrained")
     for ax, m in zip(axes[0], masks, strict=True):
         s = mse_summary(history, m)
         ax.bar(s["pe"], s["test_mean"], yerr=s["test_std"].fillna(0))
@@ -229,5 +257,4 @@ def plot_mse_by_mask(history: pd.DataFrame, masks: Sequence[float]):
         ax.set_title(f"trained at {m:.0%}, tested at {TEST_MASK:.0%}")
         ax.tick_params(axis="x", rotation=90)
     axes[0][0].set_ylabel("test MSE")
-    fig.tight_layout()
-    return fig
+    return style.readable(fig)

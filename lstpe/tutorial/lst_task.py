@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe import lst
+from lstpe.analysis import style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -114,7 +115,7 @@ def plot_forcing_lines(examples: Mapping[int, lst.Puzzle]) -> Figure:
         shade(ax, used)
         ax.set_title(f"{v}-vector: {_describe(used)}", fontsize=9)
     fig.suptitle("Lines whose filled cells force the probe (shaded)")
-    return fig
+    return style.readable(fig)
 
 
 def pair_forced(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -138,7 +139,7 @@ def plot_hidden_single(frame: pd.DataFrame) -> Figure:
     lst.plot_puzzle(p, ax=axes[0, 0], show_answer=True)
     shade(axes[0, 0], pair)
     axes[0, 0].set_title(f"a 'hidden single': forced by {_describe(pair)}", fontsize=9)
-    return fig
+    return style.readable(fig)
 
 
 # --------------------------------------------------------------------------- puzzles and squares
@@ -152,7 +153,7 @@ def plot_examples(examples: Mapping[int, lst.Puzzle]) -> Figure:
         lst.plot_puzzle(p, ax=axes[1, j], show_answer=True).set_title(
             f"solution: {lst.SHAPES[p.answer]}")
     fig.suptitle("One puzzle per condition (top) and the shape that solves it (bottom)")
-    return fig
+    return style.readable(fig)
 
 
 def token_table(p: lst.Puzzle) -> pd.DataFrame:
@@ -198,7 +199,7 @@ def plot_square_gallery(sq: np.ndarray, n: int = 16) -> Figure:
     fig.legend([Patch(color=SHAPE_COLORS[v]) for v in (1, 2, 3, 4)], list(lst.SHAPES.values()),
                loc="outside lower center", ncols=4, title="colour = shape")
     fig.suptitle(f"{n} of the {len(sq)} Latin squares of order 4")
-    return fig
+    return style.readable(fig)
 
 
 # --------------------------------------------------------------------------- humans
@@ -236,7 +237,7 @@ def plot_human_accuracy(acc: pd.DataFrame, seed: int = 0) -> Figure:
     hist.set_ylabel("number of puzzles")
     hist.set_title(f"Distribution over the {len(acc)} puzzles")
     hist.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncols=3)
-    return fig
+    return style.readable(fig)
 
 
 def plot_easiest_hardest(acc: pd.DataFrame, puzzles: Sequence[lst.Puzzle]) -> Figure:
@@ -251,7 +252,7 @@ def plot_easiest_hardest(acc: pd.DataFrame, puzzles: Sequence[lst.Puzzle]) -> Fi
             lst.plot_puzzle(puzzles[i], ax=ax, show_answer=True)
             ax.set_title(f"{v}-vec {tag}: {by_id[i]:.2f}", fontsize=8)
     fig.suptitle("Easiest and hardest puzzles for people, per condition (faint shape = answer)")
-    return fig
+    return style.readable(fig)
 
 
 def plot_puzzle_gallery(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame, show: int = 12,
@@ -267,8 +268,6 @@ def plot_puzzle_gallery(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame, show: 
     Returns:
         The Figure, one panel per puzzle shown first in ``fig.axes`` (unused panels hidden).
     """
-    from lstpe.analysis import style
-
     by_id = acc.set_index("id")["accuracy"]
     chosen = list(puzzles)[:max(1, show)]
     ncols = max(1, min(ncols, len(chosen)))
@@ -292,14 +291,12 @@ def _puzzle_view(p: lst.Puzzle, i: int, accuracy: float, reveal: bool,
     """One puzzle as the browser shows it (closed in pyplot with ``close``)."""
     import matplotlib.pyplot as plt
 
-    from lstpe.analysis import style
-
     fig, ax = plt.subplots(figsize=(3.3, 3.5), dpi=style.DPI)
     lst.plot_puzzle(p, ax=ax, show_answer=reveal)
     ax.set_title(f"#{i}: {p.vectors}-vector, human accuracy {accuracy:.2f}", fontsize=10)
     if close:
         plt.close(fig)
-    return fig
+    return style.readable(fig)
 
 
 def puzzle_svg(p: lst.Puzzle, title: str, reveal: bool = False, cell: int = 56) -> bytes:
@@ -414,7 +411,7 @@ def plot_filled_cells(frame: pd.DataFrame) -> Figure:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=2)
     fig.suptitle("Number of shown cells: generator vs the authors' puzzles")
-    return fig
+    return style.readable(fig)
 
 
 def plot_generated(frame: pd.DataFrame, per_condition: int = 2) -> Figure:
@@ -426,7 +423,7 @@ def plot_generated(frame: pd.DataFrame, per_condition: int = 2) -> Figure:
     for ax, p in zip(axes[0], picks, strict=True):
         lst.plot_puzzle(p, ax=ax, show_answer=True).set_title(f"generated, {p.vectors}-vector",
                                                               fontsize=8)
-    return fig
+    return style.readable(fig)
 
 
 def split_table(splits: Mapping[str, lst.Split]) -> pd.DataFrame:

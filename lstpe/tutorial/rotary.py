@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lstpe.analysis import style
 from lstpe.nn import encodings as enc
 from lstpe.tutorial.sinusoid import toeplitz_gap
 
@@ -63,7 +64,7 @@ def plot_rotation_2d(theta: float = 0.6, m_max: int = 7, q=(1.0, 0.35)) -> Figur
     ax.set_xlabel("first coordinate")
     ax.set_ylabel("second coordinate")
     ax.set_title(rf"RoPE in 2-D: q rotated by m$\theta$ ($\theta$={theta})")
-    return fig
+    return style.readable(fig)
 
 
 def _viridis(t: float):
@@ -138,7 +139,7 @@ def plot_scores(scores: dict[str, np.ndarray],
     for ax, key in zip(axes[0], keys, strict=True):
         _heatmap(fig, ax, scores[key], f"{key}: scores, same q and k everywhere",
                  xlabel="key cell", ylabel="query cell", label="score", cmap="viridis")
-    return fig
+    return style.readable(fig)
 
 
 # --------------------------------------------------------------------------- 3. Shaw
@@ -179,7 +180,7 @@ def plot_relative(demo: dict[str, np.ndarray]) -> Figure:
     for ax, key in zip(axes[0, 1:], ("weights, textbook (bidirectional)",
                                      "weights, paper (causal)"), strict=True):
         _heatmap(fig, ax, demo[key], key, label="attention weight", cmap="magma")
-    return fig
+    return style.readable(fig)
 
 
 # --------------------------------------------------------------------------- 4. ALiBi
@@ -205,7 +206,7 @@ def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125)) -> Figure:
     axes[0, 2].plot(cell % 4, cell // 4, "r*", ms=12)
     axes[0, 2].set_xticks(range(4))
     axes[0, 2].set_yticks(range(4))
-    return fig
+    return style.readable(fig)
 
 
 # --------------------------------------------------------------------------- 5. variants
@@ -274,4 +275,4 @@ def plot_probe_mass(trained: dict, n: int) -> Figure:
         ax.set_title(f"{v}, trained", fontsize=9)
     handles, labels = axes[0, 1].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right center", fontsize=8)
-    return fig
+    return style.readable(fig)

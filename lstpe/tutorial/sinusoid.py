@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from lstpe.analysis import style
 from lstpe.nn import encodings as enc
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def plot_gram(n: int = 64, d: int = 32) -> Figure:
     ax.set_ylabel("position m")
     ax.set_title(f"Gram matrix of sinusoid_1d (d={d}): Toeplitz")
     ax.grid(False)
-    return fig
+    return style.readable(fig)
 
 
 def shift_map(step: int, d: int, base: float = 10000.0) -> torch.Tensor:
@@ -160,8 +161,8 @@ def plot_decay(ranges=(40, 1000), d: int = 128) -> Figure:
         for base, label in SCHEDULES.items():
             ax.plot(x, decay_integral(x, base), lw=1.3, label="integral, " + label)
         k = np.arange(x_max + 1)
-        for base, style in [(10000, "k."), (100, "kx")]:
-            ax.plot(k, sinusoid_decay(x_max, d, base), style, ms=3 if x_max < 100 else 1,
+        for base, fmt in [(10000, "k."), (100, "kx")]:
+            ax.plot(k, sinusoid_decay(x_max, d, base), fmt, ms=3 if x_max < 100 else 1,
                     label=f"sinusoid_1d sum, d={d}, base {base}")
         ax.axhline(0, color="0.5", lw=0.8)
         ax.set_xlabel("offset |m - n|")
@@ -169,36 +170,47 @@ def plot_decay(ranges=(40, 1000), d: int = 128) -> Figure:
         ax.set_title(f"Long-range decay, offsets 0-{x_max}")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8)
-    return fig
+    return style.readable(fig)
 
 
 # --------------------------------------------------------------------------- 5. pictures
 
 
+def varying_columns(M: np.ndarray, tol: float = 0.05) -> np.ndarray:
+    """Indices of the columns of ``M`` whose values span more than ``tol`` (max - min): the
+    others are constant over the rows shown, and a picture of them says nothing."""
+    M = np.asarray(M, dtype=float)
+    return np.flatnonzero(M.max(axis=0) - M.min(axis=0) > tol)
+
+
 def plot_clocks_and_counter(n: int = 50, d: int = 16, hands: int = 4, steps: int = 8) -> Figure:
-    """``sinusoid_1d`` and a binary counter as heatmaps (with colour bars), and the first clock
-    hands of the sinusoid for positions 0..steps-1 (legend beside the clock face)."""
+    """``sinusoid_1d`` and a binary counter as heatmaps (with colour bars), each with only its
+    columns that vary over the ``n`` positions (:func:`varying_columns`; the others are named
+    in the title), and the first clock hands of the sinusoid for positions 0..steps-1 (legend
+    in the panel beside the clock face)."""
     from matplotlib.patches import Circle
 
-    fig, axes = _figure(1, 3, figsize=(12, 3.9), width_ratios=[1, 1, 1.25])
-    im = axes[0, 0].imshow(enc.sinusoid_1d(n, d).numpy(), cmap="RdBu_r", aspect="auto",
-                           vmin=-1, vmax=1)
-    fig.colorbar(im, ax=axes[0, 0], label="value")
-    axes[0, 0].set_title(f"sinusoid_1d: {n} positions x {d} dims")
+    fig, axd = _mosaic([["sin", "bin"], ["clock", "legend"]], style.figsize(1.0, 7.4))
+    pe = enc.sinusoid_1d(n, d).numpy()
     bits = (np.arange(n)[:, None] >> np.arange(d)[::-1]) & 1
-    im = axes[0, 1].imshow(bits, cmap="Greys", aspect="auto", vmin=0, vmax=1)
-    fig.colorbar(im, ax=axes[0, 1], ticks=[0, 1], label="bit")
-    axes[0, 1].set_title(f"binary counter: {n} positions x {d} bits")
-    for ax, xl in zip(axes[0, :2], ("dimension", "bit (most significant first)"), strict=True):
-        ax.set_xlabel(xl)
+    for key, M, cmap, lim, what, cb in (
+            ("sin", pe, "RdBu_r", (-1, 1), "sinusoid_1d", {"label": "value"}),
+            ("bin", bits, "Greys", (0, 1), "binary counter", {"label": "bit", "ticks": [0, 1]})):
+        ax, keep = axd[key], varying_columns(M)
+        im = ax.imshow(M[:, keep], cmap=cmap, aspect="auto", vmin=lim[0], vmax=lim[1],
+                       interpolation="nearest")
+        fig.colorbar(im, ax=ax, **cb)
+        ax.set_xticks(range(len(keep)), [str(k) for k in keep], fontsize=9)
+        ax.set_title(f"{what}: {n} positions,\n{len(keep)} of {d} columns vary", fontsize=10)
+        ax.set_xlabel("bit (most significant first)" if key == "bin" else "dimension")
         ax.set_ylabel("position k")
         ax.grid(False)
-    ax = axes[0, 2]
+    ax = axd["clock"]
     ax.add_patch(Circle((0, 0), 1, fill=False, color="0.7"))
     for i in range(hands):
         theta = 10000.0 ** (-2 * i / d)
         ang = np.arange(steps) * theta
-        ax.plot(np.cos(ang), np.sin(ang), "o-", ms=4, lw=0.8,
+        ax.plot(np.cos(ang), np.sin(ang), "o-", ms=5, lw=1,
                 label=rf"hand {i}: $\theta_{i}$ = {theta:.3f}")
     ax.set_aspect("equal")
     ax.set_xlim(-1.15, 1.15)
@@ -206,8 +218,16 @@ def plot_clocks_and_counter(n: int = 50, d: int = 16, hands: int = 4, steps: int
     ax.set_xlabel(r"$\cos k\theta_i$")
     ax.set_ylabel(r"$\sin k\theta_i$")
     ax.set_title(f"clock hands, positions 0-{steps - 1}")
-    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=8)
-    return fig
+    axd["legend"].axis("off")
+    axd["legend"].legend(*ax.get_legend_handles_labels(), loc="center left", fontsize=10)
+    return style.readable(fig)
+
+
+def _mosaic(layout: list[list[str]], figsize: tuple[float, float]):
+    """``plt.subplot_mosaic`` with constrained layout: (figure, dict of Axes)."""
+    import matplotlib.pyplot as plt
+
+    return plt.subplot_mosaic(layout, figsize=figsize, layout="constrained")
 
 
 # --------------------------------------------------------------------------- 6. general H
@@ -234,11 +254,13 @@ def grid_pe(name: str = "2d-fixed", d: int = 160) -> torch.Tensor:
     return enc.additive_pe(enc.parse_pe(name), 1, 16, d)[0].double()
 
 
-def grid_checks(d: int = 160) -> pd.DataFrame:
-    """For ``2d-fixed``: the largest spread of the similarity of two cells among all pairs of
-    cells with the same (row offset dr, column offset dc), the same dr, or the same dc; for all
-    dims and for each half. A spread of 0 means "depends on these offsets only"."""
-    P = grid_pe("2d-fixed", d)
+def grid_checks(d: int = 160, P: torch.Tensor | None = None) -> pd.DataFrame:
+    """For ``2d-fixed`` (or the (16, d) PE ``P``): the largest spread of the similarity of two
+    cells among all pairs of cells with the same (row offset dr, column offset dc), the same
+    dr, or the same dc; for all dims and for each half. A spread of 0 means "depends on these
+    offsets only"."""
+    P = grid_pe("2d-fixed", d) if P is None else P.double()
+    d = P.shape[1]
     r, c = (t.numpy() for t in enc.grid_positions(4, 4))
     off = pd.DataFrame({"dr": np.subtract.outer(r, r).ravel(),
                         "dc": np.subtract.outer(c, c).ravel()})
@@ -294,4 +316,4 @@ def plot_grid_similarity(d: int = 160, cell: int = 5) -> Figure:
         ax.set_xticks(range(4))
         ax.set_yticks(range(4))
         ax.grid(False)
-    return fig
+    return style.readable(fig)
