@@ -32,6 +32,10 @@ computed with training, :mod:`lstpe.training.noise`):
   :mod:`lstpe.analysis.learned_part` its learned part summarised per sigma
 - :mod:`lstpe.analysis.pe_plots`    the learned PEs on the 4 x 4 grid, and their scores against
   sigma or epoch
+- :mod:`lstpe.analysis.mechanism`   the mechanism claim per sigma in one evidence table (learned
+  part, init share, Table 3 and Procrustes at init and trained, the paper)
+- :mod:`lstpe.analysis.long_runs`   long units over epochs, their check against the stored
+  200-epoch unit of the same seed, and their figure
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "humans", "seed_stats", "paper_compare", "plots", "curves",
     "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "evidence",
     "forest",
-    "pe_structure", "pe_plots", "learned_part",
+    "pe_structure", "pe_plots", "learned_part", "mechanism", "long_runs",
 )
 
 
