@@ -241,8 +241,8 @@ def _math_problems(chapter: str, dom: str) -> list[str]:
     v = _Visible()
     v.feed(dom)
     out = []
-    # (the ipywidgets embed manager of a page with a widget may come from a CDN: a widget
-    # needs a kernel anyway, and the page shows a static figure beside it)
+    # (no page loads the ipywidgets embed manager: _config.yml sets nb_ipywidgets_js to {},
+    # and test_no_page_references_a_cdn checks every load)
     mathjax = [s for s in v.scripts if "mathjax" in s.lower() or "polyfill" in s.lower()]
     remote = [s for s in mathjax if re.match(r"(https?:)?//", s)]
     if remote:
