@@ -79,8 +79,12 @@ def figsize(frac: float = 1.0, height: float = 3.6) -> tuple[float, float]:
 
 def _png_width_px(fig: Figure) -> float:
     """Width in px of the PNG the inline backend saves (``bbox_inches="tight"``)."""
-    renderer = fig.canvas.get_renderer()
-    return fig.get_tightbbox(renderer).width * fig.dpi
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):  # a figure closed in pyplot: give it an Agg canvas
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        canvas = FigureCanvasAgg(fig)
+    return fig.get_tightbbox(canvas.get_renderer()).width * fig.dpi
 
 
 def displayed_pt(fig: Figure, size_pt: float, column_px: float = COLUMN_PX) -> float:
@@ -100,7 +104,6 @@ def small_text(fig: Figure, min_pt: float = MIN_PT,
                column_px: float = COLUMN_PX) -> list[tuple[str, float]]:
     """``(text, displayed pt)`` of every visible text of ``fig`` that shows under ``min_pt``
     on the page (:func:`displayed_pt`)."""
-    fig.canvas.draw()
     out = []
     for t in _texts(fig):
         pt = displayed_pt(fig, t.get_fontsize(), column_px)

@@ -204,8 +204,9 @@ def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, s
                                      gridspec_kw={"width_ratios": [1, 1.25]})
     draw_model(ax_k, ax_c, kernel, curve, authors, pe, int(seed), split)
     ax_c.legend(fontsize=9, loc="lower right")
+    style.readable(fig)
     close_figure(fig)
-    return style.readable(fig), (kernel, curve, split)
+    return fig, (kernel, curve, split)
 
 
 def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any]) -> str:
