@@ -135,3 +135,10 @@ def test_lease_plan_takes_long_units_first_and_counts_epochs(tmp_path):
     assert t.iloc[0]["minutes"] == round(4000 * 64 * cs.STEP_LATENCY_S / 60, 1)
     assert t["what"].iloc[-1].endswith("units of 200 epochs")
     assert list(t["fits"]) == list(t["minutes"].cumsum() <= 40)
+
+
+def test_a_later_target_counts_only_its_own_epochs(tmp_path):
+    """Item 6 extends item 4's chunk from 1000 to 4000: its hours are for 3000 epochs."""
+    t = lu.long_status(tmp_path).set_index(["chunk", "target"])
+    assert t.loc[("mechanism", 4000), "from"] == 1000
+    assert t.loc[("mechanism", 1000), "from"] == 0

@@ -137,7 +137,8 @@ def next_chunk(results_dir: str | Path | None = None, before_item: int | None = 
 
 def long_status(results_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per (chunk, target) of :data:`LONG_PLAN`: ``item, chunk, units, target,
-    epoch`` (the smallest published epoch over its units), ``resume_epoch`` (its resume
+    epoch`` (the smallest published epoch over its units), ``from`` (where the hours left
+    start: its epoch, or an earlier target of the same chunk), ``resume_epoch`` (its resume
     checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment; NaN before
     one) and ``hours_left`` (to the target at that rate)."""
     rows = []
@@ -151,10 +152,13 @@ def long_status(results_dir: str | Path | None = None) -> pd.DataFrame:
             span = info.get("to_epoch", 0) - info.get("from_epoch", 0)
             if span > 0 and man.get("wall_time_s"):
                 rate = float(man["wall_time_s"]) / span
+        # a later target of the same chunk starts where the earlier one ends
+        start = max([ep] + [x.target for x in LONG_PLAN if x.name == c.name
+                            and x.target < c.target])
         rows.append({"item": c.item, "chunk": c.name, "units": len(c.units),
-                     "target": c.target, "epoch": min(ep, c.target),
+                     "target": c.target, "epoch": min(ep, c.target), "from": start,
                      "resume_epoch": resume_epoch(c, results_dir), "s_per_epoch": rate,
-                     "hours_left": max(c.target - ep, 0) * rate / 3600})
+                     "hours_left": max(c.target - start, 0) * rate / 3600})
     return pd.DataFrame(rows)
 
 
@@ -167,7 +171,7 @@ def long_status_text(table: pd.DataFrame, s_per_model_epoch: float | None = None
         rate, basis = r["s_per_epoch"], "its last segment"
         if rate != rate and s_per_model_epoch:  # NaN: no segment yet
             rate, basis = s_per_model_epoch * r["units"], "the 200-epoch units' rate"
-        left = max(r["target"] - r["epoch"], 0) * rate / 3600 if rate == rate else float("nan")
+        left = max(r["target"] - r["from"], 0) * rate / 3600 if rate == rate else float("nan")
         lines.append(f"item {r['item']} (long): {r['chunk']} ({r['units']} models) at epoch "
                      f"{r['epoch']} of {r['target']} (resume checkpoint at epoch "
                      f"{r['resume_epoch']}); {left:.1f} machine-hours left at {basis}")
