@@ -121,3 +121,30 @@ def grouped(groups: dict[str, list[str]], empty: str = "none") -> str:
     label (:func:`names`), joined by semicolons; ``empty`` when every group is empty."""
     parts = [f"{label}: {names(cells)}" for label, cells in groups.items() if cells]
     return "; ".join(parts) if parts else empty
+
+
+def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
+               digits: int = 3) -> pd.DataFrame:
+    """One table for a claim tested against a fixed reference (no authors' or paper's cell
+    values): the cell rows of :func:`lstpe.analysis.evidence.evidence_rows` (``ours [95% CI]``
+    against ``ref``, Welch and TOST p), then the contrast and trend rows of
+    :func:`~lstpe.analysis.evidence.contrast_rows` (difference with its Welch CI, exact p and
+    its floor). Columns ``n``, ``estimate [95% CI]``, ``against``, ``p (Welch)``,
+    ``p (TOST ±margin)``, ``p (exact)``, ``floor``, ``verdict``; indexed by row."""
+    margin = next((m for m in cells["margin"] if m == m), math.nan)
+    tost = f"p (TOST ±{margin:g})" if margin == margin else "p (TOST)"
+    rows = []
+    for _, r in cells.iterrows():
+        ref = r["authors_mean"] if r["authors_mean"] == r["authors_mean"] else r["paper_mean"]
+        rows.append({"row": r["cell"], "n": str(int(r["n"])),
+                     "estimate [95% CI]": ci(r["mean"], r["ci_low"], r["ci_high"], digits),
+                     "against": f"{r['ref']} ({num(ref, digits)})" if r["ref"] else "–",
+                     "p (Welch)": _p(r["p_diff"]), tost: _p(r["p_equiv"]), "p (exact)": "–",
+                     "floor": "–", "verdict": r["verdict"]})
+    view = contrast_view(contrasts, digits) if contrasts is not None and len(contrasts) else None
+    for name, r in ([] if view is None else view.iterrows()):
+        rows.append({"row": name, "n": r["n"], "estimate [95% CI]": r["diff [Welch CI]"],
+                     "against": "no trend" if " − " not in name else "difference 0",
+                     "p (Welch)": r["p (Welch)"], tost: "–", "p (exact)": r["p (exact)"],
+                     "floor": r["floor"], "verdict": r["verdict"]})
+    return pd.DataFrame(rows).set_index("row")
