@@ -3,12 +3,9 @@ known by construction, and on the stored units."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
-import lstpe
 from lstpe.analysis import scorecard as sc
 
 SEEDS = (1, 2, 3, 4, 5)
@@ -94,16 +91,15 @@ def test_report_figures_draw_every_stored_seed_readably():
     import matplotlib
 
     matplotlib.use("Agg")
-    from lstpe.analysis import authors_logs, report_plots, style
+    from lstpe.analysis import authors_logs, paper_compare, report_plots, style
     from lstpe.experiments import campaign_status as cs
     from lstpe.experiments import long_units as lu
     from lstpe.experiments.runs import get_run
 
     style.apply()
     final = get_run("table2", "paper", require_stored=True).final("val_dropout")
-    paper = pd.read_csv(Path(lstpe.__file__).parent / "data" / "paper_tables.csv")
-    fig = report_plots.plot_sigma_sweep(final, authors_logs.authors_at(200),
-                                        paper.query("table == 2 and setting == 'adam'"))
+    paper = paper_compare.load_paper_tables().query("table == '2' and metric == 'val_acc'")
+    fig = report_plots.plot_sigma_sweep(final, authors_logs.authors_at(200), paper)
     seeds = next(ln for ln in fig.axes[0].lines if ln.get_label().endswith("each seed"))
     assert len(seeds.get_xdata()) == final["pe"].str.startswith("learn-").sum()
     assert style.small_text(fig) == []

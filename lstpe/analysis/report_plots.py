@@ -38,7 +38,8 @@ def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataF
             evaluated it); non-learnable PEs are left out.
         authors: the authors' logs at ``epoch``: index ``pe``, ``acc_mean, acc_sd, n_seeds``
             (:func:`lstpe.analysis.authors_logs.authors_at`).
-        paper: the paper's Table 2: ``sigma``, ``val_acc`` (vendored ``paper_tables.csv``).
+        paper: the paper's Table 2: ``sigma``, ``mean`` (validation accuracy; the rows of
+            :func:`lstpe.analysis.paper_compare.load_paper_tables` for table 2, ``val_acc``).
     """
     import matplotlib.pyplot as plt
 
@@ -52,7 +53,7 @@ def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataF
                     label=f"authors @{epoch}, 95% CI")
     ax.plot(a["sigma"], a["acc_mean"], color="0.45", lw=1.5, label=f"authors @{epoch}, mean")
     p = paper.sort_values("sigma")
-    ax.plot(p["sigma"], p["val_acc"], "s", mfc="none", mec="k", ms=5, label="paper @4000")
+    ax.plot(p["sigma"], p["mean"], "s", mfc="none", mec="k", ms=5, label="paper @4000")
     ours = final[final["pe"].astype(str).str.startswith("learn-")].copy()
     ours["sigma"] = ours["pe"].map(_sigma)
     ax.plot(ours["sigma"], ours["accuracy"], "o", color="C0", alpha=0.35, ms=4,
