@@ -337,29 +337,21 @@ def _grouped(pairs: Iterable[tuple[str, str]]) -> str:
     return "; ".join(f"{', '.join(names)} ({value})" for value, names in groups.items())
 
 
-def run_facts(runs: Iterable[Any], finals: dict[str, pd.DataFrame] | None = None,
-              min_seeds: int = 5) -> list[str]:
-    """The facts about a page's runs, each said once for all of them.
+def run_facts(runs: Iterable[Any]) -> list[str]:
+    """A page's provenance: where its runs come from, each fact said once for all of them.
 
     Args:
         runs: :class:`lstpe.store.results.Run` objects (LST runs have ``epochs`` in their
             config; others, such as the brain's, get their describe line only).
-        finals: validation table per run name (one row per model) for the chance test;
-            default ``run.final("val")``.
-        min_seeds: seeds a run needs for an interval and a verdict.
     Returns:
         Lines: each run's :meth:`~lstpe.store.results.Run.describe`; then, only where they
-        apply, one line each for the runs with fewer than ``min_seeds`` seeds, the preview runs
-        (their model size), the runs shorter than the paper's 4000 epochs with the registry's
-        paper-scale epochs and its reason, and the PEs within noise of chance
-        (:func:`chance_test`). What these facts mean for the paper is the page's admonition.
+        apply, one line for the preview runs (their model size) and one for the runs shorter
+        than the paper's 4000 epochs, with the registry's paper-scale epochs and its reason.
+        What the runs show is the page's evidence table; what they can show, its box.
     """
     runs = list(runs)
     lines = [r.describe() for r in runs]
     lst = [r for r in runs if "epochs" in _cfg(r)]
-    few = [(r.name, _seed_label(r)) for r in lst if 0 < _fewest_seeds(r) < min_seeds]
-    if few:
-        lines.append(f"Fewer than {min_seeds} seeds: {_grouped(few)}.")
     prev = [(r.name, f"d_model={(_cfg(r).get('model') or {}).get('d_model')}, "
                      f"{(_cfg(r).get('model') or {}).get('n_layers')} blocks, "
                      f"{_cfg(r).get('n_train') or 'all'} training puzzles, "
@@ -373,25 +365,12 @@ def run_facts(runs: Iterable[Any], finals: dict[str, pd.DataFrame] | None = None
              and _cfg(r)["epochs"] < PAPER_EPOCHS and (why := _epochs_reason(r, _cfg(r)["epochs"]))]
     if short:
         lines.append(f"Shorter than the paper's {PAPER_EPOCHS} epochs: {_grouped(short)}.")
-    low = []
-    for r in lst:
-        final = (finals or {}).get(r.name)
-        final = r.final("val") if final is None else final
-        if final is None or final.empty:
-            continue
-        ct = chance_test(final)
-        at = ct[ct["at_chance"]]
-        if len(at):
-            low.append((r.name, "every PE" if len(at) == len(ct) else _names(at["pe"])))
-    if low:
-        lines.append(f"Within noise of chance ({CHANCE}; one-sided binomial test over seeds x "
-                     f"puzzles, p >= 0.05): {_grouped(low)}.")
     return lines
 
 
-def show_runs(*runs: Any, finals: dict[str, pd.DataFrame] | None = None) -> None:
+def show_runs(*runs: Any) -> None:
     """Print :func:`run_facts` of the page's runs, wrapped (one call per page)."""
-    for line in run_facts(runs, finals):
+    for line in run_facts(runs):
         say(line)
 
 
