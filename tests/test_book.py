@@ -289,7 +289,9 @@ LAYOUT_JS = r"""
       if (!inBox && (r.right > c.right + 1 || r.left < c.left - 1))
         out.wide.push([name(el), Math.round(r.left), Math.round(r.right), text]);
       const o = getComputedStyle(el).overflowX;
-      if ((o === "hidden" || o === "clip") && el.scrollWidth > el.clientWidth + 1)
+      // MathJax's assistive MathML is hidden on purpose; inline math overhangs a few px
+      const hidden = el.tagName.toLowerCase() === "mjx-assistive-mml";
+      if (!hidden && (o === "hidden" || o === "clip") && el.scrollWidth > el.clientWidth + 8)
         out.clipped.push([name(el), el.scrollWidth, el.clientWidth, text]);
       const printed = el.matches(".output.stream pre, .output.stderr pre");
       if (printed && el.scrollWidth > el.clientWidth + 1)
@@ -333,7 +335,8 @@ def layout_problems(chromium: str, html_dir: Path, chapter: str, width: int) -> 
     that hides content it cuts off (``overflow-x: hidden | clip`` with a scroll width above
     its width); every printed line (stream or stderr output) that does not wrap (it would
     need a scroll bar); and every resource the page fetched from anything but the built book
-    (``file:``/``data:`` URLs).
+    (``file:``/``data:`` URLs). MathJax's screen-reader copy (``mjx-assistive-mml``, hidden
+    by design) and overhangs of up to 8 px (glyphs of inline math) are not clipping.
     """
     page = html_dir / f"{chapter}.html"
     probe = page.with_name(page.stem + ".__layout__.html")
@@ -345,7 +348,7 @@ def layout_problems(chromium: str, html_dir: Path, chapter: str, width: int) -> 
         dom = subprocess.run(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
              "--allow-file-access-from-files", "--virtual-time-budget=30000",
-             "--window-size=1400,2000", "--dump-dom", frame.as_uri()],
+             "--window-size=1400,2000", "--dump-dom", frame.resolve().as_uri()],
             capture_output=True, text=True, timeout=180)
     finally:
         probe.unlink()
