@@ -270,6 +270,31 @@ def test_table3_both_variants_by_hand():
         att.table3(arts, pairing="nearest")
 
 
+def test_accuracy_correlations_sets_the_trained_measure_beside_its_initial_value():
+    """Accuracy falls with sigma (0.95 ... 0.6). Measure ``m`` after training follows accuracy
+    exactly (rho +1, exact p 2/5! over 5 sigmas); at initialisation it was reversed (-1)."""
+    from lstpe import chapters as ch
+
+    sig = [0.1, 0.2, 0.5, 1.0, 2.0]
+    acc = [0.95, 0.9, 0.8, 0.7, 0.6]
+    hist = pd.DataFrame({"model": range(5), "pe": [f"learn-{s:g}" for s in sig],
+                         "pe_name": "learn", "sigma": sig, "seed": 1, "optimizer": "adam",
+                         "epoch": 200, "split": "val", "condition": "all", "accuracy": acc,
+                         "loss": 1.0})
+    trained = pd.DataFrame({"model": range(5), "sigma": sig, "m": acc})
+    init = trained.assign(m=[0.1, 0.2, 0.3, 0.4, 0.5])
+    t = ch.accuracy_correlations([("m", trained, init, "m")], hist)
+    assert list(t.columns) == ["rho", "pvalue", "n", "rho at init."]
+    row = t.loc["m"]
+    assert row["rho"] == pytest.approx(1.0) and row["rho at init."] == pytest.approx(-1.0)
+    assert row["n"] == 5
+    assert row["pvalue"] == pytest.approx(2 / 120)
+    # a measure constant as shown (3 decimals) has no correlation, not one of float noise
+    noise = init.assign(m=1.127 + 1e-6 * np.arange(5))
+    t = ch.accuracy_correlations([("m", trained, noise, "m")], hist)
+    assert np.isnan(t.loc["m", "rho at init."]) and t.loc["m", "rho"] == pytest.approx(1.0)
+
+
 def test_init_vs_final_table3_columns():
     """Init and trained columns of Table 3 side by side: the change is trained - init per model,
     the paper's column is its Table 3 (0.838 at sigma 0.2, 0.836 at 0.1)."""
@@ -299,70 +324,7 @@ def test_init_vs_final_table3_columns():
     assert tab.loc[0.2, ("cosine_paper", "trained")] == pytest.approx((c02 + 1) / 2, abs=1e-6)
     assert tab.loc[0.2, ("cosine_paper", "change")] == pytest.approx((c02 - 1) / 2, abs=1e-6)
     assert list(tab[("paper", "@4000 ep.")]) == [0.836, 0.838]
-    text = ch.init_final_sentence(tab, "cosine_paper", "cos")
-    assert text.startswith("cos: at initialisation") and "at σ = 0.1" in text
     with pytest.raises(ValueError, match="same models"):
         ch.init_vs_final(t0.iloc[:1], t1, "cosine_paper")
     with pytest.raises(ValueError, match="lacks columns"):
         ch.init_vs_final(t0, t1, "cosine")
-
-
-def test_init_final_sentence_inherited_trend():
-    """A trend over sigma present at init and unchanged by training: correlation -1 at both
-    stages, the change constant (no correlation)."""
-    from lstpe import chapters as ch
-
-    sig = [0.1, 0.5, 1.0, 2.0]
-    base = dict(pe=[f"learn-{s:g}" for s in sig], sigma=sig, model=range(4))
-    init = pd.DataFrame(dict(base, v=[0.9, 0.8, 0.7, 0.6]))
-    final = pd.DataFrame(dict(base, v=[0.8, 0.7, 0.6, 0.5]))
-    tab = ch.init_vs_final(init, final, "v")
-    np.testing.assert_allclose(tab[("v", "change")], -0.1)
-    text = ch.init_final_sentence(tab, "v")
-    assert "-1.00 at initialisation, -1.00 after training, none (constant) for the change" in text
-    assert "4 values of σ, 1 model(s) each" in text
-    assert "Training moved it down at every σ." in text
-    assert text.endswith("already there at initialisation: on this run it is inherited, "
-                         "not learned.")
-    # a trend that training made: flat at init, falling after training
-    flat = pd.DataFrame(dict(base, v=[0.7, 0.7, 0.7, 0.7]))
-    text = ch.init_final_sentence(ch.init_vs_final(flat, final.assign(v=[0.9, 0.8, 0.75, 0.6]),
-                                                   "v"), "v")
-    assert "none (constant) at initialisation, -1.00 after training" in text
-    assert "moved it" not in text  # up at 0.1 and 0.5, down at 2
-    assert text.endswith("was not there at initialisation as strongly: training changed it.")
-    assert "barely" not in text  # changes up to 0.2 / 0.7
-    # the same ordering made by changes of at most 0.5% of the value (the normalised
-    # Procrustes distance of chapter 7): said so, and called nudged, not changed
-    flat = pd.DataFrame(dict(base, v=[1.13] * 4))
-    text = ch.init_final_sentence(ch.init_vs_final(
-        flat, final.assign(v=[1.1355, 1.131, 1.130, 1.129]), "v"), "v")
-    assert "none (constant) at initialisation, -1.00 after training" in text
-    assert "Each change is at most 0.5% of the value at initialisation: training barely " \
-        "moved it." in text
-    assert text.endswith("not on a new shape: training nudged it.")
-
-
-def test_accuracy_correlations_sets_the_trained_measure_beside_its_initial_value():
-    """Accuracy falls with sigma (0.95 ... 0.6). Measure ``m`` after training follows accuracy
-    exactly (rho +1, exact p 2/5! over 5 sigmas); at initialisation it was reversed (-1)."""
-    from lstpe import chapters as ch
-
-    sig = [0.1, 0.2, 0.5, 1.0, 2.0]
-    acc = [0.95, 0.9, 0.8, 0.7, 0.6]
-    hist = pd.DataFrame({"model": range(5), "pe": [f"learn-{s:g}" for s in sig],
-                         "pe_name": "learn", "sigma": sig, "seed": 1, "optimizer": "adam",
-                         "epoch": 200, "split": "val", "condition": "all", "accuracy": acc,
-                         "loss": 1.0})
-    trained = pd.DataFrame({"model": range(5), "sigma": sig, "m": acc})
-    init = trained.assign(m=[0.1, 0.2, 0.3, 0.4, 0.5])
-    t = ch.accuracy_correlations([("m", trained, init, "m")], hist)
-    assert list(t.columns) == ["rho", "pvalue", "n", "rho at init."]
-    row = t.loc["m"]
-    assert row["rho"] == pytest.approx(1.0) and row["rho at init."] == pytest.approx(-1.0)
-    assert row["n"] == 5
-    assert row["pvalue"] == pytest.approx(2 / 120)
-    # a measure constant as shown (3 decimals) has no correlation, not one of float noise
-    noise = init.assign(m=1.127 + 1e-6 * np.arange(5))
-    t = ch.accuracy_correlations([("m", trained, noise, "m")], hist)
-    assert np.isnan(t.loc["m", "rho at init."]) and t.loc["m", "rho"] == pytest.approx(1.0)

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 from lstpe import chapters as ch  # noqa: E402
 from lstpe import lst  # noqa: E402
 from lstpe.analysis import authors_logs as al  # noqa: E402
-from lstpe.analysis import widgets  # noqa: E402
+from lstpe.analysis import kernels, widgets  # noqa: E402
 from lstpe.chapters import explore  # noqa: E402
 from lstpe.store.results import Run  # noqa: E402
 from lstpe.tutorial import lst_task as lt  # noqa: E402
@@ -64,8 +64,8 @@ def run() -> Run:
 
 
 def _kernel(run: Run, pe: str, seed: int) -> np.ndarray:
-    """``ch.pe_kernel`` of the block-1 PE of model (pe, seed), computed here independently."""
-    return ch.pe_kernel(run.artifacts["pe_final"][MODELS.index((pe, seed)), 0].numpy())
+    """``kernels.pe_kernel`` of the block-1 PE of model (pe, seed), computed here independently."""
+    return kernels.pe_kernel(run.artifacts["pe_final"][MODELS.index((pe, seed)), 0].numpy())
 
 
 def _kernel_panels(fig) -> list:

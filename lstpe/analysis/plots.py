@@ -342,7 +342,8 @@ def draw_kernel(ax: Axes, v: np.ndarray, vrange: tuple[float, float] | None = No
 
 def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False,
                     suptitle: str | None = None) -> Figure:
-    """Position x position matrices (e.g. :func:`lstpe.chapters.pe_kernels`), one panel each.
+    """Position x position matrices (e.g. :func:`lstpe.analysis.kernels.pe_kernels`), one panel
+    each.
 
     Every panel gets its own colour bar, on the range of its off-diagonal values (the diagonal
     of a cosine kernel is 1 and would hide the rest), unless ``share``: then one range for all.

@@ -2,7 +2,7 @@
 for the book page (:mod:`lstpe.analysis.widgets` says how one output carries both).
 
 * :func:`sigma_explorer` (chapter 6): pick a stored sigma and seed, see the block-1 PE's
-  position x position cosine (:func:`lstpe.chapters.tables.pe_kernels`) and the validation
+  position x position cosine (:func:`lstpe.analysis.kernels.pe_kernels`) and the validation
   curve as the authors evaluated it beside the authors' epoch-0 / epoch-200 logs;
   :class:`SigmaExplorer` is its live part, :func:`sigma_views` the same explorer for the
   rendered page (every stored model pre-rendered, switched by two select boxes without a
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis import style
+from lstpe.analysis.kernels import pe_kernels
 from lstpe.analysis.plots import draw_kernel
 from lstpe.analysis.widgets import (
     Control,
@@ -29,7 +30,6 @@ from lstpe.analysis.widgets import (
     views_html,
     with_static,
 )
-from lstpe.chapters.tables import pe_kernels
 from lstpe.nn.encodings import parse_pe
 
 if TYPE_CHECKING:
