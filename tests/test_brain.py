@@ -323,8 +323,10 @@ def test_training_history_and_saved_run(tiny, tmp_path):
     assert (m5["pe"], m5["train_mask"], m5["seed"]) == (spec.label, tm, seed)
     assert (spec.label, tm, seed) == ("random", 0.5, 2)
     assert r.artifacts["pe_final"].shape == (12, 2, 12, 16)
-    run = res.load(tmp_path / "run")
+    run = res.load(tmp_path / "run")  # artifacts too, with torch's weights_only loader
     pd.testing.assert_frame_equal(run.history, h, check_dtype=False)
+    assert list(np.asarray(run.artifacts["networks"])) == list(np.asarray(tiny.networks))
+    assert run.artifacts["linear_baseline"] == r.artifacts["linear_baseline"]
     assert run.manifest["kind"] == "brain-train" and run.manifest["data_source"] == "timeseries"
     s = brain.mse_summary(h, train_mask=0.5)
     assert list(s["test_mean"]) == sorted(s["test_mean"], reverse=True)

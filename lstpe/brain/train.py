@@ -141,13 +141,16 @@ def _train_brain(cfg: BrainConfig, run_dir: Path | None, data: BrainData | None,
     hist = pd.DataFrame(history, columns=BRAIN_HISTORY_COLUMNS)
     hist = hist.sort_values(["model", "step", "split", "mask_ratio"]).reset_index(drop=True)
     cov = np.cov(data.train.numpy(), rowvar=False)
-    baseline = {f"{s}@{r:g}": linear_baseline_mse(cov, x.cpu(), m.cpu())
+    baseline = {f"{s}@{r:g}": float(linear_baseline_mse(cov, x.cpu(), m.cpu()))
                 for (s, r), (x, m) in sets.items()}
     artifacts = {
         "labels": [m[0].label for m in models], "seeds": [m[2] for m in models],
         "train_masks": [m[1] for m in models], "pe_final": torch.cat(pes, 0),
-        "networks": data.networks, "network_names": list(data.network_names),
-        "order": data.order, "linear_baseline": baseline, "model_config": mcfg.to_dict(),
+        # tensors and plain types only: artifacts load with torch's weights_only=True
+        "networks": torch.as_tensor(np.asarray(data.networks), dtype=torch.int64),
+        "network_names": [str(n) for n in data.network_names],
+        "order": torch.as_tensor(np.asarray(data.order), dtype=torch.int64),
+        "linear_baseline": baseline, "model_config": mcfg.to_dict(),
     }
     manifest = res.make_manifest(
         cfg.to_dict(), device, time.perf_counter() - t0,
