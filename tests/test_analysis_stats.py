@@ -17,6 +17,7 @@ from scipy import stats as sps  # noqa: E402
 from lstpe.analysis import paper_compare as pc  # noqa: E402
 from lstpe.analysis import plots  # noqa: E402
 from lstpe.analysis import seed_stats as ss  # noqa: E402
+from lstpe.analysis import seed_tests as st  # noqa: E402
 from lstpe.store.results import HISTORY_COLUMNS  # noqa: E402
 
 
@@ -206,22 +207,21 @@ def _paper_row(table: str, pe: str, metric: str = "val_acc") -> pd.Series:
 
 
 def test_constants_and_columns():
-    assert ss.MIN_SEEDS_FOR_CI == 5 and pc.EQUIVALENCE_MARGIN == 0.05
-    assert set(pc.VERDICTS) == {"equivalent", "different", "inconclusive",
-                                "too few seeds (n<5)"}
+    assert ss.MIN_SEEDS_FOR_CI == 2 and st.EQUIVALENCE_MARGIN == 0.05
+    assert set(pc.VERDICTS) == {"equivalent", "different", "inconclusive", "n=1"}
     p = pc.load_paper_tables()
     cmp = pc.compare_to_paper(synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")]),
                               1)
     assert list(cmp.columns) == ["table", "setting", "pe", "sigma", "n", "mean", "sd", "ci_low",
                                  "ci_high", "paper_mean", "paper_sd", "diff", "p_equiv",
-                                 "p_diff", "verdict"]
+                                 "p_diff", "mdd", "verdict"]
     assert "paper_in_ci" not in cmp
 
 
 def test_tost_matches_hand_computation():
     # ours: 6 seeds, mean 0.90, SD 0.04; paper: 15 seeds, mean 0.92, SD 0.03; margin 0.05
     ma, sa, na, mb, sb, nb, m = 0.90, 0.04, 6, 0.92, 0.03, 15, 0.05
-    eq = pc.equivalence_test_from_summary(ma, sa, na, mb, sb, nb, m)
+    eq = st.equivalence_test_from_summary(ma, sa, na, mb, sb, nb, m)
     va, vb = sa**2 / na, sb**2 / nb
     se = math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
@@ -242,7 +242,7 @@ def test_tost_matches_hand_computation():
 def test_tost_on_raw_seeds_agrees_with_scipy_one_sided_welch():
     rng = np.random.default_rng(11)
     a, b = rng.normal(0.8, 0.02, 7), rng.normal(0.81, 0.03, 15)
-    eq = pc.equivalence_test_from_summary(a.mean(), a.std(ddof=1), 7, b.mean(),
+    eq = st.equivalence_test_from_summary(a.mean(), a.std(ddof=1), 7, b.mean(),
                                           b.std(ddof=1), 15, 0.05)
     lower = sps.ttest_ind(a + 0.05, b, equal_var=False, alternative="greater")
     upper = sps.ttest_ind(a - 0.05, b, equal_var=False, alternative="less")
@@ -251,30 +251,37 @@ def test_tost_on_raw_seeds_agrees_with_scipy_one_sided_welch():
 
 
 def test_tost_with_zero_spread_and_bad_inputs():
-    eq = pc.equivalence_test_from_summary(1.0, 0.0, 5, 0.99, 0.0, 15, 0.05)
+    eq = st.equivalence_test_from_summary(1.0, 0.0, 5, 0.99, 0.0, 15, 0.05)
     assert eq.p_equiv == 0.0 and eq.p_diff == 0.0 and math.isnan(eq.df)
-    eq = pc.equivalence_test_from_summary(1.0, 0.0, 5, 0.9, 0.0, 15, 0.05)
+    eq = st.equivalence_test_from_summary(1.0, 0.0, 5, 0.9, 0.0, 15, 0.05)
     assert eq.p_equiv == 1.0 and eq.p_diff == 0.0
     with pytest.raises(ValueError, match="margin"):
-        pc.equivalence_test_from_summary(0.9, 0.1, 5, 0.9, 0.1, 15, 0.0)
+        st.equivalence_test_from_summary(0.9, 0.1, 5, 0.9, 0.1, 15, 0.0)
     with pytest.raises(ValueError, match="n >= 2"):
-        pc.equivalence_test_from_summary(0.9, 0.1, 1, 0.9, 0.1, 15)
+        st.equivalence_test_from_summary(0.9, 0.1, 1, 0.9, 0.1, 15)
 
 
-def test_two_seeds_give_no_interval_and_no_verdict():
+def test_two_seeds_give_an_interval_a_test_and_their_detectable_difference():
     row = _paper_row("1", "learn-0.2")  # paper 0.956 +- 0.039
     ours = pd.DataFrame({"pe": "learn-0.2", "accuracy": [0.955, 0.957]})
     c = pc.compare_to_paper(ours, 1).iloc[0]
     assert c["n"] == 2 and c["mean"] == pytest.approx(0.956)
     assert c["paper_mean"] == row["mean"]
-    assert math.isnan(c["ci_low"]) and math.isnan(c["ci_high"])
-    assert math.isnan(c["p_equiv"]) and math.isnan(c["p_diff"])
-    assert c["verdict"] == "too few seeds (n<5)"
-    four = pd.DataFrame({"pe": "learn-0.2", "accuracy": _seeds(0.956, 0.001, 4)})
-    assert pc.compare_to_paper(four, 1).iloc[0]["verdict"] == "too few seeds (n<5)"
+    half = sps.t.ppf(0.975, 1) * np.std([0.955, 0.957], ddof=1) / math.sqrt(2)
+    assert c["ci_low"] == pytest.approx(0.956 - half) and c["ci_high"] == pytest.approx(
+        0.956 + half)
+    eq = st.equivalence_test_from_summary(0.956, np.std([0.955, 0.957], ddof=1), 2,
+                                          row["mean"], row["sd"], 15)
+    assert c["p_equiv"] == pytest.approx(eq.p_equiv) and c["p_diff"] == pytest.approx(eq.p_diff)
+    # the smallest difference 2 seeds against 15 resolve, with the larger SD (the paper's)
+    nu = 15
+    want = (sps.t.ppf(0.975, nu) + sps.t.ppf(0.8, nu)) * row["sd"] * math.sqrt(1 / 2 + 1 / 15)
+    assert c["mdd"] == pytest.approx(want)
+    one = pc.compare_to_paper(ours.iloc[:1], 1).iloc[0]
+    assert one["verdict"] == "n=1" and one[["ci_low", "p_equiv", "p_diff", "mdd"]].isna().all()
+    # the mdd shrinks as seeds arrive
     five = pd.DataFrame({"pe": "learn-0.2", "accuracy": _seeds(0.956, 0.001, 5)})
-    c5 = pc.compare_to_paper(five, 1).iloc[0]
-    assert c5["verdict"] != "too few seeds (n<5)" and np.isfinite(c5["ci_low"])
+    assert pc.compare_to_paper(five, 1).iloc[0]["mdd"] < c["mdd"]
 
 
 def test_matching_paper_with_small_sd_is_equivalent():
@@ -334,8 +341,8 @@ def test_intervals_stay_inside_zero_one():
     p = pc.load_paper_tables()
     p1 = p[(p["table"] == "1") & (p["metric"] == "val_acc")]
     rows = []
-    for r in p1.itertuples():
-        n = int(rng.integers(2, 16))
+    for i, r in enumerate(p1.itertuples()):
+        n = 1 if i == 0 else int(rng.integers(2, 16))
         centre = rng.choice([0.0, 0.02, 0.5, 0.98, 1.0])
         acc = np.clip(centre + rng.normal(0, 0.3, n), 0, 1)  # piles up at 0 or 1
         rows += [{"pe": r.pe, "seed": s, "accuracy": a} for s, a in enumerate(acc)]
@@ -420,7 +427,7 @@ def test_compare_to_paper_bad_inputs():
     with pytest.raises(ValueError, match="min_seeds"):
         pc.compare_to_paper(ours, 1, min_seeds=1)
     c = pc.compare_to_paper(ours.iloc[:16], 1).set_index("pe")  # 2d-fixed x 15 + learn-0.2 x 1
-    assert len(c) == 2 and c.loc["learn-0.2", "verdict"] == "too few seeds (n<5)"
+    assert len(c) == 2 and c.loc["learn-0.2", "verdict"] == "n=1"
     assert c.loc["2d-fixed", "verdict"] in {"equivalent", "inconclusive"}
 
 

@@ -123,7 +123,12 @@ def test_compare_with_authors_hand_values():
     l2 = out.loc["learn-0.2"]
     assert l2["ours_mean"] == pytest.approx(0.95) and l2["ours_sd"] == pytest.approx(0.5**0.5 / 10)
     assert l2["diff"] == pytest.approx(0.95 - _at("learn-0.2", 200)["acc_mean"])
-    assert math.isnan(l2["test"]) and l2["note"] == "n < 5 seeds: no test"
+    va2, vb2 = 0.005 / 2, _at("learn-0.2", 200)["acc_sd"] ** 2 / 15  # two seeds: a Welch test
+    df2 = (va2 + vb2) ** 2 / (va2**2 / 1 + vb2**2 / 14)
+    assert l2["test"] == pytest.approx(2 * sps.t.sf(abs(l2["diff"]) / math.sqrt(va2 + vb2), df2))
+    assert l2["note"] == ""
+    one = al.compare_with_authors(_final().iloc[5:6]).iloc[0]  # one model: no SD, no test
+    assert math.isnan(one["test"]) and one["note"] == "n=1: no SD, no test"
     assert (l2["paper_mean"], l2["paper_sd"]) == pytest.approx((0.956, 0.039))
     assert l2["paper_table"] == "Table 2 (4000 epochs)"
     r = out.loc["rope"]

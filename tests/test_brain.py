@@ -611,34 +611,3 @@ def test_token_order_strip_has_a_colour_legend():
     colours = [tuple(h.get_facecolor()) for h in leg.legend_handles]
     assert colours == [tuple(cmap(c / 9)) for c in (0, 1, 3)]
     assert style.small_text(fig) == []
-
-
-def _z_table(zs: dict[str, float], seeds=(2235,)) -> pd.DataFrame:
-    return pd.DataFrame([{"pe": pe, "stage": stage, "seed": s, "modularity_z": z}
-                         for pe, z in zs.items() for s in seeds for stage in ("init", "final")])
-
-
-def test_fig4c_text_names_the_pattern_only_when_it_holds():
-    z = {"learn-0.1": 15.8, "learn-0.2": 8.9, "learn-1": 3.5, "learn-2": 0.2, "random": -0.1,
-         "rope": float("nan")}
-    text = brain.fig4c_text(_z_table(z))
-    assert text.startswith("This run's modularity z-scores after training (1 seed per PE) are "
-                           "15.8 for learn-0.1, 8.9 for learn-0.2, 3.5 for learn-1, 0.2 for "
-                           "learn-2, -0.1 for random.")
-    assert text.endswith("the paper's pattern, qualitatively. With 1 seed per PE this describes "
-                         "this run's models and tests nothing of the paper.")
-    assert "rope" not in text
-    five = brain.fig4c_text(_z_table(z, seeds=range(5)))
-    assert "(5 seeds per PE)" in five and five.endswith("the paper's pattern, qualitatively.")
-    # sigma order broken (learn-1 above learn-0.2), or random off its null: not the pattern
-    assert ("does not fall steadily as sigma grows; random is within 2 of its null: "
-            "not the paper's pattern.") in brain.fig4c_text(_z_table({**z, "learn-1": 9.5}))
-    assert "random is beyond 2 of its null: not the paper's pattern." in brain.fig4c_text(
-        _z_table({**z, "random": 2.5}))
-    assert "(3 seeds per PE)" in brain.fig4c_text(_z_table(z, seeds=(1, 2, 3)))
-    # without random only half of the pattern is checked: no verdict either way
-    no_random = {k: v for k, v in z.items() if k != "random"}
-    assert ("falls as sigma grows: only part of the paper's pattern can be checked in this "
-            "run.") in brain.fig4c_text(_z_table(no_random))
-    with pytest.raises(ValueError, match="n_perm"):
-        brain.fig4c_text(_z_table(z).drop(columns="modularity_z"))

@@ -41,7 +41,7 @@ counterpart)."""
 
 _CONDITION = {"all": "average"}
 _PAPER_METRIC = {"validation": "val_acc", "train": "train_acc"}  # the paper has no test table
-_NOTE_FEW = f"n < {MIN_SEEDS_FOR_CI} seeds: no test"
+_NOTE_FEW = "n=1: no SD, no test"
 _NOTE_NO_LOG = "no authors' log for this PE"
 
 
@@ -151,7 +151,7 @@ def compare_with_authors(final: pd.DataFrame, epoch: int = 200, phase: str = "va
         ``ours_epoch`` (our models' epoch, or ``"e1, e2"`` if they differ; NaN without an
         ``epoch`` column), ``like_for_like`` (all our models at ``epoch``), ``authors_mean,
         authors_sd, authors_n`` (NaN where the authors logged no such PE, e.g. rope), ``diff``
-        (ours - authors), ``test`` (two-sided Welch p, only for n_ours >= 5 and a logged PE),
+        (ours - authors), ``test`` (two-sided Welch p, for n_ours >= 2 and a logged PE),
         ``note`` (why ``test`` is NaN, else ""), and the paper's 4000-epoch values
         ``paper_mean, paper_sd, paper_table`` (Table 2 for learn-sigma, Table 1 otherwise;
         NaN for the test phase, which the paper does not tabulate).

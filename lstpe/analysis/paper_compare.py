@@ -1,29 +1,34 @@
 r"""The comparison of our per-seed results with the paper's tables.
 
-* :func:`equivalence_test_from_summary`: Welch two one-sided tests (TOST) of equivalence
-  within a margin.
 * :func:`load_paper_tables`, :func:`compare_to_paper`: the paper's Tables 1-6 in long form,
   and our per-seed results lined up against them with a verdict (``equivalent``,
-  ``different``, ``inconclusive`` or ``too few seeds (n<5)``) that wide intervals cannot win.
+  ``different``, ``inconclusive``; ``n=1`` for a single model) that wide intervals cannot win,
+  and the smallest difference the seeds could resolve (``mdd``).
 
-The means, SDs and t intervals over seeds come from :mod:`lstpe.analysis.seed_stats`.
+The means, SDs and t intervals over seeds come from :mod:`lstpe.analysis.seed_stats`, the TOST
+and Welch tests (:func:`~lstpe.analysis.seed_tests.equivalence_test_from_summary`) and the
+minimum detectable difference from :mod:`lstpe.analysis.seed_tests`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from importlib import resources
 
 import pandas as pd
-from scipy import stats
 
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, summarize
+from lstpe.analysis.seed_tests import (
+    EQUIVALENCE_MARGIN,
+    Equivalence,
+    equivalence_test_from_summary,
+    mdd,
+)
 from lstpe.nn.encodings import parse_pe
 
 __all__ = [
-    "Equivalence", "equivalence_test_from_summary", "load_paper_tables", "compare_to_paper",
-    "PAPER_N_SEEDS", "PAPER_METRICS", "METRIC_RANGE", "EQUIVALENCE_MARGIN", "VERDICTS",
+    "load_paper_tables", "compare_to_paper", "PAPER_N_SEEDS", "PAPER_METRICS", "METRIC_RANGE",
+    "VERDICTS",
 ]
 
 PAPER_N_SEEDS = 15
@@ -37,76 +42,9 @@ METRIC_RANGE: dict[str, tuple[float, float]] = {
 """Range of each paper metric (accuracies; cosine of non-negative attention weights): our
 confidence intervals are clipped to it."""
 
-EQUIVALENCE_MARGIN = 0.05
-"""Default equivalence margin of :func:`compare_to_paper`, in units of the metric (0.05 =
-5 accuracy points)."""
-
-VERDICTS: tuple[str, ...] = ("equivalent", "different", "inconclusive",
-                             f"too few seeds (n<{MIN_SEEDS_FOR_CI})")
-"""The values of :func:`compare_to_paper`'s ``verdict`` column (default ``min_seeds``)."""
-
-
-@dataclass(frozen=True)
-class Equivalence:
-    """Welch TOST of ``|mean_a - mean_b| < margin`` and the two-sided Welch test of equality.
-
-    Attributes:
-        diff: ``mean_a - mean_b``; se: its standard error; df: Welch-Satterthwaite degrees of
-            freedom (NaN when ``se == 0``).
-        p_lower: p of H0 ``diff <= -margin``; p_upper: p of H0 ``diff >= margin``.
-        p_equiv: ``max(p_lower, p_upper)``; equivalence is shown at level alpha when
-            ``p_equiv < alpha`` (equivalently: the ``1 - 2 alpha`` t interval of ``diff`` lies
-            inside ``(-margin, margin)``).
-        p_diff: two-sided Welch p of H0 ``diff == 0``.
-    """
-
-    diff: float
-    se: float
-    df: float
-    margin: float
-    p_lower: float
-    p_upper: float
-    p_equiv: float
-    p_diff: float
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def equivalence_test_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: float,
-                                  sd_b: float, n_b: int,
-                                  margin: float = EQUIVALENCE_MARGIN) -> Equivalence:
-    r"""Two one-sided Welch t-tests (TOST) of equivalence within ``margin``, from summaries.
-
-    With :math:`\delta = \bar a - \bar b`, :math:`s = \sqrt{s_a^2/n_a + s_b^2/n_b}` and the
-    Welch-Satterthwaite :math:`\nu`:
-    :math:`p_\text{lower} = P(T_\nu \ge (\delta + m)/s)` (H0 :math:`\delta \le -m`),
-    :math:`p_\text{upper} = P(T_\nu \le (\delta - m)/s)` (H0 :math:`\delta \ge m`),
-    ``p_equiv`` their maximum. Also the two-sided Welch p of :math:`\delta = 0`. When both SDs
-    are 0 the difference is known exactly: p values are 0 or 1.
-
-    Raises:
-        ValueError: ``margin <= 0``, n < 2, negative SD or non-finite inputs.
-    """
-    vals = (mean_a, sd_a, mean_b, sd_b, margin)
-    if not all(math.isfinite(v) for v in vals):
-        raise ValueError(f"non-finite input {vals}")
-    if not margin > 0:
-        raise ValueError(f"margin must be > 0, got {margin}")
-    if n_a < 2 or n_b < 2 or sd_a < 0 or sd_b < 0:
-        raise ValueError(f"need n >= 2 and sd >= 0, got n=({n_a}, {n_b}), sd=({sd_a}, {sd_b})")
-    diff = float(mean_a - mean_b)
-    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
-    se = math.sqrt(va + vb)
-    if se == 0:
-        p_lo, p_up = float(not diff > -margin), float(not diff < margin)
-        return Equivalence(diff, 0.0, math.nan, float(margin), p_lo, p_up, max(p_lo, p_up),
-                           float(diff == 0))
-    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-    p_lo = float(stats.t.sf((diff + margin) / se, df))
-    p_up = float(stats.t.cdf((diff - margin) / se, df))
-    p_diff = float(2 * stats.t.sf(abs(diff) / se, df))
-    return Equivalence(diff, se, float(df), float(margin), p_lo, p_up, max(p_lo, p_up), p_diff)
+VERDICTS: tuple[str, ...] = ("equivalent", "different", "inconclusive", "n=1")
+"""The values of :func:`compare_to_paper`'s ``verdict`` column (``n=1``: one model, no SD,
+so no interval and no test)."""
 
 
 # --------------------------------------------------------------------------- paper tables
@@ -169,7 +107,8 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
     clipping is the only change to the t interval). The verdict compares our seeds with the
     paper's mean and SD over its 15 seeds:
 
-    * ``"equivalent"``: the Welch TOST (:func:`equivalence_test_from_summary`) shows
+    * ``"equivalent"``: the Welch TOST
+      (:func:`~lstpe.analysis.seed_tests.equivalence_test_from_summary`) shows
       ``|ours - paper| < margin`` at level ``alpha`` (``p_equiv < alpha``). This needs a
       precise comparison -- small SDs on both sides or many seeds -- so a wide interval cannot
       earn it: with the paper's 15 seeds, an SD of 0.1 on both sides is already too noisy for
@@ -178,8 +117,12 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
     * ``"different"``: otherwise, when the two-sided Welch test rejects equal means
       (``p_diff < alpha``).
     * ``"inconclusive"``: neither.
-    * ``"too few seeds (n<5)"`` (with the default ``min_seeds``): fewer than ``min_seeds``
-      seeds; the interval, both p values and the verdict are left out (NaN).
+    * ``"n=1"``: a single model (fewer than ``min_seeds``); the interval, both p values and
+      ``mdd`` are left out (NaN).
+
+    At 3-5 seeds ``inconclusive`` is the common verdict; ``mdd`` says how large a difference
+    those seeds could have shown (:func:`lstpe.analysis.seed_tests.mdd` at alpha, power 0.8,
+    with the larger of the two SDs, our n and the paper's 15).
 
     Args:
         ours: one row per seed with a ``pe`` label column and ``value`` (e.g. the history's
@@ -190,15 +133,15 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
         setting: optimiser setting of the table (needed for Table 4: ``adam`` or ``sgd``).
         level: of our confidence interval.
         margin: equivalence margin in units of the metric (default
-            :data:`EQUIVALENCE_MARGIN` = 0.05, i.e. 5 accuracy points).
+            :data:`~lstpe.analysis.seed_tests.EQUIVALENCE_MARGIN` = 0.05, i.e. 5 accuracy points).
         alpha: level of the TOST and the Welch test.
         min_seeds: fewest seeds for an interval and a verdict (default
-            :data:`MIN_SEEDS_FOR_CI` = 5, at least 2).
+            :data:`~lstpe.analysis.seed_stats.MIN_SEEDS_FOR_CI` = 2: an SD needs two).
     Returns:
         One row per PE present in both, in the paper's row order: ``table, setting, pe,
         sigma, n, mean, sd`` (ours), ``ci_low, ci_high`` (ours, clipped t interval; NaN under
         ``min_seeds``), ``paper_mean, paper_sd, diff`` (ours - paper), ``p_equiv`` (TOST),
-        ``p_diff`` (Welch, two-sided), ``verdict``.
+        ``p_diff`` (Welch, two-sided), ``mdd`` (minimum detectable difference), ``verdict``.
     Raises:
         ValueError: unknown table / metric / setting, empty input, no PE in common, margin
             <= 0, alpha outside (0, 1), min_seeds < 2.
@@ -247,19 +190,22 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
     few = merged["n"] < min_seeds
     merged["ci_low"] = merged["ci_low"].clip(lo, hi).mask(few)
     merged["ci_high"] = merged["ci_high"].clip(lo, hi).mask(few)
-    p_equiv, p_diff, verdict = [], [], []
+    p_equiv, p_diff, mdds, verdict = [], [], [], []
     for r in merged.itertuples(index=False):
         if r.n < min_seeds:
             p_equiv.append(math.nan)
             p_diff.append(math.nan)
-            verdict.append(f"too few seeds (n<{min_seeds})")
+            mdds.append(math.nan)
+            verdict.append("n=1" if r.n == 1 else f"n={r.n}: under min_seeds={min_seeds}")
             continue
         eq = equivalence_test_from_summary(r.mean, r.sd, r.n, r.paper_mean, r.paper_sd,
                                            r.paper_n, margin)
         p_equiv.append(eq.p_equiv)
         p_diff.append(eq.p_diff)
+        mdds.append(mdd(max(r.sd, r.paper_sd), int(r.n), int(r.paper_n), alpha))
         verdict.append(_verdict(eq, alpha))
-    merged["p_equiv"], merged["p_diff"], merged["verdict"] = p_equiv, p_diff, verdict
+    merged["p_equiv"], merged["p_diff"], merged["mdd"] = p_equiv, p_diff, mdds
+    merged["verdict"] = verdict
     cols = ["table", "setting", "pe", "sigma", "n", "mean", "sd", "ci_low", "ci_high",
-            "paper_mean", "paper_sd", "diff", "p_equiv", "p_diff", "verdict"]
+            "paper_mean", "paper_sd", "diff", "p_equiv", "p_diff", "mdd", "verdict"]
     return merged[cols].reset_index(drop=True)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -145,8 +147,8 @@ VERDICT_STYLE: dict[str, dict[str, Any]] = {
     "inconclusive": {"color": "tab:orange", "marker": "D"},
 }
 """Marker and colour of our points per verdict of
-:func:`lstpe.analysis.paper_compare.compare_to_paper`; any other verdict ("too few seeds
-(n<5)") is drawn as an open grey circle without interval."""
+:func:`lstpe.analysis.paper_compare.compare_to_paper`; any other verdict (``n=1``: one
+model) is drawn as an open grey circle without interval."""
 
 _TOO_FEW_STYLE: dict[str, Any] = {"color": "0.55", "marker": "o", "mfc": "none"}
 
@@ -158,8 +160,8 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
 
     One errorbar series per verdict present (in the order of :data:`VERDICT_STYLE`, then the
     rest), labelled ``ours: <verdict>``; then the paper's mean +- SD over 15 seeds as open grey
-    squares. Points without an interval (fewer seeds than ``compare_to_paper``'s
-    ``min_seeds``) have no error bar. The legend sits below the axes (and their tick labels).
+    squares. Points without an interval (one model) have no error bar. The legend sits below
+    the axes (and their tick labels).
 
     Args:
         comparison: output of :func:`lstpe.analysis.paper_compare.compare_to_paper` (needs ``x``,
@@ -218,10 +220,10 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
 
 def plot_sigma_curve(summary: pd.DataFrame, ax: Axes | None = None, label: str | None = None,
                      ylabel: str | None = None, color: str | None = None,
-                     min_seeds: int = 5, **line_kw: Any) -> Axes:
+                     min_seeds: int = MIN_SEEDS_FOR_CI, **line_kw: Any) -> Axes:
     """A per-sigma summary (:func:`lstpe.analysis.seed_stats.summarize` with ``by="sigma"``): the
     mean as a line and the confidence interval as a band, drawn only where every sigma has at
-    least ``min_seeds`` seeds (an interval from fewer says nothing).
+    least ``min_seeds`` seeds (default 2: one model has no interval).
 
     ``ylabel`` labels the y axis; None leaves the axis label as it is (so a second curve drawn
     on the same Axes keeps the first one's label). ``line_kw`` go to ``ax.plot`` (``ls``...).

@@ -35,9 +35,10 @@ __all__ = [
     "MIN_SEEDS_FOR_CI",
 ]
 
-MIN_SEEDS_FOR_CI = 5
-"""Fewer seeds than this: :func:`~lstpe.analysis.paper_compare.compare_to_paper` gives no
-interval, no test and no verdict."""
+MIN_SEEDS_FOR_CI = 2
+"""Fewest seeds for an interval, a test and a verdict: an SD needs two. Everything the book
+computes from seeds states its n; small n shows as wide intervals and a large minimum
+detectable difference, not as a missing test."""
 
 TTEST_KINDS: tuple[str, ...] = ("welch", "student", "paired")
 

@@ -4,10 +4,12 @@ Every function here works from n = 2 seeds per group (the single-case test from 
 says what its n allows: an interval's width, a permutation test's smallest attainable p, the
 smallest difference a t-test at that n would detect.
 
+* :func:`equivalence_test_from_summary`: Welch two one-sided tests (TOST) of
+  ``|mean_a - mean_b| < margin`` and the two-sided Welch test, from two summaries.
 * :func:`welch_diff`, :func:`welch_vs_reference`: the difference of two means with its Welch
   95% interval, t, df and two-sided p -- from two samples, or from our sample and a reference
   summary (mean, SD, n; e.g. the authors' 15 seeds at epoch 200), with the TOST equivalence
-  p (:func:`lstpe.analysis.paper_compare.equivalence_test_from_summary`). One model (n = 1)
+  p (:func:`equivalence_test_from_summary`). One model (n = 1)
   against a reference uses the single-case t-test of Crawford & Howell (1998): the model is
   one draw from a distribution with the reference's SD,
   :math:`t = (x - \bar y) / (s_y \sqrt{1 + 1/n_y})`, :math:`\nu = n_y - 1`.
@@ -33,11 +35,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from lstpe.analysis.paper_compare import EQUIVALENCE_MARGIN, equivalence_test_from_summary
-
 __all__ = [
-    "Diff", "welch_diff", "welch_vs_reference", "Permutation", "permutation_test",
-    "permutation_floor", "Trend", "trend_test", "mdd", "MAX_SPLITS", "SPLIT_TOL",
+    "EQUIVALENCE_MARGIN", "Equivalence", "equivalence_test_from_summary", "Diff", "welch_diff",
+    "welch_vs_reference", "Permutation", "permutation_test", "permutation_floor", "Trend",
+    "trend_test", "mdd", "MAX_SPLITS", "SPLIT_TOL",
 ]
 
 MAX_SPLITS = 500_000
@@ -45,6 +46,79 @@ MAX_SPLITS = 500_000
 
 SPLIT_TOL = 1e-12
 """Statistics this close count as equal (sums of the same accuracies in another order)."""
+
+EQUIVALENCE_MARGIN = 0.05
+"""Default equivalence margin of :func:`equivalence_test_from_summary` and
+:func:`lstpe.analysis.paper_compare.compare_to_paper`, in units of the metric (0.05 = 5
+accuracy points)."""
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Welch TOST of ``|mean_a - mean_b| < margin`` and the two-sided Welch test of equality.
+
+    Attributes:
+        diff: ``mean_a - mean_b``; se: its standard error; df: Welch-Satterthwaite degrees of
+            freedom (NaN when ``se == 0``).
+        p_lower: p of H0 ``diff <= -margin``; p_upper: p of H0 ``diff >= margin``.
+        p_equiv: ``max(p_lower, p_upper)``; equivalence is shown at level alpha when
+            ``p_equiv < alpha`` (equivalently: the ``1 - 2 alpha`` t interval of ``diff`` lies
+            inside ``(-margin, margin)``).
+        p_diff: two-sided Welch p of H0 ``diff == 0``.
+    """
+
+    diff: float
+    se: float
+    df: float
+    margin: float
+    p_lower: float
+    p_upper: float
+    p_equiv: float
+    p_diff: float
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def equivalence_test_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: float,
+                                  sd_b: float, n_b: int,
+                                  margin: float = EQUIVALENCE_MARGIN) -> Equivalence:
+    r"""Two one-sided Welch t-tests (TOST) of equivalence within ``margin``, from summaries.
+
+    With :math:`\delta = \bar a - \bar b`, :math:`s = \sqrt{s_a^2/n_a + s_b^2/n_b}` and the
+    Welch-Satterthwaite :math:`\nu`:
+    :math:`p_\text{lower} = P(T_\nu \ge (\delta + m)/s)` (H0 :math:`\delta \le -m`),
+    :math:`p_\text{upper} = P(T_\nu \le (\delta - m)/s)` (H0 :math:`\delta \ge m`),
+    ``p_equiv`` their maximum. Also the two-sided Welch p of :math:`\delta = 0`. When both SDs
+    are 0 the difference is known exactly: p values are 0 or 1.
+
+    Raises:
+        ValueError: ``margin <= 0``, n < 2, negative SD or non-finite inputs.
+    """
+    vals = (mean_a, sd_a, mean_b, sd_b, margin)
+    if not all(math.isfinite(v) for v in vals):
+        raise ValueError(f"non-finite input {vals}")
+    if not margin > 0:
+        raise ValueError(f"margin must be > 0, got {margin}")
+    if n_a < 2 or n_b < 2 or sd_a < 0 or sd_b < 0:
+        raise ValueError(f"need n >= 2 and sd >= 0, got n=({n_a}, {n_b}), sd=({sd_a}, {sd_b})")
+    diff = float(mean_a - mean_b)
+    va, vb = sd_a**2 / n_a, sd_b**2 / n_b
+    se = math.sqrt(va + vb)
+    if se == 0:
+        p_lo, p_up = float(not diff > -margin), float(not diff < margin)
+        return Equivalence(diff, 0.0, math.nan, float(margin), p_lo, p_up, max(p_lo, p_up),
+                           float(diff == 0))
+    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    p_lo = float(stats.t.sf((diff + margin) / se, df))
+    p_up = float(stats.t.cdf((diff - margin) / se, df))
+    p_diff = float(2 * stats.t.sf(abs(diff) / se, df))
+    return Equivalence(diff, se, float(df), float(margin), p_lo, p_up, max(p_lo, p_up), p_diff)
+
+
+# --------------------------------------------------------------------------- paper tables
+
+
 
 
 def _arr(x: Sequence[float], name: str, least: int = 1) -> np.ndarray:
@@ -122,7 +196,7 @@ def welch_vs_reference(a: Sequence[float], mean: float, sd: float, n: int,
     """Our sample ``a`` against a reference summary (``mean``, ``sd``, ``n`` seeds).
 
     n_a >= 2: Welch's test from the summaries and the Welch TOST within ``margin``
-    (:func:`lstpe.analysis.paper_compare.equivalence_test_from_summary`). n_a = 1: the
+    (:func:`equivalence_test_from_summary`). n_a = 1: the
     single-case t-test (module docstring), whose se ``sd * sqrt(1 + 1/n)`` also gives the
     interval of the difference and the TOST.
 

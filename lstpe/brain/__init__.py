@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from lstpe.brain.analysis import (
     curves,
-    fig4c_text,
     final_mse,
     mse_summary,
     mse_table,
@@ -91,7 +90,7 @@ __all__ = [
     "BRAIN_PES", "GROUPS", "BRAIN_HISTORY_COLUMNS", "MASK_STREAM", "ORDERS", "PAPER_MASKS",
     "PAPER_SEEDS", "PARCELLATIONS", "TEST_MASK", "YEO7", "BatchedBrainTransformer",
     "BrainConfig", "BrainData", "BrainTask", "ModelConfig", "brain_spec",
-    "curves", "draw_batch", "fig4c_text", "eval_sets", "evaluate", "final_mse",
+    "curves", "draw_batch", "eval_sets", "evaluate", "final_mse",
     "init_brain_weights", "initial_pe",
     "linear_baseline_mse", "load_fc", "load_networks", "load_timeseries", "make_data",
     "make_surrogate", "masked_mse", "masks_from_scores", "model_config", "mse_summary", "mse_table",

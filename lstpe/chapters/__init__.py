@@ -24,7 +24,6 @@ from lstpe.chapters.baselines import accuracy_correlations, init_vs_final
 from lstpe.chapters.explore import sigma_explorer, sigma_grid
 from lstpe.chapters.tables import (
     AT_CHANCE,
-    SHORT_VERDICT,
     SPLIT_LABELS,
     compact,
     compare_splits,
@@ -46,7 +45,7 @@ from lstpe.chapters.text import (
 __all__ = [
     "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_setup", "run_facts",
     "show_runs",
-    "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
+    "SPLIT_LABELS", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
     "noise_loss", "human_table", "constant_cosine", "init_vs_final", "accuracy_correlations",
     "WithStatic", "with_static", "sigma_explorer", "sigma_grid",
 ]

@@ -1,6 +1,6 @@
 """Tables about one run, as the chapters (5-10) show them (numbers only, no sentences).
 
-* :data:`SPLIT_LABELS`, :data:`SHORT_VERDICT`: how the tables name splits and verdicts;
+* :data:`SPLIT_LABELS`: how the tables name splits;
 * :func:`compare_splits`, :func:`compact`: a paper table lined up against
   ours, like for like (the paper's validation accuracy against ours evaluated as the authors
   did, its training accuracy against our running training accuracy), with the other evaluation
@@ -31,7 +31,7 @@ import pandas as pd
 from lstpe.analysis.chance import chance_test
 
 __all__ = [
-    "SPLIT_LABELS", "SHORT_VERDICT", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
+    "SPLIT_LABELS", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
     "noise_loss", "human_table", "constant_cosine",
 ]
 
@@ -43,8 +43,6 @@ SPLIT_LABELS: dict[str, str] = {
     "test": "held out",
 }
 """How the chapters name each split of the history."""
-
-SHORT_VERDICT = {"too few seeds (n<5)": "no test (n<5)"}
 
 AT_CHANCE = "at chance"
 """The verdict of a row whose models' validation accuracy is within noise of chance."""
@@ -116,7 +114,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     about); one column ``ours (<split>)`` per ``mean_<split>`` of :func:`compare_splits`
     (splits named by ``names`` or :data:`SPLIT_LABELS`); ``95% CI`` (only when some row
     has one, ``-`` for the others); ``paper`` (mean ± SD, 15 seeds); ``diff`` (ours -
-    paper); ``verdict`` (``no test (n<5)`` for too few seeds). ``index`` (``pe`` or
+    paper); ``verdict`` (``n=1`` for a single model). ``index`` (``pe`` or
     ``sigma``) becomes the index. Rows ``at_chance`` (:func:`compare_splits`) get ``-`` as
     their difference and ``at chance`` as their verdict: guessing is not compared with the
     paper.
@@ -132,7 +130,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
         s = col.removeprefix("mean_")
         out[f"ours ({names.get(s, SPLIT_LABELS.get(s, s))})"] = [
             _pm(v, math.nan, digits) for v in cmp[col]]
-    if cmp["ci_low"].notna().any():  # no column of dashes: it appears with 5 seeds
+    if cmp["ci_low"].notna().any():  # no column of dashes: it appears with 2 seeds
         out["95% CI"] = ["-" if math.isnan(lo) else f"[{lo:.{digits}f}, {hi:.{digits}f}]"
                          for lo, hi in zip(cmp["ci_low"], cmp["ci_high"], strict=True)]
     out["paper"] = [_pm(m, s, digits) for m, s in zip(cmp["paper_mean"], cmp["paper_sd"],
@@ -140,7 +138,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     chance = _chance_flags(cmp)
     out["diff"] = ["-" if c else f"{d:+.{digits}f}"
                    for d, c in zip(cmp["diff"], chance, strict=True)]
-    out["verdict"] = [AT_CHANCE if c else SHORT_VERDICT.get(v, v)
+    out["verdict"] = [AT_CHANCE if c else v
                       for v, c in zip(cmp["verdict"], chance, strict=True)]
     return out
 
