@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from lstpe.store.results import Run
+
 __all__ = ["sigma_models", "curve_split", "learning_curve", "authors_points", "draw_model",
            "model_figure", "sigma_grid", "sigma_views", "SigmaExplorer", "sigma_explorer",
            "AUTHORS_EPOCHS"]
@@ -276,12 +278,12 @@ class SigmaExplorer:
         self.figure, self.shown = fig, (pe, int(seed))
 
 
-def sigma_explorer(run: Any, seed: int | None = None) -> WithStatic:
+def sigma_explorer(run: Run, seed: int | None = None) -> WithStatic:
     """Chapter 6's explorer: :class:`SigmaExplorer` live (as ``.live``), :func:`sigma_views` on
     the rendered page (and :func:`sigma_grid` as its PNG).
 
     Args:
-        run: anything with ``history`` and ``artifacts`` (a :class:`lstpe.store.results.Run`).
+        run: a stored run of the sigma sweep (its ``history`` and ``artifacts``).
         seed: the static grid's seed (default the first stored).
     """
     live = SigmaExplorer(run.history, run.artifacts)

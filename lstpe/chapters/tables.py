@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from lstpe.analysis.chance import chance_test
+
+if TYPE_CHECKING:
+    from lstpe.store.results import Run
 
 __all__ = [
     "SPLIT_LABELS", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
@@ -54,7 +57,7 @@ MIN_SEEDS = 5
 # --------------------------------------------------------------------------- paper tables
 
 
-def compare_splits(exp: Any, table: int | str, splits: Sequence[str] = ("val_dropout", "val"),
+def compare_splits(exp: Run, table: int | str, splits: Sequence[str] = ("val_dropout", "val"),
                    metric: str = "val_acc", pe_name: str | None = None,
                    setting: str | None = None) -> pd.DataFrame:
     """A paper table against our first split (the verdict), other splits' means beside it.
@@ -146,7 +149,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
 # --------------------------------------------------------------------------- complexity
 
 
-def complexity_table(exp: Any, pes: Sequence[str] | None = None,
+def complexity_table(exp: Run, pes: Sequence[str] | None = None,
                      humans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Validation accuracy per relational complexity (1, 2, 3 vectors): models and people.
 

@@ -14,7 +14,11 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lstpe.chapters.notebook import Setup
+    from lstpe.store.results import Run
 
 __all__ = ["PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_setup", "run_facts",
            "show_runs"]
@@ -29,7 +33,7 @@ N_PAPER_SEEDS = 15
 # --------------------------------------------------------------------------- noise and scale
 
 
-def _cfg(exp: Any) -> dict:
+def _cfg(exp: Run) -> dict:
     return getattr(exp, "config", None) or {}
 
 
@@ -54,7 +58,7 @@ def say(text: str, width: int = PRINT_WIDTH, prefix: str = "") -> None:
                             break_on_hyphens=False))
 
 
-def _seed_counts(run: Any) -> tuple[list[int], bool]:
+def _seed_counts(run: Run) -> tuple[list[int], bool]:
     """(sorted distinct seed counts, whether they are per PE): a campaign run's
     ``seeds_per_pe``, else the config's seeds."""
     per_pe = (getattr(run, "manifest", None) or {}).get("seeds_per_pe")
@@ -63,7 +67,7 @@ def _seed_counts(run: Any) -> tuple[list[int], bool]:
     return [len(_cfg(run).get("seeds") or [])], False
 
 
-def _epochs_reason(run: Any, epochs: int) -> str:
+def _epochs_reason(run: Run, epochs: int) -> str:
     """Why a run of the registry trained ``epochs`` epochs: the registry's reason when that is
     its paper-scale number; for the campaign's units (fewer), that they stop at the authors'
     first logged epoch, then the registry's number and reason; ``""`` outside the registry."""
@@ -94,7 +98,7 @@ def _grouped(pairs: Iterable[tuple[str, str]]) -> str:
     return "; ".join(f"{', '.join(names)} ({value})" for value, names in groups.items())
 
 
-def run_facts(runs: Iterable[Any]) -> list[str]:
+def run_facts(runs: Iterable[Run]) -> list[str]:
     """A page's provenance: where its runs come from, each fact said once for all of them.
 
     Args:
@@ -125,7 +129,7 @@ def run_facts(runs: Iterable[Any]) -> list[str]:
     return lines
 
 
-def show_runs(*runs: Any) -> None:
+def show_runs(*runs: Run) -> None:
     """Print :func:`run_facts` of the page's runs, wrapped (one call per page)."""
     for line in run_facts(runs):
         say(line)
@@ -134,7 +138,7 @@ def show_runs(*runs: Any) -> None:
 # --------------------------------------------------------------------------- setup
 
 
-def describe_setup(S: Any) -> str:
+def describe_setup(S: Setup) -> str:
     """The chapter's setup line: scale, device, torch, python; the results folder relative to
     the repository (a relative path as given; an absolute one outside the repository, or with
     no repository at all as on Colab, is called a custom folder), never a local absolute path."""
