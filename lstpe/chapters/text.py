@@ -14,10 +14,9 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from lstpe.chapters.notebook import Setup
     from lstpe.store.results import Run
 
 __all__ = ["PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_setup", "run_facts",
@@ -138,7 +137,16 @@ def show_runs(*runs: Run) -> None:
 # --------------------------------------------------------------------------- setup
 
 
-def describe_setup(S: Setup) -> str:
+class SetupLike(Protocol):
+    """What :func:`describe_setup` reads (a :class:`lstpe.chapters.notebook.Setup`, which
+    imports this module, so it is named by its shape here)."""
+
+    scale: str
+    device: object
+    results_dir: str | Path
+
+
+def describe_setup(S: SetupLike) -> str:
     """The chapter's setup line: scale, device, torch, python; the results folder relative to
     the repository (a relative path as given; an absolute one outside the repository, or with
     no repository at all as on Colab, is called a custom folder), never a local absolute path."""
