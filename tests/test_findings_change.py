@@ -1,12 +1,14 @@
 """The book's findings follow the stored units: with more units the numbers and verdicts on the
 pages change, while no hand-written Markdown states a count that changed (issue 35).
 
-Fake units are real fragments relabelled with a seed the campaign has not stored yet (seeds 4-5
-of Table 1's PEs, a copy of seeds 1-2 under the new seed; every file re-sealed, so the chapters
-load and verify them as they would a trained unit), in a scratch copy of ``results/`` named by
-``LSTPE_RESULTS``. The intro and chapter 11 (whose scorecard reads every claim) are executed on
-the real and on the enlarged folder; their outputs must differ, and every "<count> units/seeds/
-fragments" phrase that differs between the two must be absent from the notebooks' Markdown.
+Fake units are real fragments relabelled with a seed the campaign has not stored yet: for every
+PE of ``table1`` and ``table2`` with stored units, a copy of its first stored seed under the
+first of the paper's seeds it lacks (every file re-sealed, so the chapters load and verify them
+as they would a trained unit), in a scratch copy of ``results/`` named by ``LSTPE_RESULTS``.
+The intro and every results chapter that reads the campaign's units (5-9 and 11; chapter 10
+reads the brain run, which the campaign does not train) are executed on the real and on the
+enlarged folder; their outputs must differ, and every "<count> units/seeds/fragments" phrase
+that differs between the two must be absent from the notebooks' Markdown.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from lstpe.experiments import campaign as cp
 from lstpe.store import results as res
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("intro.ipynb", "11_reproduction_report.ipynb")
+PAGES = ("intro.ipynb", "05_training.ipynb", "06_sigma_sweep.ipynb",
+         "07_inside_the_models.ipynb", "08_robustness.ipynb", "09_models_and_humans.ipynb",
+         "11_reproduction_report.ipynb")
+RUNS = ("table1", "table2")
 COUNT = re.compile(r"\b(\d+)\s+(?:of\s+(?:the\s+)?\d+\s+)?(units?|seeds?|fragments?|models?)\b")
 
 
@@ -78,21 +83,27 @@ def executed(tmp_path_factory):
     more = base / "results"
     shutil.copytree(real, more, ignore=shutil.ignore_patterns(".campaign", ".work"))
     added = []
-    for u in cp.plan():
-        if u.item == 3 and u.run == "table1" and not u.path(more).exists():
-            src = cp.Unit(u.run, u.pe, cp.PAPER_SEEDS[u.seed == cp.PAPER_SEEDS[4]], u.item)
-            relabel(src, u, more)
-            added.append(u.key)
-    assert added, "every unit of item 3 is stored: pick other seeds for this test"
+    for run in RUNS:
+        for pe_dir in sorted(p for p in (more / "paper" / run).iterdir() if p.is_dir()):
+            seeds = [s for s in cp.PAPER_SEEDS if (pe_dir / str(s) / "manifest.json").exists()]
+            new = next((s for s in cp.PAPER_SEEDS if s not in seeds), None)
+            if seeds and new is not None:
+                unit = cp.Unit(run, pe_dir.name, new, 0)
+                relabel(cp.Unit(run, pe_dir.name, seeds[0], 0), unit, more)
+                added.append(unit.key)
+    assert {k.split("/")[0] for k in added} == set(RUNS), added
     return {page: (_execute(page, real, base / f"real_{page}"),
                    _execute(page, more, base / f"more_{page}")) for page in PAGES}, added
 
 
 def test_the_fake_units_verify_like_trained_ones(executed):
-    """Chapter 11 read them: its runs line names more table1 fragments than the real folder."""
+    """Chapter 11 read them: its runs line names more fragments of each run than the real
+    folder, as many more as were added."""
     (real, more), added = executed[0]["11_reproduction_report.ipynb"], executed[1]
-    n = [int(re.search(r"table1: (\d+) fragments", _outputs(nb)).group(1)) for nb in (real, more)]
-    assert n[1] - n[0] == len(added)
+    for run in RUNS:
+        n = [int(re.search(rf"{run}: (\d+) fragments", _outputs(nb)).group(1))
+             for nb in (real, more)]
+        assert n[1] - n[0] == sum(k.startswith(f"{run}/") for k in added), run
 
 
 @pytest.mark.parametrize("page", PAGES)
