@@ -1,9 +1,14 @@
-"""lstpe.chapters.findings.names / having: a table's cells of one verdict, listed in a sentence."""
+"""lstpe.chapters.findings: a table's cells of one verdict listed in a sentence (names, having,
+grouped, reference), and the columns an evidence table shows (evidence_view)."""
 
 from __future__ import annotations
 
-import pandas as pd
+import math
 
+import pandas as pd
+from scipy import stats
+
+from lstpe.analysis import evidence as ev
 from lstpe.chapters import findings as fd
 
 
@@ -38,3 +43,15 @@ def test_grouped_leaves_out_empty_groups() -> None:
     g = {"equivalent": ["a", "b"], "differs": [], "inconclusive at its n": ["c"]}
     assert fd.grouped(g) == "equivalent: `a` and `b`; inconclusive at its n: `c`"
     assert fd.grouped({"differs": []}) == "none"
+
+
+def test_evidence_view_shows_the_detectable_difference_of_each_row() -> None:
+    ref = {"a": ev.Reference(0.95, 0.04, 15, "authors@200"),
+           "b": ev.Reference(0.50, 0.20, 15, "authors@200")}
+    t = ev.evidence_rows({"a": [0.94, 0.96, 0.95], "b": [0.5], "c": []}, ref, cells=["a", "b", "c"])
+    view = fd.evidence_view(t)
+    assert list(view.columns)[-2:] == ["MDD", "verdict"]
+    # (t_0.975 + t_0.8 at 3 + 15 - 2 df) * SD * sqrt(1/3 + 1/15), with the reference's SD
+    want = (stats.t.ppf(0.975, 16) + stats.t.ppf(0.8, 16)) * 0.04 * math.sqrt(1 / 3 + 1 / 15)
+    assert view.loc["a", "MDD"] == f"{want:.2f}"
+    assert view.loc["b", "n"] == 1 and view.loc["c", "MDD"] == "–"  # not run: nothing to detect

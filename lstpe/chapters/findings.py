@@ -57,7 +57,9 @@ def _p(p: float) -> str:
 def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """A claim's cell rows (:func:`lstpe.analysis.evidence.evidence_rows`) in the columns a
     page shows: ``n``, ``ours [95% CI]``, ``authors@200 (mean ± SD, n)``, ``paper@4000``,
-    ``diff vs ref [CI]``, ``p (Welch)``, ``p (TOST)``, ``verdict``; indexed by cell."""
+    ``diff vs ref [CI]``, ``p (Welch)``, ``p (TOST)``, ``MDD`` (the smallest difference from
+    the reference that the row's n would detect: alpha 0.05, power 0.8), ``verdict``; indexed
+    by cell."""
     rows = []
     for _, r in table.iterrows():
         auth = (f"{num(r['authors_mean'], digits)} ± {num(r['authors_sd'], digits)} "
@@ -70,7 +72,7 @@ def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                      "diff vs ref [CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
                                                    digits),
                      "p (Welch)": _p(r["p_diff"]), "p (TOST)": _p(r["p_equiv"]),
-                     "verdict": r["verdict"]})
+                     "MDD": num(r["mdd"], 2), "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("cell")
 
 
