@@ -378,12 +378,12 @@ def test_compare_to_paper_on_matching_synthetic_table_and_plot():
     # the plot: one series per verdict present, then the paper; legend outside the axes
     mixed = cmp.iloc[:5].copy()
     mixed["verdict"] = ["equivalent", "different", "equivalent", "inconclusive",
-                        "too few seeds (n<5)"]
+                        "n=1"]
     mixed.loc[4, ["ci_low", "ci_high"]] = np.nan
     ax = plots.plot_vs_paper(mixed)
     labels = ax.get_legend_handles_labels()[1]
     assert labels == ["ours (mean, 95% CI): equivalent", "ours (mean, 95% CI): different",
-                      "ours (mean, 95% CI): inconclusive", "ours (mean): too few seeds (n<5)",
+                      "ours (mean, 95% CI): inconclusive", "ours (mean): n=1",
                       "paper (mean ± SD, 15 seeds)"]
     assert len(ax.containers) == 5
     # the legend sits below the axes (and their tick labels), where no series can hide it

@@ -10,9 +10,9 @@ computed with training, :mod:`lstpe.training.noise`):
 - :mod:`lstpe.analysis.humans`      per-puzzle model vs human accuracy (cosine, Spearman,
   composite), per-condition curves
 - :mod:`lstpe.analysis.seed_stats`  means, SDs, t and bootstrap CIs, t-tests, rank correlations
-- :mod:`lstpe.analysis.paper_compare` the paper's tables, TOST equivalence tests and
+- :mod:`lstpe.analysis.paper_compare` the paper's tables and
   :func:`~lstpe.analysis.paper_compare.compare_to_paper` (verdict per row: equivalent /
-  different / inconclusive / too few seeds)
+  different / inconclusive / n=1, with the minimum detectable difference)
 - :mod:`lstpe.analysis.plots`       plotting helpers for those tables
 - :mod:`lstpe.analysis.curves`      learning curves over epochs (separate module)
 - :mod:`lstpe.analysis.networks`    distances between the token PEs of one model (plain by
