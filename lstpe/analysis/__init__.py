@@ -22,8 +22,9 @@ computed with training, :mod:`lstpe.training.noise`):
 - :mod:`lstpe.analysis.widgets`    a widget with a static twin (the book page shows the picture)
 - :mod:`lstpe.analysis.authors_logs` the authors' own training logs (every 200 epochs) and our
   runs against them at the same epoch, with the paper's 4000-epoch tables beside them
-- :mod:`lstpe.analysis.seed_tests`  tests fit for 3-5 seeds: Welch difference with its CI, exact
-  permutation test and its floor, trend over sigma, minimum detectable difference
+- :mod:`lstpe.analysis.seed_tests`  tests fit for 3-5 seeds: TOST equivalence, Welch difference
+  with its CI, exact permutation test and its floor, trend over sigma, minimum detectable
+  difference
 - :mod:`lstpe.analysis.evidence`    one evidence table per claim of the paper, contrasts within
   our units, the stacked table; :mod:`lstpe.analysis.forest` its forest plot
 - :mod:`lstpe.analysis.pe_structure` a learnable PE split into its init and the learned part,
