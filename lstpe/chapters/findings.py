@@ -56,10 +56,10 @@ def _p(p: float) -> str:
 
 def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """A claim's cell rows (:func:`lstpe.analysis.evidence.evidence_rows`) in the columns a
-    page shows: ``n``, ``ours [95% CI]``, ``authors@200 (mean ± SD, n)``, ``paper@4000``,
-    ``diff vs ref [CI]``, ``p (Welch)``, ``p (TOST)``, ``MDD`` (the smallest difference from
-    the reference that the row's n would detect: alpha 0.05, power 0.8), ``verdict``; indexed
-    by cell."""
+    page shows, the verdict beside our values so that a page's width shows both: ``n``,
+    ``ours [95% CI]``, ``verdict``, ``diff vs ref [CI]``, ``ref``, ``authors@200`` (mean ± SD
+    (n)), ``paper@4000``, ``p (Welch)``, ``p (TOST)``, ``MDD`` (the smallest difference from
+    the reference that the row's n would detect: alpha 0.05, power 0.8); indexed by cell."""
     rows = []
     for _, r in table.iterrows():
         auth = (f"{num(r['authors_mean'], digits)} ± {num(r['authors_sd'], digits)} "
@@ -68,11 +68,12 @@ def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                  if r["paper_mean"] == r["paper_mean"] else "–")
         rows.append({"cell": r["cell"], "n": int(r["n"]),
                      "ours [95% CI]": ci(r["mean"], r["ci_low"], r["ci_high"], digits),
-                     "authors@200": auth, "paper@4000": paper, "ref": r["ref"],
+                     "verdict": r["verdict"],
                      "diff vs ref [CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
                                                    digits),
+                     "ref": r["ref"], "authors@200": auth, "paper@4000": paper,
                      "p (Welch)": _p(r["p_diff"]), "p (TOST)": _p(r["p_equiv"]),
-                     "MDD": num(r["mdd"], 2), "verdict": r["verdict"]})
+                     "MDD": num(r["mdd"], 2)})
     return pd.DataFrame(rows).set_index("cell")
 
 
