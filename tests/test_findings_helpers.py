@@ -56,3 +56,10 @@ def test_evidence_view_shows_the_detectable_difference_of_each_row() -> None:
     want = (stats.t.ppf(0.975, 16) + stats.t.ppf(0.8, 16)) * 0.04 * math.sqrt(1 / 3 + 1 / 15)
     assert view.loc["a", "MDD"] == f"{want:.2f}"
     assert view.loc["b", "n"] == 1 and view.loc["c", "MDD"] == "–"  # not run: nothing to detect
+
+
+def test_signed_ci_never_prints_a_negative_zero() -> None:
+    assert fd.signed_ci(-0.0001, -0.144, 0.144) == "+0.000 [-0.144, +0.144]"
+    assert fd.signed_ci(-0.0004, -0.0003, 0.02) == "+0.000 [+0.000, +0.020]"
+    assert fd.signed_ci(0.563, 0.363, 0.762) == "+0.563 [+0.363, +0.762]"
+    assert fd.signed_ci(-0.01, float("nan"), float("nan")) == "-0.010"

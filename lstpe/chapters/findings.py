@@ -36,9 +36,12 @@ def ci(mean: float, low: float, high: float, digits: int = 3) -> str:
 
 
 def signed_ci(d: float, low: float, high: float, digits: int = 3) -> str:
-    """``+0.563 [+0.363, +0.762]``: a difference and its interval."""
+    """``+0.563 [+0.363, +0.762]``: a difference and its interval (a value that rounds to zero
+    prints as ``+0.000``, never ``-0.000``)."""
     def s(x: float) -> str:
-        return "–" if x is None or x != x else f"{x:+.{digits}f}"
+        if x is None or x != x:
+            return "–"
+        return f"{x + 0.0 if round(x, digits) else 0.0:+.{digits}f}"
     return f"{s(d)} [{s(low)}, {s(high)}]" if low == low and high == high else s(d)
 
 
