@@ -117,8 +117,9 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
     * ``"different"``: otherwise, when the two-sided Welch test rejects equal means
       (``p_diff < alpha``).
     * ``"inconclusive"``: neither.
-    * ``"n=1"``: a single model (fewer than ``min_seeds``); the interval, both p values and
-      ``mdd`` are left out (NaN).
+    * ``"n=1"``: a single model (``"n=<n>: under min_seeds=<m>"`` where a caller asks for
+      more seeds than the default 2); the interval, both p values and ``mdd`` are left out
+      (NaN).
 
     At 3-5 seeds ``inconclusive`` is the common verdict; ``mdd`` says how large a difference
     those seeds could have shown (:func:`lstpe.analysis.seed_tests.mdd` at alpha, power 0.8,
