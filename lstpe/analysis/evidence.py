@@ -58,8 +58,8 @@ __all__ = [
     "ALPHA", "ROW_COLUMNS", "CONTRAST_COLUMNS", "EVIDENCE_VERDICTS", "CHANCE_LINE",
 ]
 
-MARGIN = 0.05
-"""Equivalence margin in accuracy (module docstring)."""
+MARGIN = st.EQUIVALENCE_MARGIN
+"""Equivalence margin in accuracy (module docstring): the TOST's default, 0.05."""
 ALPHA = 0.05
 CHANCE_LINE = 0.25
 """Chance accuracy of the 4-way validation puzzles."""

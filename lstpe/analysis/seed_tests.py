@@ -116,11 +116,6 @@ def equivalence_test_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: 
     return Equivalence(diff, se, float(df), float(margin), p_lo, p_up, max(p_lo, p_up), p_diff)
 
 
-# --------------------------------------------------------------------------- paper tables
-
-
-
-
 def _arr(x: Sequence[float], name: str, least: int = 1) -> np.ndarray:
     a = np.asarray(x, dtype=np.float64).ravel()
     if a.size < least:

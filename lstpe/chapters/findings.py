@@ -41,7 +41,7 @@ def signed_ci(d: float, low: float, high: float, digits: int = 3) -> str:
     def s(x: float) -> str:
         if x is None or x != x:
             return "–"
-        return f"{x + 0.0 if round(x, digits) else 0.0:+.{digits}f}"
+        return f"{0.0 if round(x, digits) == 0 else x:+.{digits}f}"
     return f"{s(d)} [{s(low)}, {s(high)}]" if low == low and high == high else s(d)
 
 

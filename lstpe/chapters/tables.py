@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis.chance import chance_test
+from lstpe.chapters.findings import signed_ci
 
 if TYPE_CHECKING:
     from lstpe.store.results import Run
@@ -49,9 +50,6 @@ SPLIT_LABELS: dict[str, str] = {
 
 AT_CHANCE = "at chance"
 """The verdict of a row whose models' validation accuracy is within noise of chance."""
-
-MIN_SEEDS = 5
-"""Seeds a row needs before a correlation or verdict is computed from it."""
 
 
 # --------------------------------------------------------------------------- paper tables
@@ -139,7 +137,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     out["paper"] = [_pm(m, s, digits) for m, s in zip(cmp["paper_mean"], cmp["paper_sd"],
                                                       strict=True)]
     chance = _chance_flags(cmp)
-    out["diff"] = ["-" if c else f"{d:+.{digits}f}"
+    out["diff"] = ["-" if c else signed_ci(d, math.nan, math.nan, digits)
                    for d, c in zip(cmp["diff"], chance, strict=True)]
     out["verdict"] = [AT_CHANCE if c else v
                       for v, c in zip(cmp["verdict"], chance, strict=True)]
