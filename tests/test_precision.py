@@ -39,6 +39,13 @@ def test_fp32_until_a_pair_is_stored(monkeypatch, tmp_path):
     assert (amp, name) == (False, "fp32") and "no precision pair" in why
 
 
+def test_no_pair_line_counts_the_units_on_bf16_cpus():
+    flags = pd.Series(["avx2 fma", "avx2 avx512_bf16 amx_bf16", "-", "avx512f amx_bf16", None])
+    line = pr.no_pair_line(flags)
+    assert "2 of the 5 units" in line and "fp32" in line
+    assert "No CPU with bf16" in pr.no_pair_line(pd.Series(["avx2 fma", "-"]))
+
+
 def test_pair_table_against_hand_numbers():
     """diff, max_abs_diff and seed_spread from a hand-made history of one PE."""
     def run(precision_shift: float):

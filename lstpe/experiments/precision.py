@@ -170,6 +170,21 @@ def pair_verdict(table: pd.DataFrame, last: int = 10) -> dict[str, Any]:
     return {"ok": ok, "per_pe": per_pe, "epochs": (top - last + 1, top)}
 
 
+def no_pair_line(cpu_flags_of_units: pd.Series) -> str:
+    """The sentence a report gives while no precision pair is stored, from the ``cpu flags``
+    column of :func:`lstpe.experiments.campaign_status.stored_units` (one string per unit):
+    every unit trained in fp32, and how many of them on a CPU with bf16 instructions."""
+    bf = cpu_flags_of_units.fillna("").str.split().map(
+        lambda f: any(x in ("avx512_bf16", "amx_bf16") for x in f))
+    line = "No precision pair is stored: every unit trained in fp32."
+    if bf.any():
+        line += (f" {int(bf.sum())} of the {len(bf)} units trained on a CPU with bf16 "
+                 "instructions, in fp32, because the pair comes first there and has not run yet.")
+    else:
+        line += " No CPU with bf16 instructions has trained a unit for this project yet."
+    return line
+
+
 def decide(device: torch.device, results_dir: str | Path | None = None
            ) -> tuple[bool | torch.dtype, str, str]:
     """The campaign's precision on ``device``: ``(amp, name, why)`` with ``amp`` for
