@@ -111,6 +111,9 @@ def test_noise_heatmap_shows_the_means_on_their_own_range():
     assert ax.get_xlabel() == "embedding noise std"
     assert len(ax.figure.axes) == 2  # the colour bar
     assert [t.get_text() for t in ax.get_yticklabels()] == ["b", "a"]
+    cells = {(t.get_position(), t.get_text()): t.get_color() for t in ax.texts}
+    assert cells[((0, 0), "0.52")] == "white" and cells[((2, 0), "0.42")] == "white"  # (x, y)
+    assert len(cells) == v.size and "black" in cells.values()  # above mid-range: black
     with pytest.raises(ValueError, match="no rows for PE"):
         plots.plot_noise_heatmap(noise_table(), pes=["c"])
 

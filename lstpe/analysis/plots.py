@@ -119,6 +119,15 @@ def plot_attention_grid(maps: Any, titles: Sequence[str] | None = None,
     return style.readable(fig)
 
 
+def _annotate_cells(ax: Axes, v: np.ndarray, mid: float) -> None:
+    """Write each cell's value (2 decimals) on a heatmap ``v`` of shape ``(rows, cols)``: black
+    on cells brighter than ``mid`` in viridis, white on darker ones."""
+    for i in range(v.shape[0]):
+        for j in range(v.shape[1]):
+            ax.text(j, i, f"{v[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="black" if v[i, j] > mid else "white")
+
+
 def plot_similarity_matrix(matrix: pd.DataFrame, ax: Axes | None = None,
                            annotate: bool = True, vmin: float | None = None,
                            vmax: float | None = None, label: str = "cosine") -> Axes:
@@ -132,11 +141,7 @@ def plot_similarity_matrix(matrix: pd.DataFrame, ax: Axes | None = None,
     ax.set_yticks(range(v.shape[0]), [str(i) for i in matrix.index])
     ax.grid(False)
     if annotate:
-        mid = np.nanmean(v)
-        for i in range(v.shape[0]):
-            for j in range(v.shape[1]):
-                ax.text(j, i, f"{v[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                        color="black" if v[i, j] > mid else "white")
+        _annotate_cells(ax, v, float(np.nanmean(v)))
     ax.figure.colorbar(im, ax=ax, label=label)
     return ax
 
@@ -305,11 +310,7 @@ def plot_noise_heatmap(robustness: pd.DataFrame, ax: Axes | None = None,
     ax.set_xlabel("embedding noise std")
     ax.set_ylabel("positional encoding")
     ax.grid(False)
-    mid = (lo + hi) / 2
-    for i in range(v.shape[0]):
-        for j in range(v.shape[1]):
-            ax.text(j, i, f"{v[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                    color="black" if v[i, j] > mid else "white")
+    _annotate_cells(ax, v, (lo + hi) / 2)
     ax.figure.colorbar(im, ax=ax, label=label)
     return ax
 
