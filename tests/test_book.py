@@ -158,6 +158,8 @@ STRAY_OUTPUT = [
     (re.compile(r"^\s*\[\]\s*$"), "a bare []"),
     (re.compile(r"^\s*\[<matplotlib\.", re.M), "a list of matplotlib artists"),
     (re.compile(r"<matplotlib\.\w+"), "a matplotlib object repr"),
+    (re.compile(r"\|\s*:?(?:-{3,}|\u2014)+:?\s*\|"),  # "---", or the em dash Sphinx makes of it
+     "a Markdown table shown as text, not rendered"),
     (re.compile(r"T[Tt]est\w*\("), "a raw scipy test result"),
     (re.compile(re.escape(str(ROOT))), "a local path of the build machine"),
     (re.compile(r"(?<![\w.])/(?:tmp|home|work|root|Users)/"), "a local absolute path"),
@@ -208,6 +210,17 @@ def test_no_stray_outputs(built_book: Path) -> None:
                 if pattern.search(out):
                     problems.append(f"{chapter}: {what}: {out.strip()[:160]!r}")
     assert not problems, "\n".join(problems)
+
+
+LOCAL_NOTEBOOK_LINK = re.compile(r'href="(?![a-z]+:)(?![./]*_sources/)([^"#]*\.ipynb)[#"]')
+"""A relative link to a notebook file (the site has none; Sphinx turns a chapter's links into
+``.html``, which a displayed output that is not parsed as MyST does not get)."""
+
+
+def test_links_between_pages_point_at_pages(built_book: Path) -> None:
+    bad = [f"{chapter}: {m}" for chapter in _chapters()
+           for m in LOCAL_NOTEBOOK_LINK.findall((built_book / f"{chapter}.html").read_text())]
+    assert not bad, "links to .ipynb files on the site:\n" + "\n".join(bad)
 
 
 def test_pages_render_in_headless_chromium(built_book: Path) -> None:
