@@ -354,6 +354,9 @@ def test_human_table_and_constant_cosine():
     t = ch.human_table(sim)
     assert list(t.index) == ["a", "b", "c"]
     assert list(t.columns) == ["accuracy", "cosine", "Spearman ρ", "p (ρ)", "composite"]
+    by_sigma = ch.human_table(sim.assign(sigma=[2.0, 0.1, 0.5]), by="sigma")
+    assert list(by_sigma.index) == [0.1, 0.5, 2.0]  # a sweep in order of sigma, not of score
+    assert list(by_sigma["composite"].fillna(-1)) == [0.5, -1, 0.695]
     h = lst.human_accuracy()["accuracy"]
     floor = ch.constant_cosine(h)
     assert floor == pytest.approx(0.9847, abs=1e-4)

@@ -142,3 +142,17 @@ def test_a_later_target_counts_only_its_own_epochs(tmp_path):
     t = lu.long_status(tmp_path).set_index(["chunk", "target"])
     assert t.loc[("mechanism", 4000), "from"] == 1000
     assert t.loc[("mechanism", 1000), "from"] == 0
+
+
+def test_a_chunk_without_a_segment_is_priced_at_the_units_rate(tmp_path):
+    """Before its first segment a chunk's hours are its models x epochs x the 200-epoch units'
+    rate, and the status line says so; without a rate the hours are unknown, not zero."""
+    t = lu.long_status(tmp_path, s_per_model_epoch=10.0).set_index(["chunk", "target"])
+    r = t.loc[("mechanism", 1000)]
+    assert r["basis"] == "the 200-epoch units' rate"
+    assert r["hours_left"] == pytest.approx(r["units"] * 1000 * 10.0 / 3600)
+    assert t.loc[("mechanism", 4000), "hours_left"] == pytest.approx(r["units"] * 3000 * 10 / 3600)
+    text = lu.long_status_text(lu.long_status(tmp_path, s_per_model_epoch=10.0))
+    assert f"{r['hours_left']:.1f} machine-hours left at the 200-epoch units' rate" in text
+    bare = lu.long_status(tmp_path)
+    assert bare["hours_left"].isna().all() and "no rate measured yet" in lu.long_status_text(bare)

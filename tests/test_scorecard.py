@@ -72,19 +72,25 @@ def test_untested_claims_say_so():
 
 
 def test_scorecard_on_the_stored_units():
-    """learn-0.2 against learn-2 is a difference any test finds at the stored n."""
-    from lstpe.analysis import humans, pe_structure
+    """learn-0.2 against learn-2 is a difference any test finds at the stored n; the humans
+    row compares learn-0.2 with every stored PE of Tables 1 and 2, each counted once."""
+    from lstpe.chapters import claims
     from lstpe.experiments.runs import get_run
 
-    r1 = get_run("table1", "paper", require_stored=True)
-    r2 = get_run("table2", "paper", require_stored=True)
-    f = pd.concat([r1.final("val_dropout"), r2.final("val_dropout")]).drop_duplicates(
-        ["pe", "seed"])
-    card = sc.scorecard(f, pe_structure.stored_structure([r2]),
-                        humans.human_similarity(r2.artifacts))
+    runs = {n: get_run(n, "paper", require_stored=True) for n in ("table1", "table2")}
+    cl = claims.claims_card(runs)
+    card = cl.card
     assert len(card) == len(sc.CLAIM_LINES)
     assert card.loc[1, "verdict"] == "shown"
     assert sum(sc.verdict_counts(card).values()) == len(card)
+    pes = set(runs["table1"].final("val")["pe"]) | set(runs["table2"].final("val")["pe"])
+    assert sorted(cl.similarity["pe"]) == sorted(pes)  # both tables, no PE twice
+    top = cl.similarity.loc[cl.similarity["spearman"].idxmax()]
+    assert f"highest: {top['pe']} {top['spearman']:.2f}" in card.loc[4, "evidence"]
+    md = claims.claims_markdown(card).splitlines()
+    assert len(md) == 2 + len(card) and md[1] == "| --- | --- | --- | --- |"
+    assert all(ln.endswith(f"({w}) |") for ln, w in zip(md[2:], card["where"], strict=True))
+    assert cl.long["hours_left"].notna().all()  # priced at the units' rate before a segment
 
 
 def test_report_figures_draw_every_stored_seed_readably():

@@ -217,10 +217,12 @@ PAPER_ROBUST_SIGMAS = (0.1, 0.6)
 
 
 def human_table(sim: pd.DataFrame, by: str = "pe", digits: int = 3) -> pd.DataFrame:
-    """:func:`lstpe.analysis.humans.human_similarity` in five short columns, sorted by
-    composite: ``accuracy`` (the model's mean over puzzles), ``cosine``, ``Spearman ρ``,
-    ``p (ρ)``, ``composite``; index ``by`` (``pe`` or ``sigma``)."""
-    t = sim.sort_values("composite", ascending=False, na_position="last")
+    """:func:`lstpe.analysis.humans.human_similarity` in five short columns: ``accuracy`` (the
+    model's mean over puzzles), ``cosine``, ``Spearman ρ``, ``p (ρ)``, ``composite``; index
+    ``by``: ``pe`` (rows sorted by composite, best first) or ``sigma`` (rows in order of σ, as
+    a sweep is read)."""
+    t = (sim.sort_values("sigma") if by == "sigma"
+         else sim.sort_values("composite", ascending=False, na_position="last"))
     out = pd.DataFrame({"accuracy": t["model_accuracy"], "cosine": t["cosine"],
                         "Spearman ρ": t["spearman"], "p (ρ)": t["spearman_p"],
                         "composite": t["composite"]}).round(digits)

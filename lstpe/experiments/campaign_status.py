@@ -367,13 +367,24 @@ def plan_text(results_dir: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def long_table(results_dir: str | Path | None = None,
+               table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """:func:`lstpe.experiments.long_units.long_status`, a chunk with no segment yet priced at
+    the 200-epoch units' measured rate (:func:`unit_rate`; ``table``: :func:`status`, read
+    unverified when not given)."""
+    from lstpe.experiments import long_units as lu
+
+    table = status(results_dir, verify=False) if table is None else table
+    rate = unit_rate(table)[0] / CAMPAIGN_EPOCHS if (table["state"] == "done").any() else None
+    return lu.long_status(results_dir, rate)
+
+
 def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = None) -> str:
     """The long chunks' epochs and hours left, and which CPUs (flags, precision) trained the
     stored units."""
     from lstpe.experiments import long_units as lu
 
-    rate = unit_rate(table)[0] / CAMPAIGN_EPOCHS if (table["state"] == "done").any() else None
-    lines = [lu.long_status_text(lu.long_status(results_dir), rate)]
+    lines = [lu.long_status_text(long_table(results_dir, table))]
     st = stored_units(results_dir)
     if len(st):
         for (flags, prec), g in st.groupby(["cpu flags", "precision"], dropna=False):

@@ -135,46 +135,48 @@ def next_chunk(results_dir: str | Path | None = None, before_item: int | None = 
     return None
 
 
-def long_status(results_dir: str | Path | None = None) -> pd.DataFrame:
+def long_status(results_dir: str | Path | None = None,
+                s_per_model_epoch: float | None = None) -> pd.DataFrame:
     """One row per (chunk, target) of :data:`LONG_PLAN`: ``item, chunk, units, target,
     epoch`` (the smallest published epoch over its units), ``from`` (where the hours left
     start: its epoch, or an earlier target of the same chunk), ``resume_epoch`` (its resume
-    checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment; NaN before
-    one) and ``hours_left`` (to the target at that rate)."""
+    checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment; before
+    one, ``s_per_model_epoch`` times its models, else NaN), ``basis`` (what that rate rests
+    on) and ``hours_left`` (to the target at that rate).
+
+    ``s_per_model_epoch``: the 200-epoch units' measured rate
+    (:func:`lstpe.experiments.campaign_status.long_table` passes it)."""
     rows = []
     for c in LONG_PLAN:
         ep = chunk_epoch(c, results_dir)
-        rate = float("nan")
+        rate, basis = float("nan"), ""
         last = segments(c.units[0], results_dir)
         if last:
             man = res.read_manifest(last[-1])
             info = man.get("long") or {}
             span = info.get("to_epoch", 0) - info.get("from_epoch", 0)
             if span > 0 and man.get("wall_time_s"):
-                rate = float(man["wall_time_s"]) / span
+                rate, basis = float(man["wall_time_s"]) / span, "its last segment"
+        if rate != rate and s_per_model_epoch:  # no segment yet
+            rate, basis = s_per_model_epoch * len(c.units), "the 200-epoch units' rate"
         # a later target of the same chunk starts where the earlier one ends
         start = max([ep] + [x.target for x in LONG_PLAN if x.name == c.name
                             and x.target < c.target])
         rows.append({"item": c.item, "chunk": c.name, "units": len(c.units),
                      "target": c.target, "epoch": min(ep, c.target), "from": start,
                      "resume_epoch": resume_epoch(c, results_dir), "s_per_epoch": rate,
-                     "hours_left": max(c.target - start, 0) * rate / 3600})
+                     "basis": basis, "hours_left": max(c.target - start, 0) * rate / 3600})
     return pd.DataFrame(rows)
 
 
-def long_status_text(table: pd.DataFrame, s_per_model_epoch: float | None = None) -> str:
-    """``lstpe campaign status``'s lines for long chunks (``table``: :func:`long_status`);
-    before a chunk's first segment its hours are priced at ``s_per_model_epoch`` (the
-    200-epoch units' measured rate) times its models."""
+def long_status_text(table: pd.DataFrame) -> str:
+    """``lstpe campaign status``'s lines for long chunks (``table``: :func:`long_status`)."""
     lines = []
     for _, r in table.iterrows():
-        rate, basis = r["s_per_epoch"], "its last segment"
-        if rate != rate and s_per_model_epoch:  # NaN: no segment yet
-            rate, basis = s_per_model_epoch * r["units"], "the 200-epoch units' rate"
-        left = max(r["target"] - r["from"], 0) * rate / 3600 if rate == rate else float("nan")
+        at = f" at {r['basis']}" if r["basis"] else " (no rate measured yet)"
         lines.append(f"item {r['item']} (long): {r['chunk']} ({r['units']} models) at epoch "
                      f"{r['epoch']} of {r['target']} (resume checkpoint at epoch "
-                     f"{r['resume_epoch']}); {left:.1f} machine-hours left at {basis}")
+                     f"{r['resume_epoch']}); {r['hours_left']:.1f} machine-hours left{at}")
     return "\n".join(lines)
 
 
