@@ -8,6 +8,8 @@ One module per job; each module's docstring says what its functions do:
   only functions here that write words about runs;
 * :mod:`lstpe.chapters.findings`: numbers formatted for a page's hand-written finding, and
   evidence tables (:mod:`lstpe.analysis.evidence`) in the columns a page shows;
+* :mod:`lstpe.chapters.claims`: the paper's claims scored on the stored units, which the
+  intro and the report both show;
 * :mod:`lstpe.chapters.tables`, :mod:`lstpe.chapters.baselines`: tables of one run, and a
   measure at initialisation beside its value after training;
 * :mod:`lstpe.chapters.explore`: chapter 6's explorer (a live widget in Jupyter, pre-rendered
