@@ -365,3 +365,12 @@ def test_human_table_and_constant_cosine():
     assert floor == pytest.approx(const @ h / (np.linalg.norm(const) * np.linalg.norm(h)))
     with pytest.raises(ValueError):
         ch.constant_cosine([0.0, 0.0])
+
+
+def test_init_vs_final_never_shows_minus_zero():
+    init = pd.DataFrame({"model": [0, 1], "sigma": [0.5, 0.5], "d": [1.0, 2.0]})
+    final = init.assign(d=[1.0 - 4e-5, 2.0 - 2e-5])  # a change that rounds to -0.000
+    t = ch.init_vs_final(init, final, "d")
+    change = t[("d", "change")].iloc[0]
+    assert change == 0 and math.copysign(1, change) == 1 and t[("n", "")].iloc[0] == 2
+    assert "-0.0" not in t.to_string()

@@ -62,7 +62,10 @@ def init_vs_final(init: pd.DataFrame, final: pd.DataFrame, values: str | Sequenc
         out[("paper", "@4000 ep.")] = means.groupby(both[by], sort=False).first()
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     out.index.name = by
-    return out.round(digits)
+    out = out.round(digits)
+    floats = out.select_dtypes("float").columns
+    out[floats] = out[floats] + 0.0  # a change that rounds to zero shows 0.0, never -0.0
+    return out
 
 
 SMALL_CHANGE = 0.01
