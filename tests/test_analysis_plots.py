@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from lstpe.analysis import curves, paper_compare, plots  # noqa: E402
+from lstpe.analysis import curves, paper_compare, plots, style  # noqa: E402
 from tests.test_chapters import history  # noqa: E402
 
 
@@ -153,8 +153,6 @@ def test_attention_grid_scales_each_model_on_its_own_range():
     """Two models whose weights differ tenfold: by default each row runs 0 to its own largest
     weight with its own colour bar (a diffuse model is not left uniformly dark); ``shared``
     (or a given ``vmax``) draws one scale and one colour bar."""
-    from lstpe.analysis import style
-
     rng = np.random.default_rng(0)
     maps = np.stack([rng.random((2, 16, 16)) * 0.1, rng.random((2, 16, 16))])
     fig = plots.plot_attention_grid(maps, titles=["2d-fixed", "learn-0.1"])
@@ -231,7 +229,9 @@ def test_vs_paper_log_axis_ticks_at_the_sigmas():
 
 def check_figure(fig) -> None:
     """Every axes that shows data is labelled (or shares its row's / column's labels), every
-    heatmap has a colour bar, and no legend sits inside an axes."""
+    heatmap has a colour bar, no legend sits inside an axes, and no title, label or tick runs
+    into another (:func:`lstpe.analysis.style.overlapping_text`)."""
+    assert style.overlapping_text(fig) == [], "titles, labels or ticks run into each other"
     fig.canvas.draw()
     cbars = {a for a in fig.axes if a.get_label() == "<colorbar>"}
     labelled_x = any(a.get_xlabel() for a in fig.axes if a not in cbars)
@@ -291,3 +291,17 @@ def test_legend_outside():
     ax.plot([0, 1], [0, 1], label="a")
     plots.legend_outside(ax)
     assert legend_outside(ax)
+
+
+def test_overlapping_text_finds_titles_that_run_together():
+    """Two narrow panels with long titles collide; short titles do not."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(3, 2))
+    for ax in axes:
+        ax.set_title("a title far too long for its narrow panel")
+    assert style.overlapping_text(fig)
+    for ax in axes:
+        ax.set_title("short")
+    assert style.overlapping_text(fig) == []
+    plt.close(fig)

@@ -112,6 +112,35 @@ def small_text(fig: Figure, min_pt: float = MIN_PT,
     return out
 
 
+def overlapping_text(fig: Figure, slack_px: float = 1.0) -> list[tuple[str, str]]:
+    """Pairs ``(text, text)`` of titles, axis labels and tick labels of ``fig`` whose drawn
+    boxes overlap by more than ``slack_px`` pixels each way: titles run together, ticks collide.
+    Texts drawn inside an axes (annotations, cell values) are not compared."""
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    items = [t for t in [fig._suptitle] if t is not None and t.get_text()]
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        items += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+        for axis in (ax.xaxis, ax.yaxis):  # the ticks drawn: those inside the view
+            lo, hi = sorted(axis.get_view_interval())
+            items += [lab for tick in axis.get_major_ticks()
+                      if lo - 1e-9 <= tick.get_loc() <= hi + 1e-9
+                      for lab in (tick.label1, tick.label2)]
+    items = [t for t in items if t.get_visible() and t.get_text().strip()]
+    boxes = [t.get_window_extent(r) for t in items]
+    out = []
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            a, b = boxes[i], boxes[j]
+            w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if w > slack_px and h > slack_px:
+                out.append((items[i].get_text(), items[j].get_text()))
+    return out
+
+
 def readable(fig: Figure, min_pt: float = MIN_PT) -> Figure:
     """Fit ``fig`` to the page: at :data:`DPI`, no wider than :data:`WIDTH` (height scaled
     with it), every visible text at least ``min_pt``, and its saved PNG (tight box) no wider

@@ -421,8 +421,8 @@ def plot_generated(frame: pd.DataFrame, per_condition: int = 2) -> Figure:
              for i in np.flatnonzero(frame["vectors"].to_numpy() == v)[:per_condition]]
     fig, axes = _figure(1, len(picks), figsize=(1.7 * len(picks), 2.1))
     for ax, p in zip(axes[0], picks, strict=True):
-        lst.plot_puzzle(p, ax=ax, show_answer=True).set_title(f"generated, {p.vectors}-vector",
-                                                              fontsize=8)
+        lst.plot_puzzle(p, ax=ax, show_answer=True).set_title(f"{p.vectors}-vector")
+    fig.suptitle("Generated puzzles, answers shown")
     return style.readable(fig)
 
 

@@ -262,7 +262,7 @@ def plot_probe_mass(trained: dict, n: int) -> Figure:
     fig, axes = _figure(1, 3, figsize=(12.5, 3.8))
     with torch.no_grad():
         w = trained["alibi"]()[1]
-    _heatmap(fig, axes[0, 0], w[0], "trained alibi, head 0: weights differ by row",
+    _heatmap(fig, axes[0, 0], w[0], "trained alibi, head 0 (rows differ)",
              label="attention weight", cmap="magma")
     pos = range(1, n + 1)
     for ax, v in zip(axes[0, 1:], ("rope+l2", "alibi+l2"), strict=True):

@@ -299,18 +299,17 @@ def plot_grid_similarity(d: int = 160, cell: int = 5) -> Figure:
         ax.grid(False)
     for (pe, S), ls in zip(sims.items(), ("-", "--"), strict=True):
         axes[2].plot(range(16), S[cell] / S[cell, cell], ls, marker="o", ms=3, label=pe)
-    axes[2].set_xticks(range(0, 16, 4), [f"r{i} c0" for i in range(4)])
-    axes[2].set_xlabel("key cell")
+    axes[2].set_xticks(range(0, 16, 4), [f"r{i}" for i in range(4)])
+    axes[2].set_xlabel("key cell (ticks: column 0 of row r)")
     axes[2].set_ylabel("similarity / self-similarity")
-    axes[2].set_title(f"similarity of cell {cell} (r{cell // 4} c{cell % 4}) to every cell",
-                      fontsize=10)
+    axes[2].set_title(f"cell {cell} (r{cell // 4} c{cell % 4}) vs every cell", fontsize=10)
     axes[2].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
     grid_axes = bottom.subplots(1, 2)
     for ax, (pe, S) in zip(grid_axes, sims.items(), strict=True):  # each on its own range
         im = ax.imshow((S[cell] / S[cell, cell]).reshape(4, 4), cmap="viridis")
         ax.plot(cell % 4, cell // 4, "r*", ms=12)
         bottom.colorbar(im, ax=ax, fraction=0.046, label="similarity / self-similarity")
-        ax.set_title(f"{pe}: similarity to cell {cell} (red star) on the grid", fontsize=10)
+        ax.set_title(f"{pe}: similarity to cell {cell} (star)", fontsize=10)
         ax.set_xlabel("column")
         ax.set_ylabel("row")
         ax.set_xticks(range(4))
