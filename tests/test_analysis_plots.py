@@ -297,9 +297,10 @@ def test_overlapping_text_finds_titles_that_run_together():
     """Two narrow panels with long titles collide; short titles do not."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(3, 2))
+    fig, axes = plt.subplots(1, 2, figsize=(6, 2))
     for ax in axes:
-        ax.set_title("a title far too long for its narrow panel")
+        ax.set_yticks([])
+        ax.set_title("a title far too long for its panel, running into the next one")
     assert style.overlapping_text(fig)
     for ax in axes:
         ax.set_title("short")

@@ -611,3 +611,8 @@ def test_token_order_strip_has_a_colour_legend():
     colours = [tuple(h.get_facecolor()) for h in leg.legend_handles]
     assert colours == [tuple(cmap(c / 9)) for c in (0, 1, 3)]
     assert style.small_text(fig) == []
+    # on the real 100-region FC, as chapter 10 draws it: no panel covers another's ticks
+    fc, nets = brain.load_fc(100, "main"), brain.load_networks(100)
+    codes = np.array([brain.YEO7.index(v) for v in nets["network"]])
+    fig = brain.plot_token_order(fc, codes, codes[::-1], brain.YEO7)
+    assert style.overlapping_text(fig) == []

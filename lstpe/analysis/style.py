@@ -113,31 +113,38 @@ def small_text(fig: Figure, min_pt: float = MIN_PT,
 
 
 def overlapping_text(fig: Figure, slack_px: float = 1.0) -> list[tuple[str, str]]:
-    """Pairs ``(text, text)`` of titles, axis labels and tick labels of ``fig`` whose drawn
-    boxes overlap by more than ``slack_px`` pixels each way: titles run together, ticks collide.
-    Texts drawn inside an axes (annotations, cell values) are not compared."""
+    """Pairs ``(text, what)`` of titles, axis labels and tick labels of ``fig`` whose drawn box
+    overlaps another such text or another axes' plotting area by more than ``slack_px`` pixels
+    each way (``what``: the other text, or ``axes <its title>``): titles run together, ticks
+    collide, a panel covers its neighbour's ticks. Texts drawn inside an axes (annotations,
+    cell values) are not compared."""
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
-    items = [t for t in [fig._suptitle] if t is not None and t.get_text()]
-    for ax in fig.axes:
-        if not ax.get_visible():
-            continue
-        items += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
-        for axis in (ax.xaxis, ax.yaxis):  # the ticks drawn: those inside the view
+    items: list[tuple[Text, Any]] = [(t, None) for t in [fig._suptitle]
+                                     if t is not None and t.get_text()]
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    for ax in axes:
+        own = [ax.title, ax._left_title, ax._right_title]
+        for axis in (ax.xaxis, ax.yaxis) if ax.axison else ():  # ticks drawn: inside the view
+            own.append(axis.label)
             lo, hi = sorted(axis.get_view_interval())
-            items += [lab for tick in axis.get_major_ticks()
-                      if lo - 1e-9 <= tick.get_loc() <= hi + 1e-9
-                      for lab in (tick.label1, tick.label2)]
-    items = [t for t in items if t.get_visible() and t.get_text().strip()]
-    boxes = [t.get_window_extent(r) for t in items]
+            own += [lab for tick in axis.get_major_ticks()
+                    if lo - 1e-9 <= tick.get_loc() <= hi + 1e-9
+                    for lab in (tick.label1, tick.label2)]
+        items += [(t, ax) for t in own]
+    items = [(t, ax) for t, ax in items if t.get_visible() and t.get_text().strip()]
+    boxes = [t.get_window_extent(r) for t, _ in items]
+
+    def hit(a: Any, b: Any) -> bool:
+        return (min(a.x1, b.x1) - max(a.x0, b.x0) > slack_px
+                and min(a.y1, b.y1) - max(a.y0, b.y0) > slack_px)
+
     out = []
-    for i in range(len(items)):
-        for j in range(i + 1, len(items)):
-            a, b = boxes[i], boxes[j]
-            w = min(a.x1, b.x1) - max(a.x0, b.x0)
-            h = min(a.y1, b.y1) - max(a.y0, b.y0)
-            if w > slack_px and h > slack_px:
-                out.append((items[i].get_text(), items[j].get_text()))
+    for i, (ti, ai) in enumerate(items):
+        out += [(ti.get_text(), tj.get_text()) for j, (tj, _) in enumerate(items)
+                if j > i and hit(boxes[i], boxes[j])]
+        out += [(ti.get_text(), f"axes {ax.get_title() or ax.get_label()}") for ax in axes
+                if ax is not ai and hit(boxes[i], ax.get_window_extent(r))]
     return out
 
 

@@ -174,7 +174,8 @@ def plot_token_order(fc: np.ndarray, file_codes: np.ndarray, token_codes: np.nda
     from matplotlib.patches import Patch
 
     fig = plt.figure(figsize=style.figsize(1.0, 7.2), layout="constrained")
-    ax1, ax2, ax3 = fig.add_subplot(2, 2, 1), fig.add_subplot(2, 2, 2), fig.add_subplot(4, 1, 3)
+    gs = fig.add_gridspec(2, 2, height_ratios=[1, 0.45])  # the strip spans the bottom row
+    ax1, ax2, ax3 = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1]), fig.add_subplot(gs[1, :])
     plot_by_network(fc, file_codes, names, ax=ax1, sort=False, vmin=-0.2, vmax=1,
                     title="HCP FC (main group), file order")
     im = plot_by_network(fc, file_codes, names, ax=ax2, vmin=-0.2, vmax=1,
@@ -189,7 +190,7 @@ def plot_token_order(fc: np.ndarray, file_codes: np.ndarray, token_codes: np.nda
     present = sorted(set(np.asarray(file_codes).tolist()) | set(np.asarray(token_codes).tolist()))
     ax3.legend([Patch(color=cmap(int(c) / 9)) for c in present],
                [str(names[int(c)]) for c in present], loc="upper center",
-               bbox_to_anchor=(0.5, -0.45), ncols=4, fontsize=9, title="network")
+               bbox_to_anchor=(0.5, -0.35), ncols=4, fontsize=9, title="network")
     return style.readable(fig)
 
 
