@@ -35,7 +35,7 @@ class Claims:
     mechanism_epoch: int      # the mechanism's long units' published epoch (0: none)
 
 
-def human_similarity(runs: Iterable[Run]) -> pd.DataFrame:
+def runs_human_similarity(runs: Iterable[Run]) -> pd.DataFrame:
     """:func:`lstpe.analysis.humans.human_similarity` of every PE of ``runs``, one row per PE:
     a PE two runs share (Table 1 reads Table 2's ``2d-fixed`` and ``learn-0.2``) counts once,
     from the first run that has it."""
@@ -49,7 +49,7 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     final = pd.concat([r.final("val_dropout") for r in runs.values()]).drop_duplicates(
         ["pe", "seed"])
     structure = pe_structure.stored_structure([runs["table2"]])
-    similarity = human_similarity([runs["table2"], runs["table1"]])
+    similarity = runs_human_similarity([runs["table2"], runs["table1"]])
     stored, long = cs.stored_units(results_dir), cs.long_table(results_dir)
     optim = {r: int(stored["unit"].str.startswith(r + "/").sum()) if len(stored) else 0
              for r in OPTIMIZER_RUNS}
