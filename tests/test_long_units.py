@@ -156,3 +156,31 @@ def test_a_chunk_without_a_segment_is_priced_at_the_units_rate(tmp_path):
     assert f"{r['hours_left']:.1f} machine-hours left at the 200-epoch units' rate" in text
     bare = lu.long_status(tmp_path)
     assert bare["hours_left"].isna().all() and "no rate measured yet" in lu.long_status_text(bare)
+
+
+def test_hours_left_start_at_the_resume_checkpoint_and_ignore_a_gpu_rate(short, tmp_path,
+                                                                         monkeypatch):
+    """A chunk paused past its last segment prices only the epochs after its checkpoint; a
+    segment trained on a GPU does not price the CPU's hours (the units' rate does)."""
+    monkeypatch.setattr(lu, "LONG_PLAN", (lu.LongChunk("t", UNITS, 6, 4, "test"),))
+    assert lu.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
+                          **TINY)  # stops at epoch 3: segment 0-2 published, checkpoint at 3
+    r = lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
+    assert (r["epoch"], r["resume_epoch"], r["from"]) == (2, 3, 3)
+    assert r["basis"] == "its last segment"
+    seg_rate = r["s_per_epoch"]
+    assert r["hours_left"] == pytest.approx(3 * seg_rate / 3600)
+    real = res.read_manifest
+    monkeypatch.setattr(res, "read_manifest",
+                        lambda p: {**real(p), "device": "cuda: NVIDIA H100 80GB HBM3"})
+    r = lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
+    assert r["basis"] == "the 200-epoch units' rate"
+    assert r["hours_left"] == pytest.approx(3 * len(UNITS) * 10.0 / 3600)
+
+
+def test_the_campaign_trains_fp32_on_a_gpu():
+    """No precision pair has been run on a GPU, and the authors' V100 trained in fp32."""
+    from lstpe.experiments import precision as pr
+
+    amp, name, why = pr.decide(torch.device("cuda"))
+    assert (amp, name) == (False, "fp32") and "TF32 off" in why

@@ -141,8 +141,10 @@ def long_status(results_dir: str | Path | None = None,
     epoch`` (the smallest published epoch over its units), ``from`` (where the hours left
     start: its epoch, or an earlier target of the same chunk), ``resume_epoch`` (its resume
     checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment; before
-    one, ``s_per_model_epoch`` times its models, else NaN), ``basis`` (what that rate rests
-    on) and ``hours_left`` (to the target at that rate).
+    one, or when it ran on a GPU, ``s_per_model_epoch`` times its models, else NaN): hours of
+    the CPU the campaign is planned for, ``basis`` (what that rate rests on) and
+    ``hours_left`` (to the target at that rate, from the later of the last segment and the
+    resume checkpoint).
 
     ``s_per_model_epoch``: the 200-epoch units' measured rate
     (:func:`lstpe.experiments.campaign_status.long_table` passes it)."""
@@ -155,13 +157,15 @@ def long_status(results_dir: str | Path | None = None,
             man = res.read_manifest(last[-1])
             info = man.get("long") or {}
             span = info.get("to_epoch", 0) - info.get("from_epoch", 0)
-            if span > 0 and man.get("wall_time_s"):
+            on_cpu = str(man.get("device", "cpu")).startswith("cpu")
+            if span > 0 and man.get("wall_time_s") and on_cpu:
                 rate, basis = float(man["wall_time_s"]) / span, "its last segment"
-        if rate != rate and s_per_model_epoch:  # no segment yet
+        if rate != rate and s_per_model_epoch:  # no CPU segment yet (none, or a GPU's)
             rate, basis = s_per_model_epoch * len(c.units), "the 200-epoch units' rate"
-        # a later target of the same chunk starts where the earlier one ends
-        start = max([ep] + [x.target for x in LONG_PLAN if x.name == c.name
-                            and x.target < c.target])
+        # a later target of the same chunk starts where the earlier one ends; a resume
+        # checkpoint past the last segment counts
+        start = max([ep, min(resume_epoch(c, results_dir), c.target)]
+                    + [x.target for x in LONG_PLAN if x.name == c.name and x.target < c.target])
         rows.append({"item": c.item, "chunk": c.name, "units": len(c.units),
                      "target": c.target, "epoch": min(ep, c.target), "from": start,
                      "resume_epoch": resume_epoch(c, results_dir), "s_per_epoch": rate,
@@ -219,7 +223,10 @@ class SegmentWriter:
         return {"snaps": self.snaps}
 
     def load(self, state: dict[str, Any]) -> None:
-        self.snaps = dict(state.get("snaps", {}))
+        # on the CPU whatever device the checkpoint was loaded to: a chunk paused on a GPU
+        # resumes on a CPU and the other way round, and its snapshots are stacked together
+        self.snaps = {e: {k: v.cpu() for k, v in s.items()}
+                      for e, s in state.get("snaps", {}).items()}
 
     def after_epoch(self, epoch: int, model: Any, history: list[dict]) -> None:
         from lstpe.training.task import predict

@@ -2,10 +2,9 @@
 
 Precision is decided here and only here (:func:`decide`), with one reason string:
 
-* a CUDA device: the device's autocast choice (:func:`lstpe.runtime.choose_amp`: bf16 from
-  compute capability 8.0, fp16 with loss scaling below). The authors trained in fp32 on a
-  V100; a GPU lease trains long units, whose comparison with the 200-epoch CPU units is made
-  per epoch in the book;
+* a CUDA device: fp32 with TF32 off, as the authors' V100 trained (no precision pair has
+  been run on a GPU, and a stored result earns bf16 only through one); a GPU lease trains
+  long units, which then continue on CPUs in fp32 without a change of precision;
 * a CPU without bf16 instructions (AMD EPYC, avx2 only): fp32 -- bf16 is emulated there,
   about 50x slower;
 * a CPU with bf16 instructions (Intel Xeon with ``avx512_bf16`` / ``amx_bf16``): bf16 autocast
@@ -30,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstpe.runtime import PAPER_SEEDS, choose_amp, cpu_flags, default_results_dir, has_bf16
+from lstpe.runtime import PAPER_SEEDS, cpu_flags, default_results_dir, has_bf16
 from lstpe.store import results as res
 
 PAIR_PES: tuple[tuple[str, str], ...] = (("table2", "2d-fixed"), ("table2", "learn-0.2"),
@@ -190,8 +189,8 @@ def decide(device: torch.device, results_dir: str | Path | None = None
     """The campaign's precision on ``device``: ``(amp, name, why)`` with ``amp`` for
     :class:`~lstpe.training.config.TrainConfig` (False = fp32, True = the device's autocast)."""
     if device.type == "cuda":
-        dtype, why = choose_amp(device)
-        return True, {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype], why
+        return False, "fp32", ("fp32 with TF32 off, as the authors' V100: no precision pair "
+                               "has been run on a GPU")
     if device.type != "cpu":
         return False, "fp32", f"fp32 (no mixed precision on {device.type})"
     if not has_bf16():
