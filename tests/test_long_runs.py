@@ -169,3 +169,30 @@ def test_mechanism_table_by_hand():
     assert v.loc["0.1", ("dPE (learned) grid score", "median [range]")] == "0.40 [0.30, 0.50]"
     assert v.loc["2", ("dPE (learned) grid score", "p<0.05")] == "1/3"
     assert v.loc["2", ("Table 3 cosine (paper variant)", "paper@4000")] == "–"
+
+
+def test_long_summary_by_hand():
+    """A hand-built unit: the PE moves by known updates, training accuracy reaches 0.99 at
+    epoch 2; the summary reads the over-epochs rows at ``at`` and at the last snapshot."""
+    rng = np.random.default_rng(0)
+    p0 = rng.standard_normal((1, 16, 8))
+    d1, d2 = 0.3 * rng.standard_normal((1, 16, 8)), 0.01 * rng.standard_normal((1, 16, 8))
+    snaps = np.stack([p0, p0 + d1, p0 + d1 + d2])
+    hist = pd.DataFrame([{"epoch": e, "split": s, "condition": c, "accuracy": a}
+                         for e, tr, va in ((0, 0.25, 0.3), (2, 0.995, 0.9), (4, 1.0, 0.8))
+                         for s, a in (("train", tr), ("val", va))
+                         for c in ("all", "1")])
+    long = {"pe_epochs": [0, 2, 4], "pe": snaps, "history": hist}
+    over = pd.DataFrame({"pe": "learn-1", "sigma": 1.0, "seed": 7, "epoch": [0, 2, 4],
+                         "score_dpe": [np.nan, 0.4, 0.5], "p_dpe": [np.nan, 0.01, 0.02],
+                         "score_final": [0.1, 0.2, 0.3], "p_final": [0.5, 0.1, 0.04],
+                         "init_share": [1.0, 0.9, 0.8]})
+    s = lr.long_summary(over, {"learn-1": long}, at=2).iloc[0]
+    n0 = np.linalg.norm(p0[0])
+    assert s["moved_at"] == pytest.approx(np.linalg.norm(d1[0]) / n0)
+    assert s["moved_after"] == pytest.approx(np.linalg.norm(d2[0]) / n0)
+    assert (s["epoch"], s["fit_epoch"], s["val_at"], s["val_last"]) == (4, 2, 0.9, 0.8)
+    assert (s["score_dpe_at"], s["score_dpe"], s["p_final"]) == (0.4, 0.5, 0.04)
+    assert (s["init_share_at"], s["init_share"]) == (0.9, 0.8)
+    with pytest.raises(ValueError, match="no PE snapshot at epoch 3"):
+        lr.long_summary(over, {"learn-1": long}, at=3)

@@ -14,6 +14,8 @@ module reads that dict (it imports nothing from ``lstpe.experiments``):
   unit of the same seed: its maps at initialisation for epoch 0, after its 200 epochs for every
   later epoch (no longer-trained 2d-fixed model is stored);
 * :func:`over_epochs`: the three joined, one row per epoch, for :func:`plot_long`;
+* :func:`long_summary`: each unit at epoch 200 beside its last snapshot, and how far its PE
+  moved in between;
 * :func:`fragment_match`: epochs 0-200 of a long unit against the stored 200-epoch unit.
 
 **What "reproduces" can mean at the last epoch.** A run's last epoch evaluates the training and
@@ -41,8 +43,8 @@ from lstpe.analysis.procrustes import procrustes_distance, target_pe
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["MATCH_COLUMNS", "snapshot_table", "alignment_table", "attention_table",
-           "over_epochs", "fragment_match", "plot_long"]
+__all__ = ["MATCH_COLUMNS", "SUMMARY_COLUMNS", "snapshot_table", "alignment_table",
+           "attention_table", "over_epochs", "long_summary", "fragment_match", "plot_long"]
 
 MATCH_COLUMNS = ("quantity", "epochs", "diff_before", "diff_last", "scale")
 """Columns of :func:`fragment_match`."""
@@ -140,6 +142,70 @@ def over_epochs(long: Mapping[str, Any], ids: Mapping[str, Any] | None = None,
         out.insert(0, k, v)
     out["epoch"] = out["epoch"].astype(int)
     return out.reset_index(drop=True)
+
+
+SUMMARY_COLUMNS = ("pe", "sigma", "seed", "epoch", "fit_epoch", "val_at", "val_last",
+                   "score_dpe_at", "score_dpe", "p_dpe", "score_final_at", "score_final",
+                   "p_final", "init_share_at", "init_share", "moved_at", "moved_after")
+"""Columns of :func:`long_summary`."""
+
+
+def _accuracy(history: pd.DataFrame, split: str) -> pd.Series:
+    """Accuracy over all conditions of ``split``, indexed by epoch."""
+    h = history[(history["split"] == split) & (history["condition"].astype(str) == "all")]
+    return h.groupby("epoch")["accuracy"].mean()
+
+
+def long_summary(over: pd.DataFrame, longs: Mapping[str, Mapping[str, Any]], at: int = 200,
+                 block: int = 0, fit: float = 0.99) -> pd.DataFrame:
+    r"""Each long unit at epoch ``at`` beside its last PE snapshot.
+
+    Args:
+        over: :func:`over_epochs` rows of the units (``pe``, ``sigma``, ``seed`` among the ids).
+        longs: each unit's ``load_long`` dict (``history``, ``pe_epochs``, ``pe`` (k, L, n, d)),
+            keyed by its ``pe``.
+        at: the epoch compared with the last (the stored units' 200).
+        block: the block whose PE is measured.
+        fit: the training accuracy that counts as fitting the training split.
+    Returns:
+        :data:`SUMMARY_COLUMNS`, one row per unit in order of sigma: ``epoch`` its last
+        snapshot; ``fit_epoch`` the first epoch whose training accuracy (split ``train``, all
+        conditions) reaches ``fit`` (NaN: never); ``val_at`` / ``val_last`` validation
+        accuracy (all conditions); the grid scores, p values and init share of
+        :func:`over_epochs` at ``at`` (``*_at``) and at the last snapshot; ``moved_at`` =
+        :math:`\|P_{at}-P_0\|_F/\|P_0\|_F` and ``moved_after`` =
+        :math:`\|P_{last}-P_{at}\|_F/\|P_0\|_F`: how far the PE moved by ``at`` and after it,
+        in units of its initial norm.
+    Raises:
+        ValueError: a unit without a snapshot at ``at`` or without its ``longs`` entry.
+    """
+    rows = []
+    for pe_name, g in over.groupby("pe", sort=False):
+        if pe_name not in longs:
+            raise ValueError(f"no long unit {pe_name!r} among {sorted(longs)}")
+        eps, pe = _snapshots(longs[pe_name])
+        if at not in eps:
+            raise ValueError(f"{pe_name}: no PE snapshot at epoch {at}; snapshots: {eps}")
+        p0, pa, pl = (pe[eps.index(e), block] for e in (0, at, max(eps)))
+        g = g.set_index("epoch")
+        a, z = g.loc[at], g.loc[max(eps)]
+        h = require(longs[pe_name], "history")
+        train, val = _accuracy(h, "train"), _accuracy(h, "val")
+        fitted = train[train >= fit]
+        n0 = float(np.linalg.norm(p0))
+        rows.append({"pe": pe_name, "sigma": a["sigma"], "seed": a["seed"],
+                     "epoch": int(max(eps)),
+                     "fit_epoch": int(fitted.index[0]) if len(fitted) else np.nan,
+                     "val_at": float(val.get(at, np.nan)),
+                     "val_last": float(val.get(max(eps), np.nan)),
+                     **{f"{c}_at": float(a[c]) for c in ("score_dpe", "score_final",
+                                                          "init_share")},
+                     **{c: float(z[c]) for c in ("score_dpe", "p_dpe", "score_final",
+                                                 "p_final", "init_share")},
+                     "moved_at": float(np.linalg.norm(pa - p0)) / n0,
+                     "moved_after": float(np.linalg.norm(pl - pa)) / n0})
+    out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    return out.sort_values("sigma", kind="stable").reset_index(drop=True)
 
 
 def fragment_match(long: Mapping[str, Any], fragment_history: pd.DataFrame,

@@ -103,14 +103,16 @@ def score_sigma(final: pd.DataFrame) -> dict[str, str]:
     return _row("small_sigma_generalises", verdict, "; ".join(parts))
 
 
-def score_mechanism(structure: pd.DataFrame, long_epoch: int = 0, block: int = 0
-                    ) -> dict[str, str]:
+def score_mechanism(structure: pd.DataFrame, long_epoch: int = 0, block: int = 0,
+                    long: pd.DataFrame | None = None) -> dict[str, str]:
     """"Small-sigma PEs learn the task's 2-D structure": per small-sigma unit
     (:data:`SMALL_SIGMAS`), whether the learned update dPE and the final PE of ``block`` score
     2-D structure above their permutation null (:func:`lstpe.analysis.pe_structure.pe_structure`
     grid score, p < 0.05). ``shown`` when the final PEs are (the paper's claim is about the
     trained PE), ``partly shown`` when only the learned part is (its init still dominates the
-    PE), ``not shown`` when neither is. ``long_epoch``: how far the long units have got."""
+    PE), ``not shown`` when neither is. ``long_epoch``: how far the long units have got;
+    ``long``: their :func:`lstpe.analysis.long_runs.long_summary` (block 0), whose last epoch
+    the evidence reports (the verdict stays with the stored units, at every seed)."""
     t = structure[(structure["block"] == block) & structure["sigma"].isin(SMALL_SIGMAS)]
     if t.empty:
         return _row("learns_2d", "not testable yet", "no stored learnable units")
@@ -130,6 +132,13 @@ def score_mechanism(structure: pd.DataFrame, long_epoch: int = 0, block: int = 0
     epoch = int(t["epoch"].max()) if "epoch" in t and t["epoch"].notna().any() else 0
     text += f"; at epoch {epoch}" + (f", long units at epoch {long_epoch} of 4000"
                                      if long_epoch else ", no long unit yet")
+    if long is not None and len(long):
+        text += (f" (seed {', '.join(str(int(x)) for x in sorted(set(long['seed'])))}: at epoch "
+                 f"{int(long['epoch'].min())} the init still carries "
+                 f"{long['init_share'].min():.0%} to {long['init_share'].max():.0%} of the PE, "
+                 f"the final PE is 2-D in {int((long['p_final'] < ev.ALPHA).sum())} of "
+                 f"{len(long)}, and after epoch 200 it moved at most "
+                 f"{long['moved_after'].max():.1%} of its initial norm)")
     return _row("learns_2d", verdict, text)
 
 
@@ -176,7 +185,8 @@ def score_brain(paper_scale_runs: int) -> dict[str, str]:
 
 def scorecard(final: pd.DataFrame, structure: pd.DataFrame, similarity: pd.DataFrame,
               long_epoch: int = 0, optimizer_units: Mapping[str, int] | None = None,
-              brain_runs: int = 0, paper_scale: bool = True) -> pd.DataFrame:
+              brain_runs: int = 0, paper_scale: bool = True,
+              long: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every claim of :data:`CLAIM_LINES`, one row each: ``claim, verdict, evidence, where``.
 
     Args:
@@ -185,6 +195,7 @@ def scorecard(final: pd.DataFrame, structure: pd.DataFrame, similarity: pd.DataF
         structure: :func:`lstpe.analysis.pe_structure.stored_structure` of the Table 2 units.
         similarity: :func:`lstpe.analysis.humans.human_similarity` of the stored units.
         long_epoch: the mechanism's long units' published epoch (0: none).
+        long: their :func:`lstpe.analysis.long_runs.long_summary` (None: not measured).
         optimizer_units: stored units of Tables 4-6 per run name.
         brain_runs: paper-scale brain runs stored.
         paper_scale: the runs are the authors' recipe; previews (False) test no claim, and
@@ -193,7 +204,8 @@ def scorecard(final: pd.DataFrame, structure: pd.DataFrame, similarity: pd.DataF
     if not paper_scale:
         return pd.DataFrame([_row(c, "not testable yet", "preview runs only: they show that "
                                   "the analysis runs, not the claim") for c in CLAIM_LINES])
-    rows = [score_fixed(final), score_sigma(final), score_mechanism(structure, long_epoch),
+    rows = [score_fixed(final), score_sigma(final),
+            score_mechanism(structure, long_epoch, long=long),
             score_optimizers(optimizer_units or {}), score_humans(similarity),
             score_brain(brain_runs)]
     out = pd.DataFrame(rows)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from lstpe.analysis import humans, pe_structure
 from lstpe.analysis import scorecard as sc
+from lstpe.chapters.long_mechanism import LongMechanism, long_mechanism
 from lstpe.experiments import campaign_status as cs
 from lstpe.store.results import Run
 
@@ -33,6 +34,7 @@ class Claims:
     stored: pd.DataFrame      # campaign_status.stored_units
     long: pd.DataFrame        # campaign_status.long_table
     mechanism_epoch: int      # the mechanism's long units' published epoch (0: none)
+    mechanism_long: LongMechanism  # those long units at epochs 0, 200 and their last
 
 
 def runs_human_similarity(runs: Iterable[Run]) -> pd.DataFrame:
@@ -54,10 +56,11 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     optim = {r: int(stored["unit"].str.startswith(r + "/").sum()) if len(stored) else 0
              for r in OPTIMIZER_RUNS}
     mech = int(long.query("chunk == 'mechanism'")["epoch"].max())
+    lm = long_mechanism(results_dir, every=False)
     paper_scale = all(r.manifest.get("kind") == "campaign-merge" for r in runs.values())
     card = sc.scorecard(final, structure, similarity, long_epoch=mech, optimizer_units=optim,
-                        paper_scale=paper_scale)
-    return Claims(card, final, structure, similarity, stored, long, mech)
+                        paper_scale=paper_scale, long=lm.summary)
+    return Claims(card, final, structure, similarity, stored, long, mech, lm)
 
 
 def claims_markdown(card: pd.DataFrame) -> str:

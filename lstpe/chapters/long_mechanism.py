@@ -1,0 +1,120 @@
+"""The mechanism's long units read for a page: chapter 7 draws them, chapter 6 and the
+scorecard state what they show in a line.
+
+The long units (:data:`lstpe.experiments.long_units.LONG_PLAN`, chunk ``mechanism``) train
+``learn-0.1``, ``learn-0.2`` and ``learn-2`` (seed 2235) past the stored units' 200 epochs.
+:func:`long_mechanism` loads their published segments and measures them over epochs
+(:func:`lstpe.analysis.long_runs.over_epochs`) and at epoch 200 beside the last
+(:func:`lstpe.analysis.long_runs.long_summary`); :func:`long_line` is the sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lstpe.analysis import long_runs
+from lstpe.experiments import long_units as lu
+from lstpe.nn.encodings import parse_pe
+from lstpe.store.results import Run
+
+AT = 200
+"""The epoch the long units are read against: the stored units' length."""
+
+
+@dataclass
+class LongMechanism:
+    """The mechanism's long units as a page reads them."""
+
+    chunk: lu.LongChunk            # the chunk's first target (1000)
+    goal: int                      # its last target (4000)
+    reached: int                   # the smallest published epoch over its units (0: none)
+    longs: dict[str, dict]         # load_long's dict per PE, units with a segment only
+    over: pd.DataFrame             # over_epochs rows of every unit
+    summary: pd.DataFrame          # long_summary (empty until every unit is past AT)
+
+    @property
+    def seeds(self) -> list[int]:
+        return sorted({u.seed for u in self.chunk.units})
+
+
+def _only(long: Mapping[str, Any], keep: Sequence[int]) -> dict[str, Any]:
+    """``long`` with its PE and attention snapshots cut to the epochs in ``keep``."""
+    out = dict(long)
+    for ek, ak in (("pe_epochs", "pe"), ("attention_epochs", "val_attention")):
+        eps = [int(e) for e in long.get(ek) or []]
+        idx = [i for i, e in enumerate(eps) if e in keep]
+        if ak in long and long[ak] is not None and eps:
+            out[ek], out[ak] = [eps[i] for i in idx], long[ak][idx]
+    return out
+
+
+def long_mechanism(results_dir: str | Path | None = None, reference: Run | None = None,
+                   every: bool = True) -> LongMechanism:
+    """Load and measure the mechanism's long units.
+
+    Args:
+        results_dir: the results folder (default: the repository's).
+        reference: the ``table2`` run whose ``2d-fixed`` unit of the same seed is Table 3's
+            reference (its maps at initialisation for epoch 0, after its epochs for later
+            ones); None: no attention cosine.
+        every: measure every snapshot (chapter 7's figure); False: only epochs 0, 200 and the
+            last, enough for :func:`long_line` (each snapshot costs a permutation null).
+    """
+    chunk = next(c for c in lu.LONG_PLAN if c.name == "mechanism")
+    goal = max(c.target for c in lu.LONG_PLAN if c.name == chunk.name)
+    longs = {u.pe: d for u in chunk.units if (d := lu.load_long(u, results_dir)) is not None}
+    arts = {} if reference is None else reference.artifacts
+    row = {k: i for i, k in enumerate(zip(arts.get("labels", []), arts.get("seeds", []),
+                                          strict=True))}
+
+    def ref(key: str, seed: int) -> Any:
+        i = row.get(("2d-fixed", seed))
+        return None if i is None else arts[key][i]
+
+    parts = []
+    for u in chunk.units:
+        if u.pe not in longs:
+            continue
+        d = longs[u.pe] if every else _only(longs[u.pe], (0, AT, max(longs[u.pe]["pe_epochs"])))
+        parts.append(long_runs.over_epochs(
+            d, {"pe": u.pe, "sigma": parse_pe(u.pe).sigma, "seed": u.seed},
+            ref("val_attention", u.seed), ref("val_attention_init", u.seed)))
+    over = pd.concat(parts, ignore_index=True) if parts else \
+        pd.DataFrame(columns=["pe", "sigma", "seed", "epoch"])
+    past = len(longs) == len(chunk.units) and all(d["epoch"] > AT for d in longs.values())
+    summary = long_runs.long_summary(over, longs, at=AT) if past else \
+        pd.DataFrame(columns=list(long_runs.SUMMARY_COLUMNS))
+    return LongMechanism(chunk, goal, lu.chunk_epoch(chunk, results_dir), longs, over, summary)
+
+
+def _list(vals: Sequence[str]) -> str:
+    vals = list(vals)
+    return f"{', '.join(vals[:-1])} and {vals[-1]}" if len(vals) > 1 else vals[0]
+
+
+def long_line(lm: LongMechanism) -> str:
+    """One sentence: how far the long units have got and, past epoch 200, what changed."""
+    pes = ", ".join(f"`{u.pe}`" for u in lm.chunk.units)
+    seeds = ", ".join(map(str, lm.seeds))
+    head = f"The long units ({pes}, seed {seeds}) have published epoch {lm.reached} of {lm.goal}"
+    if lm.summary.empty:
+        return head + f": nothing past epoch {AT} is measured yet."
+    s, last = lm.summary, int(lm.summary["epoch"].min())
+
+    def col(c: str, fmt: str) -> str:
+        return _list([format(v, fmt) for v in s[c]])
+
+    ruled = s[s["init_share"] < 0.5]
+    where = _list([f"{x:g}" for x in ruled["sigma"]]) if len(ruled) else ""
+    verdict = ("the learned part has not come to dominate the PE at any of them" if ruled.empty
+               else f"the learned part dominates it at σ = {where}")
+    return (f"{head}. From epoch {AT} to {last}, at σ = {col('sigma', 'g')}, the PE of block 0 "
+            f"moves a further {col('moved_after', '.1%')} of its initial norm (by epoch {AT}: "
+            f"{col('moved_at', '.1%')}); at epoch {last} the initial draw still carries "
+            f"{col('init_share', '.0%')} of it, so {verdict}, and the final PE's grid score is "
+            f"{col('score_final', '.2f')} (at epoch {AT}: {col('score_final_at', '.2f')}).")
