@@ -10,6 +10,8 @@ One module per job; each module's docstring says what its functions do:
   evidence tables (:mod:`lstpe.analysis.evidence`) in the columns a page shows;
 * :mod:`lstpe.chapters.claims`: the paper's claims scored on the stored units, which the
   intro and the report both show;
+* :mod:`lstpe.chapters.long_mechanism`: the mechanism's long units, measured for chapter 7
+  and stated in a line in chapter 6 and the scorecard;
 * :mod:`lstpe.chapters.tables`, :mod:`lstpe.chapters.baselines`: tables of one run, and a
   measure at initialisation beside its value after training;
 * :mod:`lstpe.chapters.explore`: chapter 6's explorer (a live widget in Jupyter, pre-rendered

@@ -72,18 +72,21 @@ def long_mechanism(results_dir: str | Path | None = None, reference: Run | None 
     row = {k: i for i, k in enumerate(zip(arts.get("labels", []), arts.get("seeds", []),
                                           strict=True))}
 
-    def ref(key: str, seed: int) -> Any:
+    def ref(key: str, seed: int, like: Any) -> Any:  # None unless shaped like the unit's maps
         i = row.get(("2d-fixed", seed))
-        return None if i is None else arts[key][i]
+        ok = i is not None and like is not None and tuple(arts[key][i].shape) == \
+            tuple(like.shape[1:])
+        return arts[key][i] if ok else None
 
     parts = []
     for u in chunk.units:
         if u.pe not in longs:
             continue
         d = longs[u.pe] if every else _only(longs[u.pe], (0, AT, max(longs[u.pe]["pe_epochs"])))
+        maps = d.get("val_attention")
         parts.append(long_runs.over_epochs(
             d, {"pe": u.pe, "sigma": parse_pe(u.pe).sigma, "seed": u.seed},
-            ref("val_attention", u.seed), ref("val_attention_init", u.seed)))
+            ref("val_attention", u.seed, maps), ref("val_attention_init", u.seed, maps)))
     over = pd.concat(parts, ignore_index=True) if parts else \
         pd.DataFrame(columns=["pe", "sigma", "seed", "epoch"])
     past = len(longs) == len(chunk.units) and all(d["epoch"] > AT for d in longs.values())
@@ -92,9 +95,31 @@ def long_mechanism(results_dir: str | Path | None = None, reference: Run | None 
     return LongMechanism(chunk, goal, lu.chunk_epoch(chunk, results_dir), longs, over, summary)
 
 
-def _list(vals: Sequence[str]) -> str:
-    vals = list(vals)
-    return f"{', '.join(vals[:-1])} and {vals[-1]}" if len(vals) > 1 else vals[0]
+def listed(values: Sequence[Any], fmt: str = "") -> str:
+    """``values`` formatted with ``fmt`` and joined as "a, b and c"."""
+    vals = [format(v, fmt) for v in values]
+    return f"{', '.join(vals[:-1])} and {vals[-1]}" if len(vals) > 1 else "".join(vals)
+
+
+def long_facts(lm: LongMechanism, alpha: float = 0.05) -> dict[str, Any]:
+    """What chapter 7's paragraph glues in: each summary column as a list in order of sigma
+    (:func:`listed`, formatted for prose), ``last`` (the epoch read), ``slower`` (every PE
+    moved less after epoch 200 than before it), ``small_2d`` (every final PE at sigma <= 0.2
+    beats its permutation null at ``alpha``), ``large_2d`` (some final PE at sigma >= 0.5
+    does) and ``dominated`` (the sigmas whose init carries less than half the final PE)."""
+    s = lm.summary
+    fmt = {"sigma": "g", "fit_epoch": ".0f", "val_at": ".3f", "val_last": ".3f",
+           "moved_at": ".1%", "moved_after": ".1%", "init_share_at": ".0%",
+           "init_share": ".0%", "p_final": ".3f"}
+    out: dict[str, Any] = {c: listed(s[c], fmt.get(c, ".2f")) for c in s.columns
+                           if c not in ("pe", "seed")}
+    small, large = s[s["sigma"] <= 0.2], s[s["sigma"] >= 0.5]
+    out.update(last=int(s["epoch"].min()), seeds=listed(lm.seeds),
+               slower=bool((s["moved_after"] < s["moved_at"]).all()),
+               small_2d=bool(len(small)) and bool((small["p_final"] < alpha).all()),
+               large_2d=bool((large["p_final"] < alpha).any()),
+               dominated=listed(s.loc[s["init_share"] < 0.5, "sigma"], "g"))
+    return out
 
 
 def long_line(lm: LongMechanism) -> str:
@@ -107,10 +132,10 @@ def long_line(lm: LongMechanism) -> str:
     s, last = lm.summary, int(lm.summary["epoch"].min())
 
     def col(c: str, fmt: str) -> str:
-        return _list([format(v, fmt) for v in s[c]])
+        return listed(s[c], fmt)
 
     ruled = s[s["init_share"] < 0.5]
-    where = _list([f"{x:g}" for x in ruled["sigma"]]) if len(ruled) else ""
+    where = listed(ruled["sigma"], "g")
     verdict = ("the learned part has not come to dominate the PE at any of them" if ruled.empty
                else f"the learned part dominates it at σ = {where}")
     return (f"{head}. From epoch {AT} to {last}, at σ = {col('sigma', 'g')}, the PE of block 0 "
