@@ -186,7 +186,7 @@ def test_long_summary_by_hand():
     over = pd.DataFrame({"pe": "learn-1", "sigma": 1.0, "seed": 7, "epoch": [0, 2, 4],
                          "score_dpe": [np.nan, 0.4, 0.5], "p_dpe": [np.nan, 0.01, 0.02],
                          "score_final": [0.1, 0.2, 0.3], "p_final": [0.5, 0.1, 0.04],
-                         "init_share": [1.0, 0.9, 0.8]})
+                         "init_share": [1.0, 0.9, 0.8], "cosine_paper": [0.9, 0.8, 0.7]})
     s = lr.long_summary(over, {"learn-1": long}, at=2).iloc[0]
     n0 = np.linalg.norm(p0[0])
     assert s["moved_at"] == pytest.approx(np.linalg.norm(d1[0]) / n0)
@@ -194,5 +194,6 @@ def test_long_summary_by_hand():
     assert (s["epoch"], s["fit_epoch"], s["val_at"], s["val_last"]) == (4, 2, 0.9, 0.8)
     assert (s["score_dpe_at"], s["score_dpe"], s["p_final"]) == (0.4, 0.5, 0.04)
     assert (s["init_share_at"], s["init_share"]) == (0.9, 0.8)
+    assert (s["cosine_at"], s["cosine"]) == (0.8, 0.7)
     with pytest.raises(ValueError, match="no PE snapshot at epoch 3"):
         lr.long_summary(over, {"learn-1": long}, at=3)

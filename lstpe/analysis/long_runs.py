@@ -146,7 +146,8 @@ def over_epochs(long: Mapping[str, Any], ids: Mapping[str, Any] | None = None,
 
 SUMMARY_COLUMNS = ("pe", "sigma", "seed", "epoch", "fit_epoch", "val_at", "val_last",
                    "score_dpe_at", "score_dpe", "p_dpe", "score_final_at", "score_final",
-                   "p_final", "init_share_at", "init_share", "moved_at", "moved_after")
+                   "p_final", "init_share_at", "init_share", "moved_at", "moved_after",
+                   "cosine_at", "cosine")
 """Columns of :func:`long_summary`."""
 
 
@@ -175,7 +176,8 @@ def long_summary(over: pd.DataFrame, longs: Mapping[str, Mapping[str, Any]], at:
         :func:`over_epochs` at ``at`` (``*_at``) and at the last snapshot; ``moved_at`` =
         :math:`\|P_{at}-P_0\|_F/\|P_0\|_F` and ``moved_after`` =
         :math:`\|P_{last}-P_{at}\|_F/\|P_0\|_F`: how far the PE moved by ``at`` and after it,
-        in units of its initial norm.
+        in units of its initial norm; ``cosine_at`` / ``cosine`` Table 3's cosine (paper
+        variant) at ``at`` and at the last snapshot (NaN without attention maps there).
     Raises:
         ValueError: a unit without a snapshot at ``at`` or without its ``longs`` entry.
     """
@@ -203,7 +205,9 @@ def long_summary(over: pd.DataFrame, longs: Mapping[str, Mapping[str, Any]], at:
                      **{c: float(z[c]) for c in ("score_dpe", "p_dpe", "score_final",
                                                  "p_final", "init_share")},
                      "moved_at": float(np.linalg.norm(pa - p0)) / n0,
-                     "moved_after": float(np.linalg.norm(pl - pa)) / n0})
+                     "moved_after": float(np.linalg.norm(pl - pa)) / n0,
+                     "cosine_at": float(a.get("cosine_paper", np.nan)),
+                     "cosine": float(z.get("cosine_paper", np.nan))})
     out = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     return out.sort_values("sigma", kind="stable").reset_index(drop=True)
 
