@@ -162,6 +162,42 @@ def test_contrast_floor_is_stated_when_the_exact_test_cannot_reach_alpha():
     assert c["p_welch"] < 0.01  # Welch is shown beside it
 
 
+def test_shift_interval_is_where_the_exact_test_flips():
+    """Against the test itself: scanning shifts with permutation_test on shifted data gives
+    the same hull, to the scan's step."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0.2, 0.05, 5), rng.normal(0.0, 0.2, 4)
+    lo, hi = st.shift_interval(x, y)
+    grid = np.linspace(-1, 1.5, 5001)
+    kept = [d for d in grid if st.permutation_test(x - d, y).p >= 0.05 - 1e-12]
+    step = grid[1] - grid[0]
+    assert lo == pytest.approx(min(kept), abs=step) and hi == pytest.approx(max(kept), abs=step)
+
+
+def test_shift_interval_is_unbounded_where_the_floor_is_above_alpha():
+    assert st.shift_interval([0.9, 0.91, 0.92], [0.1, 0.2, 0.3]) == (-math.inf, math.inf)
+    lo, hi = st.shift_interval([0.9, 0.91, 0.92], [0.1, 0.2, 0.3], level=0.8)  # floor 0.1
+    assert 0 < lo < hi < math.inf
+    with pytest.raises(ValueError, match="level"):
+        st.shift_interval([1, 2], [3, 4], level=95)
+
+
+def test_a_contrast_verdict_and_its_interval_always_agree():
+    """0 lies in the exact interval exactly when no difference is shown, including a
+    complete separation whose Welch interval spans 0 (a wide group beside a tight one)."""
+    rng = np.random.default_rng(0)
+    vals = {"tight": [0.95, 0.951, 0.952, 0.953, 0.954],
+            "wide": [0.94, 0.90, 0.60, 0.30, 0.10]}
+    c = ev.contrast_rows(vals, [("tight", "wide")]).iloc[0]
+    assert c["verdict"] == "higher" and c["diff_low"] < 0 < c["exact_low"]
+    for _ in range(200):
+        na, nb = rng.integers(1, 6, 2)
+        v = {"a": rng.normal(rng.normal(0, 0.5), 0.3, na), "b": rng.normal(0, 0.3, nb)}
+        r = ev.contrast_rows(v, [("a", "b")]).iloc[0]
+        inside = r["exact_low"] <= 0 <= r["exact_high"]
+        assert inside == (r["verdict"] == "no difference shown"), r.to_dict()
+
+
 @pytest.fixture(scope="module")
 def stored_final() -> pd.DataFrame:
     """The validation accuracy, as the authors evaluated it, of the stored 200-epoch units."""
@@ -181,6 +217,7 @@ def test_stored_units_show_learn02_above_learn2(stored_final):
     assert row["p_welch"] < 0.01 and row["p_perm"] < 0.01 and row["diff_low"] > 0.3
     trend = c.loc[("trend over sigma", "")]
     assert trend["verdict"] == "falls" and trend["statistic"] < 0
+    assert row["exact_low"] > 0.3  # the exact test's interval agrees with its verdict
 
 
 def test_stacked_table_covers_every_claim_and_plots(stored_final):

@@ -63,3 +63,28 @@ def test_signed_ci_never_prints_a_negative_zero() -> None:
     assert fd.signed_ci(-0.0004, -0.0003, 0.02) == "+0.000 [+0.000, +0.020]"
     assert fd.signed_ci(0.563, 0.363, 0.762) == "+0.563 [+0.363, +0.762]"
     assert fd.signed_ci(-0.01, float("nan"), float("nan")) == "-0.010"
+
+
+def test_a_contrast_is_shown_with_the_interval_of_its_verdict() -> None:
+    """A pair shows the exact test's interval (infinite where 3 + 3 seeds cannot bound it) and
+    Welch's beside it; a trend shows its slope's interval."""
+    c = ev.contrast_rows({"a": [0.95, 0.951, 0.952, 0.953, 0.954],
+                          "b": [0.94, 0.90, 0.60, 0.30, 0.10],
+                          "c": [0.9, 0.91, 0.92], "d": [0.1, 0.2, 0.3]}, [("a", "b"), ("c", "d")])
+    v = fd.contrast_view(c)
+    lo, hi = c.loc[0, ["exact_low", "exact_high"]]
+    assert v.loc["a − b", "diff [95% CI]"] == fd.signed_ci(c.loc[0, "diff"], lo, hi)
+    assert v.loc["a − b", "Welch CI"].startswith("[-") and v.loc["a − b", "verdict"] == "higher"
+    assert v.loc["c − d", "diff [95% CI]"] == "+0.710 [−∞, +∞]"
+    t = ev.trend_row([0.1, 0.2, 0.4, 0.8, 1.6], [0.9, 0.8, 0.7, 0.5, 0.3], n_perm=200)
+    tv = fd.contrast_view(t)
+    assert tv.iloc[0]["Welch CI"] == "–"
+    assert tv.iloc[0]["diff [95% CI]"] == fd.signed_ci(*t.iloc[0][["diff", "diff_low",
+                                                                    "diff_high"]])
+
+
+def test_dashed_shows_a_missing_value_as_a_dash_and_keeps_the_numbers() -> None:
+    t = pd.DataFrame({"rho": [0.94286, math.nan], "n": [6, 6], "name": ["x", None]})
+    d = fd.dashed(t)
+    assert list(d["rho"]) == ["0.943", "—"] and list(d["n"]) == [6, 6]
+    assert math.isnan(t.loc[1, "rho"])  # the table itself is not changed

@@ -78,7 +78,8 @@ ROW_COLUMNS: tuple[str, ...] = (
 
 CONTRAST_COLUMNS: tuple[str, ...] = (
     "claim", "a", "b", "n_a", "n_b", "mean_a", "mean_b", "diff", "diff_low", "diff_high",
-    "statistic", "p_welch", "p_perm", "p_floor", "mdd", "test", "verdict", "why")
+    "exact_low", "exact_high", "statistic", "p_welch", "p_perm", "p_floor", "mdd", "test",
+    "verdict", "why")
 """Columns of :func:`contrast_rows` and :func:`trend_row`."""
 
 EVIDENCE_VERDICTS: dict[str, str] = {
@@ -209,14 +210,17 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
     """Within our units: each pair ``(a, b)`` of cells, ``diff = mean_a - mean_b``.
 
     Returns:
-        :data:`CONTRAST_COLUMNS`: ``diff_low/high`` (Welch t interval), ``statistic`` (Welch
-        t), ``p_welch`` (NaN with a group of 1), ``p_perm`` (exact, two-sided) and ``p_floor``
-        (the smallest p the permutation test can give with these values), ``mdd`` (our pooled
-        SD), ``verdict`` (``higher``, ``lower``, ``no difference shown``, ``not run``) on
-        the exact permutation p: exact at any n and free of the normality Welch's t leans on
-        at 2-4 degrees of freedom (its null: the PE label does not matter); Welch's p and
-        interval are shown beside it. ``why`` says when the permutation test cannot reach
-        ``alpha`` at this n.
+        :data:`CONTRAST_COLUMNS`: ``diff_low/high`` (Welch t interval), ``exact_low/high``
+        (the verdict's interval: the shifts the exact permutation test does not reject,
+        :func:`~lstpe.analysis.seed_tests.shift_interval`; infinite where its floor is at or
+        above ``alpha``, so 0 lies inside it exactly when no difference is shown), ``statistic``
+        (Welch t), ``p_welch`` (NaN with a group of 1), ``p_perm`` (exact, two-sided) and
+        ``p_floor`` (the smallest p the permutation test can give with these values), ``mdd``
+        (our pooled SD), ``verdict`` (``higher``, ``lower``, ``no difference shown``,
+        ``not run``) on the exact permutation p: exact at any n and free of the normality
+        Welch's t leans on at 2-4 degrees of freedom (its null: the PE label does not
+        matter); Welch's p and interval are shown beside it. ``why`` says when the
+        permutation test cannot reach ``alpha`` at this n.
     """
     rows = []
     for a, b in pairs:
@@ -231,7 +235,9 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
             rows.append(row)
             continue
         perm = st.permutation_test(x, y)
+        lo, hi = st.shift_interval(x, y, level)
         row.update(mean_a=float(x.mean()), mean_b=float(y.mean()), diff=perm.diff,
+                   exact_low=lo, exact_high=hi,
                    p_perm=perm.p, p_floor=perm.floor, test="exact permutation",
                    mdd=st.mdd(_pooled_sd(x, y), x.size, y.size, alpha)
                    if x.size + y.size >= 3 else math.nan)
@@ -249,8 +255,8 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
                        why=f"{a} {'>' if perm.diff > 0 else '<'} {b} by {abs(perm.diff):.3f} "
                            f"({perm_txt})")
         else:
-            ci = (f", CI [{row['diff_low']:+.2f}, {row['diff_high']:+.2f}]"
-                  if not math.isnan(row["diff_low"]) else "")
+            ci = (f", exact CI [{lo:+.2f}, {hi:+.2f}]" if math.isfinite(lo) and
+                  math.isfinite(hi) else " (no finite exact CI at this n)")
             row.update(verdict="no difference shown",
                        why=f"diff {perm.diff:+.3f}{ci} ({perm_txt})")
         rows.append(row)

@@ -91,8 +91,8 @@ def score_sigma(final: pd.DataFrame) -> dict[str, str]:
     if len(pair):
         p = pair.iloc[0]
         ok.append(p["verdict"] == "higher")
-        parts.append(f"learn-0.2 - learn-2 = {p['diff']:+.3f} [{p['diff_low']:+.3f}, "
-                     f"{p['diff_high']:+.3f}] (exact p = {p['p_perm']:.4f})")
+        parts.append(f"learn-0.2 - learn-2 = {p['diff']:+.3f} [{p['exact_low']:+.3f}, "
+                     f"{p['exact_high']:+.3f}] (exact p = {p['p_perm']:.4f})")
     if len(trend):
         t = trend.iloc[0]
         ok.append(t["verdict"] == "falls")

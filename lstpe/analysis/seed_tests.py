@@ -17,6 +17,9 @@ smallest difference a t-test at that n would detect.
   difference in means, enumerating all :math:`\binom{n_a + n_b}{n_a}` splits, and its smallest
   attainable p (two-sided: :math:`2/\binom{n_a+n_b}{n_a}` when :math:`n_a = n_b`, else
   :math:`1/\binom{n_a+n_b}{n_a}`; ties raise it, :attr:`Permutation.floor` counts them).
+* :func:`shift_interval`: the interval that belongs to that test, the shifts :math:`\delta`
+  of ``a`` it does not reject (unbounded where its floor is at or above alpha), so a verdict
+  and the interval beside it always agree.
 * :func:`trend_test`: a monotone trend of accuracy over sigma across units -- Kendall's
   :math:`\tau_b` with a permutation p -- and the least-squares slope per doubling of sigma
   with its t interval, as the effect size.
@@ -37,8 +40,8 @@ from scipy import stats
 
 __all__ = [
     "EQUIVALENCE_MARGIN", "Equivalence", "equivalence_test_from_summary", "Diff", "welch_diff",
-    "welch_vs_reference", "Permutation", "permutation_test", "permutation_floor", "Trend",
-    "trend_test", "mdd", "MAX_SPLITS", "SPLIT_TOL",
+    "welch_vs_reference", "Permutation", "permutation_test", "permutation_floor", "shift_interval",
+    "Trend", "trend_test", "mdd", "MAX_SPLITS", "SPLIT_TOL",
 ]
 
 MAX_SPLITS = 500_000
@@ -273,12 +276,8 @@ def permutation_test(a: Sequence[float], b: Sequence[float],
     x, y = _arr(a, "a"), _arr(b, "b")
     pooled = np.concatenate([x, y])
     n_a, n = x.size, pooled.size
-    splits = math.comb(n, n_a)
-    if splits > MAX_SPLITS:
-        raise ValueError(f"{splits} splits of {n_a} + {y.size} values: more than {MAX_SPLITS} "
-                         "to enumerate")
-    idx = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), n_a)),
-                      dtype=np.int64, count=splits * n_a).reshape(splits, n_a)
+    idx = _splits(n, n_a)
+    splits = idx.shape[0]
     s = pooled[idx].sum(axis=1)
     d = s / n_a - (pooled.sum() - s) / (n - n_a)
     obs = float(x.mean() - y.mean())
@@ -293,6 +292,65 @@ def permutation_test(a: Sequence[float], b: Sequence[float],
     p = float(np.mean(d >= obs_ - SPLIT_TOL))
     floor = float(np.mean(d >= extreme - SPLIT_TOL))
     return Permutation(obs, p, floor, splits, n_a, y.size, alternative)
+
+
+def _splits(n: int, n_a: int) -> np.ndarray:
+    """(C(n, n_a), n_a) every choice of ``n_a`` of ``n`` indices."""
+    splits = math.comb(n, n_a)
+    if splits > MAX_SPLITS:
+        raise ValueError(f"{splits} splits of {n_a} + {n - n_a} values: more than {MAX_SPLITS} "
+                         "to enumerate")
+    return np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), n_a)),
+                       dtype=np.int64, count=splits * n_a).reshape(splits, n_a)
+
+
+def shift_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95
+                   ) -> tuple[float, float]:
+    r"""The exact permutation test's interval for a shift: the hull of the shifts
+    :math:`\delta` for which :func:`permutation_test` (two-sided) of ``a - delta`` against
+    ``b`` gives :math:`p \ge 1 - \text{level}`.
+
+    Each split's difference is linear in :math:`\delta` (:math:`D_s - c_s\delta`, with
+    :math:`c_s` the share of ``a`` in the split's first group minus its share in the second),
+    so p changes only where two such lines cross in absolute value; p is evaluated at every
+    crossing and between them. Where the test's floor is at or above ``1 - level`` (3 + 3
+    seeds: 0.1) no shift is rejected and the interval is ``(-inf, inf)``: the seeds cannot
+    bound the difference at this level.
+
+    Raises:
+        ValueError: as :func:`permutation_test`; ``level`` outside (0, 1).
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    x, y = _arr(a, "a"), _arr(b, "b")
+    alpha, n_a, n = 1 - level, x.size, x.size + y.size
+    idx = _splits(n, n_a)
+    in_a = np.zeros((idx.shape[0], n), dtype=bool)
+    np.put_along_axis(in_a, idx, True, axis=1)
+    pooled = np.concatenate([x, y])
+    share = in_a[:, :n_a].sum(axis=1)                     # how many of a went to group 1
+    c = share / n_a - (n_a - share) / (n - n_a)           # (S,) slope of each split in delta
+    s = (pooled * in_a).sum(axis=1)
+    d0 = s / n_a - (pooled.sum() - s) / (n - n_a)          # (S,) each split at delta = 0
+    obs = float(x.mean() - y.mean())                       # the identity split: obs - delta
+
+    def p_at(delta: np.ndarray) -> np.ndarray:             # (K,) two-sided p at each shift
+        t = np.abs(d0[None, :] - c[None, :] * delta[:, None])
+        return (t >= np.abs(obs - delta)[:, None] - SPLIT_TOL).mean(axis=1)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.concatenate([(d0 - obs) / (c - 1), (d0 + obs) / (c + 1)])
+    cross = np.unique(cross[np.isfinite(cross)])
+    span = 1.0 + (np.abs(cross).max() if cross.size else abs(obs))
+    mids = (cross[1:] + cross[:-1]) / 2
+    grid = np.sort(np.concatenate([cross, mids, [obs, cross.min(initial=obs) - span,
+                                                 cross.max(initial=obs) + span]]))
+    ok = grid[p_at(grid) >= alpha - SPLIT_TOL]
+    if ok.size == 0:                                       # cannot happen: obs itself has p=1
+        return (math.nan, math.nan)
+    low = -math.inf if ok[0] == grid[0] else float(ok[0])
+    high = math.inf if ok[-1] == grid[-1] else float(ok[-1])
+    return (low, high)
 
 
 # --------------------------------------------------------------------------- trend

@@ -33,7 +33,7 @@ class Claims:
     similarity: pd.DataFrame  # per-puzzle similarity to people, one row per PE of both runs
     stored: pd.DataFrame      # campaign_status.stored_units
     long: pd.DataFrame        # campaign_status.long_table
-    mechanism_epoch: int      # the mechanism's long units' published epoch (0: none)
+    mechanism_epoch: int      # the epoch all the mechanism's long units have published
     mechanism_long: LongMechanism  # those long units at epochs 0, 200 and their last
 
 
@@ -55,8 +55,8 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     stored, long = cs.stored_units(results_dir), cs.long_table(results_dir)
     optim = {r: int(stored["unit"].str.startswith(r + "/").sum()) if len(stored) else 0
              for r in OPTIMIZER_RUNS}
-    mech = int(long.query("chunk == 'mechanism'")["epoch"].max())
-    lm = long_mechanism(results_dir, every=False)
+    lm = long_mechanism(results_dir, reference=runs["table2"], every=False)
+    mech = lm.reached  # the epoch every mechanism long unit has published
     paper_scale = all(r.manifest.get("kind") == "campaign-merge" for r in runs.values())
     card = sc.scorecard(final, structure, similarity, long_epoch=mech, optimizer_units=optim,
                         paper_scale=paper_scale, long=lm.summary)

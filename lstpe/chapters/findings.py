@@ -41,6 +41,8 @@ def signed_ci(d: float, low: float, high: float, digits: int = 3) -> str:
     def s(x: float) -> str:
         if x is None or x != x:
             return "–"
+        if math.isinf(x):
+            return "+∞" if x > 0 else "−∞"
         return f"{0.0 if round(x, digits) == 0 else x:+.{digits}f}"
     return f"{s(d)} [{s(low)}, {s(high)}]" if low == low and high == high else s(d)
 
@@ -55,6 +57,19 @@ def pval(p: float) -> str:
 def _p(p: float) -> str:
     """A p value in a table cell: 4 decimals, ``<0.0001`` below that."""
     return "–" if p is None or p != p else "<0.0001" if p < 1e-4 else f"{p:.4f}"
+
+
+def dashed(table: pd.DataFrame, digits: int = 3, dash: str = "—") -> pd.DataFrame:
+    """``table`` as a page shows it: floats with ``digits`` decimals, and ``dash`` where a
+    value is missing because it does not apply (a correlation of a constant, a PE row's
+    accuracy column), never ``NaN``. For display only: save the numeric table."""
+    out = table.copy()
+    for c in out.columns:
+        if pd.api.types.is_float_dtype(out[c]):
+            out[c] = [dash if v != v else f"{v:.{digits}f}" for v in out[c]]
+        elif out[c].dtype == object:
+            out[c] = [dash if isinstance(v, float) and v != v else v for v in out[c]]
+    return out
 
 
 def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
@@ -80,19 +95,35 @@ def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("cell")
 
 
+def _is_trend(r: pd.Series) -> bool:
+    """A trend row of :func:`lstpe.analysis.evidence.trend_row`: ``a`` alone, no ``b``."""
+    return not isinstance(r["b"], str) or not r["b"]
+
+
+def contrast_ci(r: pd.Series, digits: int = 3) -> str:
+    """A contrast row's difference with the interval of the test that gives its verdict: the
+    exact permutation test's shift interval for a pair (``−∞``/``+∞`` where the seeds cannot
+    bound it), the slope's t interval for a trend. 0 lies inside exactly when the verdict is
+    that no difference is shown."""
+    lo, hi = ("diff_low", "diff_high") if _is_trend(r) else ("exact_low", "exact_high")
+    return signed_ci(r["diff"], r[lo], r[hi], digits)
+
+
 def contrast_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """Contrast and trend rows (:func:`lstpe.analysis.evidence.contrast_rows`) as a page shows
-    them: ``n``, ``diff [Welch CI]``, ``p (Welch)``, ``p (exact)``, ``floor``, ``verdict``."""
+    them: ``n``, ``diff [95% CI]`` (:func:`contrast_ci`: the verdict's interval), ``Welch
+    CI``, ``p (exact)``, ``floor``, ``p (Welch)``, ``verdict``."""
     rows = []
     for _, r in table.iterrows():
-        trend = not isinstance(r["b"], str) or not r["b"]  # a trend row: a alone
+        trend = _is_trend(r)
         rows.append({"contrast": r["a"] if trend else f"{r['a']} − {r['b']}",
                      "n": f"{int(r['n_a'])} units" if trend else
                      f"{int(r['n_a'])}+{int(r['n_b'])}",
-                     "diff [Welch CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
-                                                  digits),
-                     "p (Welch)": _p(r["p_welch"]), "p (exact)": _p(r["p_perm"]),
-                     "floor": _p(r["p_floor"]), "verdict": r["verdict"]})
+                     "diff [95% CI]": contrast_ci(r, digits),
+                     "Welch CI": "–" if trend else signed_ci(
+                         math.nan, r["diff_low"], r["diff_high"], digits).removeprefix("– "),
+                     "p (exact)": _p(r["p_perm"]), "floor": _p(r["p_floor"]),
+                     "p (Welch)": _p(r["p_welch"]), "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("contrast")
 
 
@@ -134,8 +165,9 @@ def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
     """One table for a claim tested against a fixed reference (no authors' or paper's cell
     values): the cell rows of :func:`lstpe.analysis.evidence.evidence_rows` (``ours [95% CI]``
     against ``ref``, Welch and TOST p), then the contrast and trend rows of
-    :func:`~lstpe.analysis.evidence.contrast_rows` (difference with its Welch CI, exact p and
-    its floor). Columns ``n``, ``estimate [95% CI]``, ``against``, ``p (Welch)``,
+    :func:`~lstpe.analysis.evidence.contrast_rows` (difference with the interval of its
+    verdict, :func:`contrast_ci`, exact p and its floor). Columns ``n``, ``estimate [95% CI]``,
+    ``against``, ``p (Welch)``,
     ``p (TOST ±margin)``, ``p (exact)``, ``floor``, ``verdict``; indexed by row."""
     margin = next((m for m in cells["margin"] if m == m), math.nan)
     tost = f"p (TOST ±{margin:g})" if margin == margin else "p (TOST)"
@@ -149,7 +181,7 @@ def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
                      "floor": "–", "verdict": r["verdict"]})
     view = contrast_view(contrasts, digits) if contrasts is not None and len(contrasts) else None
     for name, r in ([] if view is None else view.iterrows()):
-        rows.append({"row": name, "n": r["n"], "estimate [95% CI]": r["diff [Welch CI]"],
+        rows.append({"row": name, "n": r["n"], "estimate [95% CI]": r["diff [95% CI]"],
                      "against": "no trend" if " − " not in name else "difference 0",
                      "p (Welch)": r["p (Welch)"], tost: "–", "p (exact)": r["p (exact)"],
                      "floor": r["floor"], "verdict": r["verdict"]})
