@@ -88,3 +88,13 @@ def test_dashed_shows_a_missing_value_as_a_dash_and_keeps_the_numbers() -> None:
     d = fd.dashed(t)
     assert list(d["rho"]) == ["0.943", "—"] and list(d["n"]) == [6, 6]
     assert math.isnan(t.loc[1, "rho"])  # the table itself is not changed
+
+
+def test_contrast_ci_reads_a_row_whatever_its_index() -> None:
+    """Chapters index contrasts by ``b`` or by ``(a, b)``: the row then lacks those keys."""
+    c = ev.contrast_rows({"a": [0.95, 0.951, 0.952, 0.953, 0.954],
+                          "b": [0.94, 0.90, 0.60, 0.30, 0.10]}, [("a", "b")])
+    want = fd.contrast_ci(c.iloc[0])
+    assert fd.contrast_ci(c.set_index("b").loc["b"]) == want
+    assert fd.contrast_ci(c.set_index(["a", "b"]).loc[("a", "b")]) == want
+    assert "∞" not in want and want.startswith("+0.")

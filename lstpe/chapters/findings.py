@@ -105,7 +105,8 @@ def contrast_ci(r: pd.Series, digits: int = 3) -> str:
     exact permutation test's shift interval for a pair (``−∞``/``+∞`` where the seeds cannot
     bound it), the slope's t interval for a trend. 0 lies inside exactly when the verdict is
     that no difference is shown."""
-    lo, hi = ("diff_low", "diff_high") if _is_trend(r) else ("exact_low", "exact_high")
+    exact = r.get("exact_low", math.nan) == r.get("exact_low", math.nan)  # NaN: a trend row
+    lo, hi = ("exact_low", "exact_high") if exact else ("diff_low", "diff_high")
     return signed_ci(r["diff"], r[lo], r[hi], digits)
 
 
