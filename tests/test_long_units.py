@@ -77,6 +77,21 @@ def test_resume_in_a_fresh_clone_continues_bit_for_bit(short, tmp_path):
         assert a["history"][cols].equals(b["history"][cols])
 
 
+def test_a_chunk_without_its_checkpoint_is_refused_not_retrained(short, tmp_path,
+                                                                  monkeypatch):
+    """Published segments without the resume checkpoint (a tree trimmed for a GPU lease):
+    train_chunk refuses, naming the file, and next_chunk passes the chunk over."""
+    assert train(3, tmp_path)
+    assert not lu.unresumable(chunk(6), tmp_path)
+    monkeypatch.setattr(lu, "LONG_PLAN", (chunk(6),))
+    assert lu.next_chunk(tmp_path) == chunk(6)
+    (lu.resume_dir(chunk(6), tmp_path) / "chunk0.pt").unlink()
+    assert lu.unresumable(chunk(6), tmp_path) and lu.next_chunk(tmp_path) is None
+    with pytest.raises(FileNotFoundError, match="chunk0.pt is missing .* epoch 2"):
+        train(6, tmp_path)
+    assert [p.name for p in lu.segments(UNITS[0], tmp_path)] == ["e0002"]  # untouched
+
+
 def test_the_resume_folder_is_tracked_by_git(tmp_path):
     """.gitignore ignores *.pt but not results/**: the resume checkpoint is committed, the
     work folder (claims, staging) is not."""

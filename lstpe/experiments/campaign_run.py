@@ -218,6 +218,9 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         published += done
         if not done:
             return published
+    for c in {c.name: c for c in lu.LONG_PLAN if lu.unresumable(c, results_dir)}.values():
+        log(f"long: {c.name} has published segments but no resume checkpoint here "
+            f"({lu.resume_dir(c, results_dir)}): passed over")
     while True:
         free = free_units(results_dir, units)
         chunk = None if units is not None else \

@@ -126,13 +126,23 @@ A chunk with the name of an earlier one continues its models (same resume state)
 def next_chunk(results_dir: str | Path | None = None, before_item: int | None = None
                ) -> LongChunk | None:
     """The first long chunk of :data:`LONG_PLAN` short of its target, if its item comes
-    before ``before_item`` (the item of the next free 200-epoch unit; None: any)."""
+    before ``before_item`` (the item of the next free 200-epoch unit; None: any). A chunk
+    without its resume checkpoint but with published segments (:func:`unresumable`) is
+    passed over: it cannot go on here."""
     for c in LONG_PLAN:
         if before_item is not None and c.item >= before_item:
             return None
-        if chunk_epoch(c, results_dir) < c.target:
+        if chunk_epoch(c, results_dir) < c.target and not unresumable(c, results_dir):
             return c
     return None
+
+
+def unresumable(chunk: LongChunk, results_dir: str | Path | None = None) -> bool:
+    """True when a unit of ``chunk`` has published segments but the chunk's resume
+    checkpoint is not here (a tree trimmed for a GPU lease, a checkpoint lost): training it
+    would start again from epoch 0, so :func:`train_chunk` refuses."""
+    return not (resume_dir(chunk, results_dir) / "chunk0.pt").exists() and \
+        any(published_epoch(u, results_dir) > 0 for u in chunk.units)
 
 
 def long_status(results_dir: str | Path | None = None,
@@ -354,6 +364,8 @@ def train_chunk(chunk: LongChunk, deadline: float, results_dir: str | Path | Non
 
     Raises:
         lstpe.store.rundir.RunLockedError: another process trains a unit of the chunk.
+        FileNotFoundError: segments are published but the resume checkpoint is missing
+            (:func:`unresumable`), naming it.
     """
     from lstpe.store.rundir import RunLock
     from lstpe.training.config import load_data
@@ -362,6 +374,11 @@ def train_chunk(chunk: LongChunk, deadline: float, results_dir: str | Path | Non
 
     device = device or torch.device("cpu")
     rdir = resume_dir(chunk, results_dir)
+    if unresumable(chunk, results_dir):
+        raise FileNotFoundError(
+            f"{rdir / 'chunk0.pt'} is missing but {chunk.name} has published epoch "
+            f"{max(published_epoch(u, results_dir) for u in chunk.units)}: refusing to train "
+            "it again from epoch 0 (restore the checkpoint: git checkout -- results/long)")
     spec_path = rdir / "chunk.json"
     if spec_path.exists():
         spec = json.loads(spec_path.read_text())

@@ -1,0 +1,70 @@
+"""scripts/lease_tree.py: a checkout trimmed for a GPU lease keeps exactly what the lease of
+one long chunk needs, refuses to trim what git does not hold, and restores every file."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lstpe.experiments import long_units as lu
+from lstpe.runtime import repo_root
+
+spec = importlib.util.spec_from_file_location("lease_tree",
+                                              repo_root() / "scripts" / "lease_tree.py")
+lt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lt)
+
+
+def sh(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repo shaped like this one: code, stored units, two chunks' segments and
+    checkpoints."""
+    files = {"lstpe/x.py": "code", "results/paper/table1/nope/8880/history.csv": "h"}
+    for c in ("mechanism", "weight-decay"):
+        files[f"results/long/_resume/{c}/chunk0.pt"] = c
+        for u in next(ch for ch in lu.LONG_PLAN if ch.name == c).units:
+            for e in ("e0200", "e0400"):
+                files[f"results/long/{u.key}/{e}/manifest.json"] = f"{u.key}{e}"
+    for f, text in files.items():
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text(text)
+    sh(tmp_path, "init", "-q")
+    sh(tmp_path, "add", "-A")
+    sh(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    return tmp_path
+
+
+def present(repo: Path) -> set[str]:
+    return {str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file() and
+            ".git" not in p.parts}
+
+
+def test_trim_keeps_the_chunk_checkpoint_and_last_segments_and_restore_brings_all_back(repo):
+    before = {f: (repo / f).read_text() for f in present(repo)}
+    size = lt.trim(repo, "mechanism")
+    mech = next(c for c in lu.LONG_PLAN if c.name == "mechanism").units
+    want = {"lstpe/x.py", "results/long/_resume/mechanism/chunk0.pt",
+            *(f"results/long/{u.key}/e0400/manifest.json" for u in mech)}
+    assert present(repo) == want
+    assert size == sum((repo / f).stat().st_size for f in want)
+    (repo / "results/long/new.txt").write_text("brought back by a lease")  # untracked: kept
+    assert lt.restore(repo) == len(before) - len(want)
+    assert {f: (repo / f).read_text() for f in before} == before
+    assert (repo / "results/long/new.txt").exists()
+
+
+def test_trim_refuses_a_tree_git_does_not_hold_and_an_unknown_chunk(repo):
+    (repo / "results/paper/table1/nope/8880/history.csv").write_text("changed")
+    with pytest.raises(SystemExit, match="not clean"):
+        lt.trim(repo, "mechanism")
+    sh(repo, "checkout", "--", ".")
+    with pytest.raises(SystemExit, match="no long chunk named 'mech'"):
+        lt.trim(repo, "mech")
+    assert len(present(repo)) > 3  # nothing was removed
