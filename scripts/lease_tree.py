@@ -4,7 +4,9 @@ The device tool sends the working tree (tracked files, and untracked ones git do
 ignore) up to 64 MiB; the stored results make it far larger (the two resume checkpoints alone
 are 80 MB). A lease that trains one long chunk needs the code, that chunk's resume checkpoint
 (``results/long/_resume/<chunk>/``) and the last segment of each of its units (the next
-segment's manifest names the one before). ``trim`` takes every other tracked file under
+segment's manifest names the one before); the last segment of every other long unit stays
+too, so that a chunk without its checkpoint here is seen as published and passed over, not
+trained again from epoch 0. ``trim`` takes every other tracked file under
 ``results/`` out of the working tree, only after checking that git holds all of it (a clean
 ``git status``); ``restore`` checks those files out again from git, and touches nothing else
 (the segments a lease brings back are new, untracked files).
@@ -37,7 +39,7 @@ def git(repo: Path, *args: str) -> list[str]:
 
 def keep_paths(repo: Path, chunk: str) -> list[Path]:
     """Folders under ``results/`` that the lease of ``chunk`` needs: its resume folder and
-    the last segment of each of its units (relative to ``repo``)."""
+    the last segment of every long unit (relative to ``repo``)."""
     from lstpe.experiments import long_units as lu
 
     chunks = [c for c in lu.LONG_PLAN if c.name == chunk]
@@ -46,9 +48,8 @@ def keep_paths(repo: Path, chunk: str) -> list[Path]:
         raise SystemExit(f"no long chunk named {chunk!r}; the plan's chunks: {names}")
     results = repo / "results"
     keep = [lu.resume_dir(chunk, results)]
-    for u in chunks[0].units:
-        segs = lu.segments(u, results)
-        keep += segs[-1:]
+    for u in {u.key: u for c in lu.LONG_PLAN for u in c.units}.values():
+        keep += lu.segments(u, results)[-1:]
     return [p.relative_to(repo) for p in keep]
 
 

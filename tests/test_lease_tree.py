@@ -49,10 +49,13 @@ def present(repo: Path) -> set[str]:
 def test_trim_keeps_the_chunk_checkpoint_and_last_segments_and_restore_brings_all_back(repo):
     before = {f: (repo / f).read_text() for f in present(repo)}
     size = lt.trim(repo, "mechanism")
-    mech = next(c for c in lu.LONG_PLAN if c.name == "mechanism").units
+    units = [u for c in lu.LONG_PLAN if c.name in ("mechanism", "weight-decay") for u in c.units]
     want = {"lstpe/x.py", "results/long/_resume/mechanism/chunk0.pt",
-            *(f"results/long/{u.key}/e0400/manifest.json" for u in mech)}
+            *(f"results/long/{u.key}/e0400/manifest.json" for u in units)}
     assert present(repo) == want
+    wd = next(c for c in lu.LONG_PLAN if c.name == "weight-decay")
+    assert lu.unresumable(wd, repo / "results")  # passed over by the lease, not retrained
+    assert lu.next_chunk(repo / "results").name == "mechanism"  # the chunk kept trains
     assert size == sum((repo / f).stat().st_size for f in want)
     (repo / "results/long/new.txt").write_text("brought back by a lease")  # untracked: kept
     assert lt.restore(repo) == len(before) - len(want)
