@@ -16,7 +16,18 @@ trained again from epoch 0. ``trim`` takes every other tracked file under
     python3 scripts/lease_tree.py restore
 
 ``lstpe campaign run`` passes over a chunk whose segments are here without its checkpoint
-(:func:`lstpe.experiments.long_units.unresumable`), so the lease trains the chunk kept.
+(:func:`lstpe.experiments.long_units.unresumable`), so the lease trains the chunk kept, then
+any chunk not begun. A lease, whole (the device returns at most 8 files of 16 MiB):
+
+    python3 scripts/lease_tree.py trim --chunk mechanism
+    run: export PYTHONPATH=$PWD; timeout 570 python3 -m lstpe.cli campaign run --device cuda
+         --minutes 9 > $OUT/log.txt 2>&1; tar czf /tmp/l.tgz --exclude=.work results/long;
+         split -b 15m /tmp/l.tgz $OUT/long.tgz.
+    python3 scripts/lease_tree.py restore
+    cat <files_at>/long.tgz.* | tar xzf -; lstpe campaign status   # then commit
+
+Only ``results/long`` comes back: with ``results/paper`` out of the tree, a lease that runs
+past its long chunks trains 200-epoch units already stored, which are left on the device.
 """
 
 from __future__ import annotations
