@@ -84,9 +84,11 @@ def test_a_contrast_is_shown_with_the_interval_of_its_verdict() -> None:
 
 
 def test_dashed_shows_a_missing_value_as_a_dash_and_keeps_the_numbers() -> None:
-    t = pd.DataFrame({"rho": [0.94286, math.nan], "n": [6, 6], "name": ["x", None]})
+    t = pd.DataFrame({"rho": [0.94286, math.nan], "n": [6, 6], "name": ["x", None],
+                      "p_dpe": [0.0001, 0.0234]})
     d = fd.dashed(t)
     assert list(d["rho"]) == ["0.943", "—"] and list(d["n"]) == [6, 6]
+    assert list(d["p_dpe"]) == ["<0.001", "0.023"]
     assert math.isnan(t.loc[1, "rho"])  # the table itself is not changed
 
 

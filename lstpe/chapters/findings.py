@@ -62,11 +62,17 @@ def _p(p: float) -> str:
 def dashed(table: pd.DataFrame, digits: int = 3, dash: str = "—") -> pd.DataFrame:
     """``table`` as a page shows it: floats with ``digits`` decimals, and ``dash`` where a
     value is missing because it does not apply (a correlation of a constant, a PE row's
-    accuracy column), never ``NaN``. For display only: save the numeric table."""
+    accuracy column), never ``NaN``; a p value (a column named ``p_...`` or ``pvalue``) below
+    what ``digits`` shows reads ``<0.001``, not ``0.000``. For display only: save the numeric
+    table."""
     out = table.copy()
+    floor = 10.0 ** -digits
     for c in out.columns:
+        name = c[-1] if isinstance(c, tuple) else c
+        is_p = isinstance(name, str) and (name.startswith("p_") or name == "pvalue")
         if pd.api.types.is_float_dtype(out[c]):
-            out[c] = [dash if v != v else f"{v:.{digits}f}" for v in out[c]]
+            out[c] = [dash if v != v else f"<{floor:.{digits}f}" if is_p and 0 <= v < floor
+                      else f"{v:.{digits}f}" for v in out[c]]
         elif out[c].dtype == object:
             out[c] = [dash if isinstance(v, float) and v != v else v for v in out[c]]
     return out
