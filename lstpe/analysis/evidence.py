@@ -8,8 +8,9 @@ them):
 * :func:`evidence_rows`: per cell, our values against a reference: n, values, mean and t
   95% CI, the authors' and the paper's numbers, the difference with its CI, Welch p, TOST p,
   minimum detectable difference, ``verdict`` and ``why``.
-* :func:`contrast_rows`: within our units, pairs of cells: difference with its Welch CI,
-  Welch p, exact permutation p and its floor, ``verdict`` and ``why``.
+* :func:`contrast_rows`: within our units, pairs of cells: difference with the interval of the
+  exact permutation test that gives the verdict and Welch's CI beside it, exact p and its
+  floor, Welch p, ``verdict`` and ``why``.
 * :func:`trend_row`: a trend over sigma across units (Kendall tau-b, slope per doubling).
 
 The paper's claims on per-model accuracy (``final``: one row per model with ``pe``, ``seed``,
@@ -32,7 +33,8 @@ some gaps the paper reads (learn-0.2 vs relative, 0.036): those are the contrast
 The minimum detectable difference (``mdd``: alpha 0.05, power 0.8,
 :func:`lstpe.analysis.seed_tests.mdd`) uses the reference's SD for a row (15 seeds estimate it
 far better than our 3-5), our pooled SD for a contrast. Within our units the verdict of a
-contrast is the exact permutation test's (:func:`contrast_rows`); a trend over sigma is Kendall's
+contrast is the exact permutation test's (:func:`contrast_rows`), and so is the interval the
+pages quote with it (:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma is Kendall's
 tau-b over units with a permutation p (:func:`trend_row`). No multiplicity correction: a
 claim such as "beats every fixed PE" is a conjunction, shown only where every one of its
 contrasts is (an intersection-union test, of level alpha as it stands); a single contrast read
