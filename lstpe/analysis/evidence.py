@@ -34,11 +34,11 @@ The minimum detectable difference (``mdd``: alpha 0.05, power 0.8,
 :func:`lstpe.analysis.seed_tests.mdd`) uses the reference's SD for a row (15 seeds estimate it
 far better than our 3-5), our pooled SD for a contrast. Within our units the verdict of a
 contrast is the exact permutation test's (:func:`contrast_rows`), and so is the interval the
-pages quote with it (:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma is Kendall's
-tau-b over units with a permutation p (:func:`trend_row`). No multiplicity correction: a
-claim such as "beats every fixed PE" is a conjunction, shown only where every one of its
-contrasts is (an intersection-union test, of level alpha as it stands); a single contrast read
-out of a claim's several would need one (Holm).
+pages quote with it (:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma
+is Kendall's tau-b over units with a permutation p (:func:`trend_row`). No multiplicity
+correction: a claim such as "beats every fixed PE" is a conjunction, shown only where every one
+of its contrasts is (an intersection-union test, of level alpha as it stands); a single
+contrast read out of a claim's several would need one (Holm).
 """
 
 from __future__ import annotations
