@@ -200,7 +200,8 @@ def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125)) -> Figure:
     ax.set_xlabel("key j (query 0, equal content)")
     ax.set_ylabel("softmax weight")
     ax.set_title("attention from position 0,\nbias alone", fontsize=9)
-    ax.legend(loc="upper right", fontsize=8)  # the curves fall from the left: that corner is free
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncols=3, fontsize=8)  # under
+    # the x-label, not over the data
     _heatmap(fig, axes[0, 2], B[cell].reshape(4, 4), f"bias from cell {cell} (star)\non the grid",
              xlabel="column", ylabel="row", label="bias", cmap="Blues_r")
     axes[0, 2].plot(cell % 4, cell // 4, "r*", ms=12)
