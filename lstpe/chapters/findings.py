@@ -35,16 +35,29 @@ def ci(mean: float, low: float, high: float, digits: int = 3) -> str:
     return f"{num(mean, digits)} [{num(low, digits)}, {num(high, digits)}]"
 
 
+def _signed(x: float, digits: int) -> str:
+    """``+0.563``: a signed value (``+0.000`` for one that rounds to zero, never ``-0.000``;
+    ``±∞``; an en dash for a missing one)."""
+    if x is None or x != x:
+        return "–"
+    if math.isinf(x):
+        return "+∞" if x > 0 else "−∞"
+    return f"{0.0 if round(x, digits) == 0 else x:+.{digits}f}"
+
+
+def signed_interval(low: float, high: float, digits: int = 3) -> str:
+    """``[+0.363, +0.762]``; an en dash when either bound is missing."""
+    if not (low == low and high == high):
+        return "–"
+    return f"[{_signed(low, digits)}, {_signed(high, digits)}]"
+
+
 def signed_ci(d: float, low: float, high: float, digits: int = 3) -> str:
     """``+0.563 [+0.363, +0.762]``: a difference and its interval (a value that rounds to zero
     prints as ``+0.000``, never ``-0.000``)."""
-    def s(x: float) -> str:
-        if x is None or x != x:
-            return "–"
-        if math.isinf(x):
-            return "+∞" if x > 0 else "−∞"
-        return f"{0.0 if round(x, digits) == 0 else x:+.{digits}f}"
-    return f"{s(d)} [{s(low)}, {s(high)}]" if low == low and high == high else s(d)
+    if not (low == low and high == high):
+        return _signed(d, digits)
+    return f"{_signed(d, digits)} {signed_interval(low, high, digits)}"
 
 
 def pval(p: float) -> str:
@@ -127,8 +140,8 @@ def contrast_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                      "n": f"{int(r['n_a'])} units" if trend else
                      f"{int(r['n_a'])}+{int(r['n_b'])}",
                      "diff [95% CI]": contrast_ci(r, digits),
-                     "Welch CI": "–" if trend else signed_ci(
-                         math.nan, r["diff_low"], r["diff_high"], digits).removeprefix("– "),
+                     "Welch CI": "–" if trend else signed_interval(r["diff_low"], r["diff_high"],
+                                                                   digits),
                      "p (exact)": _p(r["p_perm"]), "floor": _p(r["p_floor"]),
                      "p (Welch)": _p(r["p_welch"]), "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("contrast")

@@ -141,7 +141,7 @@ def unresumable(chunk: LongChunk, results_dir: str | Path | None = None) -> bool
     """True when a unit of ``chunk`` has published segments but the chunk's resume
     checkpoint is not here (a tree trimmed for a GPU lease, a checkpoint lost): training it
     would start again from epoch 0, so :func:`train_chunk` refuses."""
-    return not (resume_dir(chunk, results_dir) / "chunk0.pt").exists() and \
+    return not resume_checkpoint(chunk, results_dir).exists() and \
         any(published_epoch(u, results_dir) > 0 for u in chunk.units)
 
 
@@ -339,9 +339,14 @@ def published_epoch(unit: LongUnit, results_dir: str | Path | None = None) -> in
     return int(paths[-1].name[1:]) if paths else 0
 
 
+def resume_checkpoint(chunk: LongChunk, results_dir: str | Path | None = None) -> Path:
+    """The chunk's resume checkpoint (the file the engine writes in :func:`resume_dir`)."""
+    return resume_dir(chunk, results_dir) / "chunk0.pt"
+
+
 def resume_epoch(chunk: LongChunk, results_dir: str | Path | None = None) -> int:
     """The epoch of the chunk's resume checkpoint (0: none). Reads only its header."""
-    path = resume_dir(chunk, results_dir) / "chunk0.pt"
+    path = resume_checkpoint(chunk, results_dir)
     if not path.exists():
         return 0
     state = res.load_torch(path, "checkpoint", map_location="cpu")
@@ -376,8 +381,9 @@ def train_chunk(chunk: LongChunk, deadline: float, results_dir: str | Path | Non
     rdir = resume_dir(chunk, results_dir)
     if unresumable(chunk, results_dir):
         raise FileNotFoundError(
-            f"{rdir / 'chunk0.pt'} is missing but {chunk.name} has published epoch "
-            f"{max(published_epoch(u, results_dir) for u in chunk.units)}: refusing to train "
+            f"{resume_checkpoint(chunk, results_dir)} is missing but {chunk.name} has "
+            f"published epoch {max(published_epoch(u, results_dir) for u in chunk.units)}: "
+            "refusing to train "
             "it again from epoch 0 (restore the checkpoint: git checkout -- results/long)")
     spec_path = rdir / "chunk.json"
     if spec_path.exists():
