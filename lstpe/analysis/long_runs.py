@@ -29,6 +29,7 @@ recipe subsamples them (the paper's recipe subsamples train: ``eval_train_max``)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -302,3 +303,63 @@ def plot_long(table: pd.DataFrame, paper: Mapping[float, float] | None = None,
                title_fontsize=9)
     return fig
 
+
+
+def decay_factor(epochs: Any, lr: float, weight_decay: float, steps_per_epoch: int) -> Any:
+    """What AdamW's decoupled weight decay alone leaves of a weight after ``epochs``:
+    ``(1 - lr * weight_decay) ** (steps_per_epoch * epochs)`` (torch's ``AdamW`` multiplies
+    every parameter by ``1 - lr * weight_decay`` before each step). Scalar or array in, same out.
+    """
+    if not 0 <= lr * weight_decay < 1:
+        raise ValueError(f"lr * weight_decay = {lr * weight_decay} is not in [0, 1)")
+    return (1.0 - lr * weight_decay) ** (steps_per_epoch * np.asarray(epochs, dtype=float))
+
+
+def norm_over_epochs(long: Mapping[str, Any], split: str = "val") -> pd.DataFrame:
+    """The PE's size over a long unit's snapshots, beside its accuracy.
+
+    Args:
+        long: ``pe_epochs``, ``pe`` (k, L, n, d) and ``history`` (``load_long``'s dict).
+        split: the history split whose accuracy (all conditions) is put beside it.
+    Returns:
+        One row per PE snapshot: ``epoch``, ``norm_ratio`` (the Frobenius norm of each block's
+        PE over its norm at epoch 0, mean over blocks) and ``accuracy`` (NaN at an epoch the
+        history does not hold).
+    """
+    eps, pe = _snapshots(long)
+    flat = pe.reshape(pe.shape[0], pe.shape[1], -1).astype(np.float64)
+    norms = np.linalg.norm(flat, axis=2)  # (k, L)
+    ratio = (norms / norms[eps.index(0)]).mean(axis=1)
+    acc = _accuracy(require(long, "history"), split)
+    return pd.DataFrame({"epoch": eps, "norm_ratio": ratio,
+                         "accuracy": [float(acc.get(e, np.nan)) for e in eps]})
+
+
+def decay_epochs(target: float, lr: float, weight_decay: float, steps_per_epoch: int) -> float:
+    """The epochs after which :func:`decay_factor` reaches ``target`` (0 < target <= 1)."""
+    if not 0 < target <= 1:
+        raise ValueError(f"target {target} is not in (0, 1]")
+    return math.log(target) / math.log(float(decay_factor(1, lr, weight_decay, steps_per_epoch)))
+
+
+def plot_witness(table: pd.DataFrame) -> Figure:
+    """Weight decay's witness (``lstpe.chapters.long_mechanism.weight_decay_witness``): per PE,
+    the PE's norm ratio (left) and validation accuracy (right) over epochs, AdamW solid, Adam
+    dashed, what the decay alone leaves dotted."""
+    import matplotlib.pyplot as plt
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for i, (pe, g) in enumerate(table.groupby("pe", sort=False)):
+        for opt, ls in (("adamw", "-"), ("adam", "--")):
+            h = g[g["optimizer"] == opt]
+            ax0.plot(h["epoch"], h["norm_ratio"], ls, color=f"C{i}", label=f"{pe}, {opt}")
+            ax1.plot(h["epoch"], h["accuracy"], ls, color=f"C{i}", lw=1)
+    w = table[table["optimizer"] == "adamw"].drop_duplicates("epoch").sort_values("epoch")
+    ax0.plot(w["epoch"], w["decay_only"], ":", color="k", label="the decay alone")
+    ax1.axhline(0.25, color="0.5", ls=":", lw=1)
+    ax0.set(xlabel="epoch", ylabel="PE norm / its norm at epoch 0")
+    ax1.set(xlabel="epoch", ylabel="validation accuracy (dotted: chance)", ylim=(0, 1))
+    fig.legend(*ax0.get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=8,
+               bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig

@@ -15,7 +15,7 @@ import pandas as pd
 
 from lstpe.analysis import humans, pe_structure
 from lstpe.analysis import scorecard as sc
-from lstpe.chapters.long_mechanism import LongMechanism, long_mechanism
+from lstpe.chapters.long_mechanism import LongMechanism, long_mechanism, weight_decay_witness
 from lstpe.experiments import campaign_status as cs
 from lstpe.store.results import Run
 
@@ -59,7 +59,8 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     mech = lm.reached  # the epoch every mechanism long unit has published
     paper_scale = all(r.manifest.get("kind") == "campaign-merge" for r in runs.values())
     card = sc.scorecard(final, structure, similarity, long_epoch=mech, optimizer_units=optim,
-                        paper_scale=paper_scale, long=lm.summary)
+                        paper_scale=paper_scale, long=lm.summary,
+                        witness=weight_decay_witness(results_dir))
     return Claims(card, final, structure, similarity, stored, long, mech, lm)
 
 

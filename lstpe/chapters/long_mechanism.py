@@ -147,3 +147,46 @@ def long_line(lm: LongMechanism) -> str:
             f"{col('moved_at', '.1%')}); at epoch {last} the initial draw still carries "
             f"{col('init_share', '.0%')} of it, so {verdict}, and the final PE's grid score is "
             f"{col('score_final', '.2f')} (at epoch {AT}: {col('score_final_at', '.2f')}).")
+
+
+WITNESS_COLUMNS = ("pe", "sigma", "seed", "optimizer", "epoch", "norm_ratio", "decay_only",
+                   "accuracy")
+"""Columns of :func:`weight_decay_witness`."""
+
+
+def weight_decay_witness(results_dir: str | Path | None = None) -> pd.DataFrame:
+    """Weight decay's witness (the campaign's item 5, ours): each AdamW long unit beside the
+    Adam long unit of the same PE and seed, at every PE snapshot both have published.
+
+    Returns:
+        One row per (unit, snapshot epoch), :data:`WITNESS_COLUMNS`: ``optimizer`` ``adam`` or
+        ``adamw``; ``norm_ratio`` the PE's norm over its norm at epoch 0 (mean over blocks);
+        ``decay_only`` what AdamW's decoupled decay alone would leave
+        (:func:`lstpe.analysis.long_runs.decay_factor` at the unit's lr and weight decay, 64
+        steps per epoch; 1 under Adam); ``accuracy`` validation accuracy (no dropout). Empty
+        when no AdamW long unit is published.
+    """
+    from lstpe.experiments.campaign_status import STEPS_PER_EPOCH
+
+    wd = next(c for c in lu.LONG_PLAN if c.name == "weight-decay")
+    adam = {u.pe: u for c in lu.LONG_PLAN if c.name == "mechanism" for u in c.units}
+    rows = []
+    for u in wd.units:
+        d, twin = lu.load_long(u, results_dir), adam.get(u.pe)
+        d0 = lu.load_long(twin, results_dir) if twin is not None and twin.seed == u.seed \
+            else None
+        if d is None:
+            continue
+        for opt, unit, long in (("adamw", u, d), ("adam", twin, d0)):
+            if long is None:
+                continue
+            cfg = unit.config()
+            t = long_runs.norm_over_epochs(long)
+            t = t[t["epoch"] <= d["epoch"]]
+            decay = long_runs.decay_factor(t["epoch"], cfg.lr, cfg.weight_decay or 0.0,
+                                           STEPS_PER_EPOCH) if opt == "adamw" else 1.0
+            rows.append(t.assign(pe=u.pe, sigma=parse_pe(u.pe).sigma, seed=u.seed,
+                                 optimizer=opt, decay_only=decay))
+    if not rows:
+        return pd.DataFrame(columns=list(WITNESS_COLUMNS))
+    return pd.concat(rows, ignore_index=True)[list(WITNESS_COLUMNS)]
