@@ -193,6 +193,32 @@ def test_hours_left_start_at_the_resume_checkpoint_and_ignore_a_gpu_rate(short, 
     assert r["hours_left"] == pytest.approx(3 * len(UNITS) * 10.0 / 3600)
 
 
+def test_a_segment_resumed_in_its_middle_is_priced_by_the_epochs_it_timed(short, tmp_path,
+                                                                           monkeypatch):
+    """A segment finished after a resume was timed only from the resume checkpoint: its rate
+    divides by those epochs, not by the whole segment; a segment that does not say which
+    epochs it timed (published before ``timed_from`` existed) gives no rate."""
+    monkeypatch.setattr(lu, "LONG_PLAN", (lu.LongChunk("t", UNITS, 4, 4, "test"),))
+    assert lu.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
+                          **TINY)  # segment 0-2, checkpoint at 3
+    assert train(4, tmp_path)  # a new writer, resumed at 3: segment 2-4 timed over 1 epoch
+    paths = lu.segments(UNITS[0], tmp_path)
+    infos = [res.read_manifest(p)["long"] for p in paths]
+    assert [(i["from_epoch"], i["timed_from"]) for i in infos] == [(0, 0), (2, 3)]
+    r = lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
+    assert r["basis"] == "its last segment"
+    assert r["s_per_epoch"] == pytest.approx(res.read_manifest(paths[-1])["wall_time_s"] / 1)
+    real = res.read_manifest
+
+    def legacy(p):
+        m = real(p)
+        return {**m, "long": {k: v for k, v in m["long"].items() if k != "timed_from"}}
+
+    monkeypatch.setattr(res, "read_manifest", legacy)
+    assert lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]["basis"] == \
+        "the 200-epoch units' rate"
+
+
 def test_the_campaign_trains_fp32_on_a_gpu():
     """No precision pair has been run on a GPU, and the authors' V100 trained in fp32."""
     from lstpe.experiments import precision as pr

@@ -150,8 +150,9 @@ def long_status(results_dir: str | Path | None = None,
     """One row per (chunk, target) of :data:`LONG_PLAN`: ``item, chunk, units, target,
     epoch`` (the smallest published epoch over its units), ``from`` (where the hours left
     start: its epoch, or an earlier target of the same chunk), ``resume_epoch`` (its resume
-    checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment; before
-    one, or when it ran on a GPU, ``s_per_model_epoch`` times its models, else NaN): hours of
+    checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment, over the
+    epochs its wall time covers; before one, when it ran on a GPU, or when it does not say
+    which epochs it timed, ``s_per_model_epoch`` times its models, else NaN): hours of
     the CPU the campaign is planned for, ``basis`` (what that rate rests on) and
     ``hours_left`` (to the target at that rate, from the later of the last segment and the
     resume checkpoint).
@@ -166,7 +167,10 @@ def long_status(results_dir: str | Path | None = None,
         if last:
             man = res.read_manifest(last[-1])
             info = man.get("long") or {}
-            span = info.get("to_epoch", 0) - info.get("from_epoch", 0)
+            # the wall time covers the epochs from ``timed_from`` (a segment resumed in its
+            # middle was timed only from there); a segment without it does not say which
+            # epochs its time covers and gives no rate
+            span = info.get("to_epoch", 0) - info.get("timed_from", info.get("to_epoch", 0))
             on_cpu = str(man.get("device", "cpu")).startswith("cpu")
             if span > 0 and man.get("wall_time_s") and on_cpu:
                 rate, basis = float(man["wall_time_s"]) / span, "its last segment"
@@ -228,6 +232,7 @@ class SegmentWriter:
         self.pe_at, self.att_at = map(set, snapshot_epochs())
         self.snaps: dict[int, dict[str, torch.Tensor]] = {}
         self.t_last = time.perf_counter()
+        self.timed_from: int | None = None  # the epoch self.t_last's clock starts at
 
     def state(self) -> dict[str, Any]:
         return {"snaps": self.snaps}
@@ -241,6 +246,8 @@ class SegmentWriter:
     def after_epoch(self, epoch: int, model: Any, history: list[dict]) -> None:
         from lstpe.training.task import predict
 
+        if self.timed_from is None:  # the first epoch this process trains (or 0)
+            self.timed_from = max(epoch - 1, 0)
         if epoch in self.pe_at:
             snap = {"pe": model.pe().detach().cpu().clone()}
             if epoch in self.att_at:
@@ -250,7 +257,7 @@ class SegmentWriter:
         if epoch > 0 and epoch % SEGMENT == 0:
             for i, unit in enumerate(self.chunk.units):
                 self._publish(i, unit, epoch, history)
-            self.t_last = time.perf_counter()
+            self.t_last, self.timed_from = time.perf_counter(), epoch
             self.snaps = {e: s for e, s in self.snaps.items() if e > epoch}
 
     def _publish(self, i: int, unit: LongUnit, epoch: int, history: list[dict]) -> None:
@@ -277,6 +284,8 @@ class SegmentWriter:
                                 kind="long-segment",
                                 long={"unit": unit.key, "chunk": self.chunk.name,
                                       "from_epoch": lo, "to_epoch": epoch,
+                                      "timed_from": lo if self.timed_from is None
+                                      else max(self.timed_from, lo),
                                       "previous": prev_sha, "precision": self.precision,
                                       "cpu_flags": cpu_flags(),
                                       "threads": torch.get_num_threads()})
