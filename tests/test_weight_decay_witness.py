@@ -57,6 +57,9 @@ def test_the_stored_witness_pairs_each_adamw_unit_with_its_adam_twin():
         pytest.skip("no AdamW long unit published in this checkout")
     w = lmm.weight_decay_witness()
     assert list(w.columns) == list(lmm.WITNESS_COLUMNS)
+    cfg = lu.LongUnit("tables56", "learn-2", 2235).config()  # the AdamW recipe
+    assert w.attrs["decay"] == {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
+                                "steps_per_epoch": 64}
     for pe, g in w.groupby("pe"):
         a, b = (g[g["optimizer"] == o].set_index("epoch") for o in ("adam", "adamw"))
         assert list(a.index) == list(b.index), pe  # the same snapshot epochs, up to AdamW's last

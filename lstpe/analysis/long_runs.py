@@ -304,7 +304,6 @@ def plot_long(table: pd.DataFrame, paper: Mapping[float, float] | None = None,
     return fig
 
 
-
 def decay_factor(epochs: Any, lr: float, weight_decay: float, steps_per_epoch: int) -> Any:
     """What AdamW's decoupled weight decay alone leaves of a weight after ``epochs``:
     ``(1 - lr * weight_decay) ** (steps_per_epoch * epochs)`` (torch's ``AdamW`` multiplies

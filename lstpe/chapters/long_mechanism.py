@@ -164,13 +164,15 @@ def weight_decay_witness(results_dir: str | Path | None = None) -> pd.DataFrame:
         ``decay_only`` what AdamW's decoupled decay alone would leave
         (:func:`lstpe.analysis.long_runs.decay_factor` at the unit's lr and weight decay, 64
         steps per epoch; 1 under Adam); ``accuracy`` validation accuracy (no dropout). Empty
-        when no AdamW long unit is published.
+        when no AdamW long unit is published; else ``attrs["decay"]`` holds the AdamW recipe's
+        ``lr``, ``weight_decay`` and ``steps_per_epoch`` (the arguments of
+        :func:`lstpe.analysis.long_runs.decay_factor`).
     """
     from lstpe.experiments.campaign_status import STEPS_PER_EPOCH
 
     wd = next(c for c in lu.LONG_PLAN if c.name == "weight-decay")
     adam = {u.pe: u for c in lu.LONG_PLAN if c.name == "mechanism" for u in c.units}
-    rows = []
+    rows, decay_args = [], {}
     for u in wd.units:
         d, twin = lu.load_long(u, results_dir), adam.get(u.pe)
         d0 = lu.load_long(twin, results_dir) if twin is not None and twin.seed == u.seed \
@@ -180,13 +182,18 @@ def weight_decay_witness(results_dir: str | Path | None = None) -> pd.DataFrame:
         for opt, unit, long in (("adamw", u, d), ("adam", twin, d0)):
             if long is None:
                 continue
-            cfg = unit.config()
             t = long_runs.norm_over_epochs(long)
             t = t[t["epoch"] <= d["epoch"]]
-            decay = long_runs.decay_factor(t["epoch"], cfg.lr, cfg.weight_decay or 0.0,
-                                           STEPS_PER_EPOCH) if opt == "adamw" else 1.0
+            decay = 1.0
+            if opt == "adamw":
+                cfg = unit.config()
+                decay_args = {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
+                              "steps_per_epoch": STEPS_PER_EPOCH}
+                decay = long_runs.decay_factor(t["epoch"], **decay_args)
             rows.append(t.assign(pe=u.pe, sigma=parse_pe(u.pe).sigma, seed=u.seed,
                                  optimizer=opt, decay_only=decay))
     if not rows:
         return pd.DataFrame(columns=list(WITNESS_COLUMNS))
-    return pd.concat(rows, ignore_index=True)[list(WITNESS_COLUMNS)]
+    out = pd.concat(rows, ignore_index=True)[list(WITNESS_COLUMNS)]
+    out.attrs["decay"] = decay_args
+    return out

@@ -284,8 +284,7 @@ class SegmentWriter:
                                 kind="long-segment",
                                 long={"unit": unit.key, "chunk": self.chunk.name,
                                       "from_epoch": lo, "to_epoch": epoch,
-                                      "timed_from": lo if self.timed_from is None
-                                      else max(self.timed_from, lo),
+                                      "timed_from": max(self.timed_from or 0, lo),
                                       "previous": prev_sha, "precision": self.precision,
                                       "cpu_flags": cpu_flags(),
                                       "threads": torch.get_num_threads()})
