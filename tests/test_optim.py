@@ -80,3 +80,47 @@ def test_state_dict_roundtrip_and_errors():
         StackedOptimizer([p], ["adam", "rmsprop"], [0.1] * 2, [0.0] * 2)
     with pytest.raises(ValueError, match="no model axis"):
         StackedOptimizer([p], ["adam"] * 3, [0.1] * 3, [0.0] * 3)
+
+
+@pytest.mark.parametrize("rules, wds", [(["adam"] * 3, [0.0, 0.01, 0.1]),
+                                        (["adamw"] * 3, [0.1, 0.01, 0.0]),
+                                        (["sgd"] * 3, [0.0, 0.1, 0.01]),
+                                        (["adam", "adamw", "sgd"], [0.05, 0.1, 0.1])])
+def test_100_steps_equal_torch_optim_per_model(rules, wds):
+    """Several parameters of different shapes, 100 steps: the flat buffers change nothing."""
+    g = torch.Generator().manual_seed(1)
+    M, shapes = len(rules), [(4, 3), (7,), (2, 2, 5)]
+    lrs = [3e-3, 1e-3, 5e-3]
+    init = [torch.randn(M, *s, generator=g) for s in shapes]
+    targets = [[torch.randn(M, *s, generator=g) for s in shapes] for _ in range(100)]
+    ps = [torch.nn.Parameter(t.clone()) for t in init]
+    opt = StackedOptimizer(ps, rules, lrs, wds)
+    for tg in targets:
+        opt.zero_grad()
+        sum(((p - t) ** 2 * (1 + p.abs())).sum() for p, t in zip(ps, tg, strict=True)).backward()
+        opt.step()
+    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "sgd": torch.optim.SGD}
+    for m in range(M):
+        qs = [torch.nn.Parameter(t[m].clone()) for t in init]
+        o = cls[rules[m]](qs, lr=lrs[m], weight_decay=wds[m])
+        for tg in targets:
+            o.zero_grad()
+            loss = sum(((q - t[m]) ** 2 * (1 + q.abs())).sum()
+                       for q, t in zip(qs, tg, strict=True))
+            loss.backward()
+            o.step()
+        for p, q in zip(ps, qs, strict=True):
+            torch.testing.assert_close(p[m].detach(), q.detach(), atol=1e-5, rtol=1e-4)
+
+
+def test_a_parameter_no_model_uses_stays_as_torch_optim_leaves_it():
+    """A parameter without a gradient (a chunk with no relative PE leaves the relative tables
+    unused) keeps its value and moments under every rule, weight decay included."""
+    used, unused = torch.nn.Parameter(torch.ones(3, 2)), torch.nn.Parameter(torch.ones(3, 4))
+    opt = StackedOptimizer([used, unused], ["adam", "adamw", "sgd"], [0.1] * 3, [0.1] * 3)
+    for _ in range(3):
+        opt.zero_grad()
+        (used ** 2).sum().backward()
+        opt.step()
+    assert torch.equal(unused, torch.ones(3, 4))
+    assert torch.count_nonzero(opt.exp_avg[1]) == 0 and (used != 1).all()

@@ -21,6 +21,7 @@ zero of :mod:`lstpe.nn.architecture`) stays exactly zero under every rule.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -28,7 +29,16 @@ RULES: tuple[str, ...] = ("adam", "adamw", "sgd")
 
 
 class StackedOptimizer:
-    """Per-model Adam / AdamW / SGD over parameters with a leading model axis.
+    """Per-model Adam / AdamW / SGD over parameters with a leading model axis, in flat buffers.
+
+    At construction every trainable parameter is moved into one flat fp32 buffer ``flat``
+    (N,) = (sum of the parameters' sizes,), parameter after parameter, and becomes a view of
+    it (its shape and values unchanged); the Adam moments live in two more such buffers, and
+    ``exp_avg[i]`` / ``exp_avg_sq[i]`` are views shaped like parameter i. One step is then a
+    handful of whole-buffer operations whatever the number of models or parameters: the
+    gradients gathered by one ``cat``, the moments, the bias corrections and the update, each
+    one kernel. The per-model learning rates and decays are expanded once to per-element
+    constants (N,).
 
     Args:
         params: parameters of shape (M, ...); those with ``requires_grad=False`` are skipped.
@@ -52,29 +62,55 @@ class StackedOptimizer:
         for p in self.params:
             if p.shape[0] != M:
                 raise ValueError(f"parameter of shape {tuple(p.shape)} has no model axis of {M}")
+            if p.dtype != torch.float32:
+                raise ValueError(f"parameter of dtype {p.dtype}: the flat buffers are fp32")
         dev = self.params[0].device if self.params else torch.device("cpu")
         f32 = dict(dtype=torch.float32, device=dev)
         self.rules = list(rules)
-        self.lr = torch.tensor([float(x) for x in lrs], **f32)
-        wd = torch.tensor([float(x) for x in weight_decays], **f32)
-        is_sgd = torch.tensor([r == "sgd" for r in rules], device=dev)
-        is_adamw = torch.tensor([r == "adamw" for r in rules], device=dev)
-        self.l2 = torch.where(is_adamw, torch.zeros_like(wd), wd)
-        self.decoupled = torch.where(is_adamw, wd, torch.zeros_like(wd))
-        self.is_sgd = is_sgd
+        self.M = M
+        self.sizes = [p.numel() for p in self.params]
+        self.flat = torch.cat([p.detach().reshape(-1) for p in self.params]) \
+            if self.params else torch.zeros(0, **f32)
+        for p, view in zip(self.params, self._views(self.flat), strict=True):
+            p.data = view  # the parameter now lives in the flat buffer
+        per_model = [n // M for n in self.sizes]
+
+        def expand(values: Sequence[float] | torch.Tensor) -> torch.Tensor:
+            v = torch.as_tensor(values, **f32)  # (M,) -> (N,), parameter after parameter
+            return torch.cat([v.repeat_interleave(k) for k in per_model]) if per_model \
+                else torch.zeros(0, **f32)
+
+        lr = [float(x) for x in lrs]
+        wd = [float(x) for x in weight_decays]
+        self.lr = torch.tensor(lr, **f32)
+        adamw = [r == "adamw" for r in rules]
+        self.l2 = torch.tensor([0.0 if a else w for a, w in zip(adamw, wd, strict=True)], **f32)
+        self.decoupled = torch.tensor([w if a else 0.0 for a, w in zip(adamw, wd, strict=True)],
+                                      **f32)
+        self.is_sgd = torch.tensor([r == "sgd" for r in rules], device=dev)
         self.any_adam = not all(r == "sgd" for r in rules)
         self.any_sgd = any(r == "sgd" for r in rules)
         self.any_l2 = bool((self.l2 != 0).any())
         self.any_decoupled = bool((self.decoupled != 0).any())
+        self.lr_e = expand(self.lr)
+        self.l2_e = expand(self.l2) if self.any_l2 else None
+        self.keep_e = expand(1 - self.lr * self.decoupled) if self.any_decoupled else None
+        self.sgd_e = expand(self.is_sgd.float()).bool() if self.any_sgd and self.any_adam \
+            else None
         self.beta1, self.beta2 = betas
+        self.betas = torch.tensor(betas, **f32)
         self.eps = eps
+        self._patterns: dict[tuple[bool, ...], dict[str, Any]] = {}
         self.step_count = torch.zeros((), **f32)
-        self.exp_avg = [torch.zeros_like(p) for p in self.params] if self.any_adam else []
-        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params] if self.any_adam else []
+        self.m_flat = torch.zeros_like(self.flat) if self.any_adam else None
+        self.v_flat = torch.zeros_like(self.flat) if self.any_adam else None
+        self.exp_avg = self._views(self.m_flat) if self.any_adam else []
+        self.exp_avg_sq = self._views(self.v_flat) if self.any_adam else []
 
-    @staticmethod
-    def _per_model(t: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
-        return t.view(-1, *([1] * (p.dim() - 1)))
+    def _views(self, buf: torch.Tensor) -> list[torch.Tensor]:
+        """``buf`` (N,) cut into views shaped like the parameters."""
+        return [v.view(p.shape) for v, p in zip(buf.split(self.sizes), self.params,
+                                                strict=True)]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
@@ -83,33 +119,53 @@ class StackedOptimizer:
             elif p.grad is not None:
                 p.grad.zero_()
 
+    def _pattern(self, missing: tuple[bool, ...]) -> dict[str, Any]:
+        """What a step needs for one pattern of parameters without gradients (built once per
+        pattern): a zero buffer per such parameter for the ``cat``, and the L2 and decoupled
+        decay constants with those parameters' entries switched off."""
+        if missing not in self._patterns:
+            live = torch.cat([torch.full((n,), not miss, device=self.flat.device)
+                              for n, miss in zip(self.sizes, missing, strict=True)])
+            self._patterns[missing] = {
+                "zeros": [torch.zeros_like(p) if miss else None
+                          for p, miss in zip(self.params, missing, strict=True)],
+                "l2": self.l2_e * live if self.any_l2 else None,
+                "keep": torch.where(live, self.keep_e, 1.0) if self.any_decoupled else None}
+        return self._patterns[missing]
+
     @torch.no_grad()
     def step(self) -> None:
-        """One update of every model by its own rule (no host synchronisation)."""
+        """One update of every model by its own rule (no host synchronisation).
+
+        A parameter without a gradient in this step counts as a zero gradient with its weight
+        decay switched off: that is ``torch.optim``'s skipping it (neither it nor its moments
+        change) as long as it never had a gradient, which is how a parameter no model of the
+        chunk uses behaves (the relative-PE tables of a chunk without a relative PE).
+        """
+        if not self.params:
+            return
+        missing = tuple(p.grad is None for p in self.params)
+        pat = self._pattern(missing)
+        g = torch.cat([z.reshape(-1) if z is not None else p.grad.reshape(-1)
+                       for p, z in zip(self.params, pat["zeros"], strict=True)])
         self.step_count += 1
-        b1, b2 = self.beta1, self.beta2
-        bc1 = 1 - b1 ** self.step_count
-        bc2_sqrt = (1 - b2 ** self.step_count).sqrt()
-        for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            g = p.grad
-            pm = lambda t, p=p: self._per_model(t, p)  # noqa: E731
-            if self.any_l2:
-                g = g + pm(self.l2) * p
-            if self.any_decoupled:
-                p.mul_(1 - pm(self.lr * self.decoupled))
-            update = torch.zeros_like(p)
-            if self.any_adam:
-                m, v = self.exp_avg[i], self.exp_avg_sq[i]
-                m.lerp_(g, 1 - b1)
-                v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                denom = v.sqrt() / bc2_sqrt + self.eps
-                update = pm(self.lr / bc1) * m / denom
-            if self.any_sgd:
-                sgd = pm(self.lr) * g
-                update = torch.where(pm(self.is_sgd), sgd, update) if self.any_adam else sgd
-            p.sub_(update)
+        p = self.flat
+        if self.any_l2:
+            g.add_(pat["l2"] * p)  # not addcmul_: the same rounding as torch.optim's
+        if self.any_decoupled:
+            p.mul_(pat["keep"])
+        if self.any_adam:
+            bc = 1 - self.betas ** self.step_count  # (2,): 1 - beta1^t, 1 - beta2^t
+            m, v = self.m_flat, self.v_flat
+            m.lerp_(g, 1 - self.beta1)
+            v.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
+            denom = v.sqrt().div_(bc[1].sqrt()).add_(self.eps)
+            update = (self.lr_e / bc[0]).mul_(m).div_(denom)
+            if self.sgd_e is not None:
+                update = torch.where(self.sgd_e, self.lr_e * g, update)
+        else:
+            update = self.lr_e * g
+        p.sub_(update)
 
     def state_dict(self) -> dict:
         return {"step": self.step_count.clone(), "exp_avg": [t.clone() for t in self.exp_avg],
