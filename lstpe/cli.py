@@ -281,6 +281,13 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(v["per_pe"].to_string(index=False))
         print(f"bf16 within the seed spread over epochs {v['epochs'][0]}-{v['epochs'][1]}: "
               f"{'yes' if v['ok'] else 'no'} ({pr.pair_dir(args.results)})")
+    elif args.action == "lease":
+        from lstpe.experiments.lease import lease
+
+        summary = lease(args.minutes, args.out, args.results, device=args.device or "cuda",
+                        skip_table=args.no_table, log=lambda msg: print(msg, flush=True))
+        print(f"lease: {summary.get('model_epochs', 0)} model-epochs published in "
+              f"{summary['wall_s']:.0f} s ({args.out})")
     elif args.action == "import":
         units = cp.import_run(args.path, args.results, run=args.run, note=args.note or "")
         print(f"imported {len(units)} fragment(s): {', '.join(u.key for u in units)}")
@@ -377,6 +384,14 @@ def build_parser() -> argparse.ArgumentParser:
     q = csub.add_parser("pair", help="the precision pair: fp32 and bf16, same seeds, 30 epochs "
                         "(on a CPU with bf16 instructions, before its campaign trains bf16)")
     q.add_argument("--device", help="cpu (default) or cuda")
+    q.add_argument("--results", help="results folder (default: the repository's)")
+    q = csub.add_parser("lease", help="a GPU lease in one call: the throughput table, then "
+                        "the long units that finish in --minutes, packed into --out")
+    q.add_argument("--minutes", type=float, required=True, help="the call's budget")
+    q.add_argument("--out", required=True, help="folder for what comes back (at most 4 "
+                   "pieces of 15 MiB and lease.json)")
+    q.add_argument("--device", help="cuda (default) or cpu")
+    q.add_argument("--no-table", action="store_true", help="skip the throughput table")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("import", help="split a finished run of the recipe into fragments")
     q.add_argument("path", help="the run folder (lstpe train --preset paper --epochs 200)")

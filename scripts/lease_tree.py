@@ -54,11 +54,11 @@ def keep_paths(repo: Path, chunk: str) -> list[Path]:
     from lstpe.experiments import long_units as lu
 
     chunks = [c for c in lu.LONG_PLAN if c.name == chunk]
-    if not chunks:
+    if not chunks and chunk != "none":
         names = sorted({c.name for c in lu.LONG_PLAN})
         raise SystemExit(f"no long chunk named {chunk!r}; the plan's chunks: {names}")
     results = repo / "results"
-    keep = [lu.resume_dir(chunk, results)]
+    keep = [lu.resume_dir(chunk, results)] if chunk != "none" else []
     for u in {u.key: u for c in lu.LONG_PLAN for u in c.units}.values():
         keep += lu.segments(u, results)[-1:]
     return [p.relative_to(repo) for p in keep]
@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("trim", help="take what a lease of one chunk does not need out")
-    t.add_argument("--chunk", required=True, help="the long chunk the lease trains")
+    t.add_argument("--chunk", required=True, help="the long chunk the lease resumes, or "
+                   "'none' (lstpe campaign lease: new units only)")
     sub.add_parser("restore", help="check out again what trim took out")
     ap.add_argument("--repo", type=Path, default=None, help="default: this checkout")
     a = ap.parse_args(argv)

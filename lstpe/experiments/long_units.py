@@ -95,6 +95,9 @@ class LongChunk:
     target: int
     item: int
     reason: str
+    snapshots: str = "dense"
+    """``dense``: :func:`snapshot_epochs`; ``sparse``: :func:`sparse_snapshot_epochs` (a lease
+    of many units, whose segments must come back in a few MiB)."""
 
     @property
     def key(self) -> str:
@@ -220,6 +223,13 @@ def snapshot_epochs(upto: int | None = None) -> tuple[list[int], list[int]]:
     return pe, att
 
 
+def sparse_snapshot_epochs(upto: int | None = None) -> tuple[list[int], list[int]]:
+    """(PE epochs, attention epochs) of a ``sparse`` chunk: the PE at 0 and at every segment's
+    end, the attention maps at 0 and every 500 epochs."""
+    upto = LONG_EPOCHS if upto is None else upto
+    return list(range(0, upto + 1, SEGMENT)), list(range(0, upto + 1, 500))
+
+
 class SegmentWriter:
     """The :class:`~lstpe.training.engine.EpochHook` of a long chunk: takes the snapshots and
     publishes each unit's segment every :data:`SEGMENT` epochs."""
@@ -229,7 +239,8 @@ class SegmentWriter:
                  log=print) -> None:
         self.chunk, self.cfgs, self.val_x, self.device = chunk, list(cfgs), val_x, device
         self.results_dir, self.precision, self.log = results_dir, precision, log
-        self.pe_at, self.att_at = map(set, snapshot_epochs())
+        epochs = sparse_snapshot_epochs if chunk.snapshots == "sparse" else snapshot_epochs
+        self.pe_at, self.att_at = map(set, epochs())
         self.snaps: dict[int, dict[str, torch.Tensor]] = {}
         self.t_last = time.perf_counter()
         self.timed_from: int | None = None  # the epoch self.t_last's clock starts at
@@ -286,6 +297,10 @@ class SegmentWriter:
                                       "from_epoch": lo, "to_epoch": epoch,
                                       "timed_from": max(self.timed_from or 0, lo),
                                       "previous": prev_sha, "precision": self.precision,
+                                      "tf32": bool(torch.backends.cuda.matmul.allow_tf32)
+                                      if self.device.type == "cuda" else None,
+                                      "autocast": None if self.precision == "fp32"
+                                      else self.precision,
                                       "cpu_flags": cpu_flags(),
                                       "threads": torch.get_num_threads()})
         stage = long_root(self.results_dir) / ".work" / "staging" / \

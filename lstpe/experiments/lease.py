@@ -1,0 +1,316 @@
+"""A GPU lease in one call: a throughput table, then the most long units that finish in it.
+
+A lease is a few minutes of a lent GPU, one command, and at most 64 MiB coming back. A paused
+model's resume state is about 15 MB, so a lease trains work that *finishes* inside the call:
+``lstpe campaign lease --minutes 8.5 --out DIR`` (:func:`lease`)
+
+1. times one training step (CUDA graph, fp32 with TF32 off, and bf16 autocast as the
+   candidate) at M = 3, 12, 48 learnable-PE models, beside the fp32 matmul floor at each M
+   (:func:`throughput`), and stores the table under ``results/benchmarks/``;
+2. measures the step time of the lease's candidate chunk (the groups of :data:`LEASE_GROUPS`,
+   all 1000-epoch long units from epoch 0, any mix of PEs and optimizers) at two sizes, fits
+   seconds per step = a + b x models, adds the evaluations' measured time, and takes the
+   longest prefix of the groups predicted to finish with :data:`MARGIN_S` to spare
+   (:func:`choose`);
+3. trains that prefix as one chunk (:func:`lstpe.experiments.long_units.train_chunk`), which
+   publishes every unit's verified 200-epoch segments as it goes and pauses cleanly at the
+   deadline if the prediction was wrong (the segments published so far stay valid);
+4. packs ``results/long`` (without resume state) and the table into at most 4 files of
+   15 MiB under ``DIR`` (:func:`pack`).
+
+Nothing here is timed by a test; ``tests/test_lease.py`` runs the whole lease on the CPU with
+a tiny model (the pre-flight).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from lstpe.experiments import long_units as lu
+from lstpe.runtime import default_results_dir, tf32_mode
+
+MARGIN_S = 45.0
+"""Seconds of the lease kept free after the predicted end of training (the final checkpoint,
+the last segments, packing)."""
+
+TARGET = 1000
+"""Epochs every unit of a lease trains to (Table 1's length)."""
+
+SEEDS = (2235, 6312, 6068, 9742, 8880)
+"""The authors' first five seeds, the order their units are added to a lease."""
+
+TABLE1_OTHERS = ("1d-fixed", "random", "relative", "rope", "nope", "c-nope")
+"""Table 1's PEs that are still training at epoch 200 (2d-fixed and learn-0.2 are not)."""
+
+
+def _group(run: str, pes: Sequence[str], seed: int) -> tuple[lu.LongUnit, ...]:
+    return tuple(lu.LongUnit(run, pe, seed) for pe in pes)
+
+
+LEASE_GROUPS: tuple[tuple[str, tuple[lu.LongUnit, ...]], ...] = (
+    ("Table 1's other PEs, seed 2235", _group("table1", TABLE1_OTHERS, 2235)),
+    ("Table 1's other PEs, seed 6312", _group("table1", TABLE1_OTHERS, 6312)),
+    ("Table 1's other PEs, seed 6068", _group("table1", TABLE1_OTHERS, 6068)),
+    ("Table 4: SGD at sigma 0.01-0.2, seed 2235",
+     _group("table4/sgd", [f"learn-{s}" for s in (0.01, 0.05, 0.1, 0.2)], 2235)),
+    ("Table 5: AdamW at sigma 0.5, 1, 1.5, seed 2235",
+     _group("tables56", ["learn-0.5", "learn-1", "learn-1.5"], 2235)),
+    ("Table 1's other PEs, seed 9742", _group("table1", TABLE1_OTHERS, 9742)),
+    ("Table 1's other PEs, seed 8880", _group("table1", TABLE1_OTHERS, 8880)),
+)
+"""What a lease trains, in order of what a model-epoch shows (the campaign issue's plan):
+each group whole or not at all, every unit from epoch 0 to :data:`TARGET`."""
+
+
+def open_groups(results_dir: str | Path | None = None) -> list[tuple[str, tuple]]:
+    """The groups of :data:`LEASE_GROUPS` none of whose units has a published segment."""
+    return [(why, units) for why, units in LEASE_GROUPS
+            if all(lu.published_epoch(u, results_dir) == 0 for u in units)]
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def _task(cfgs: Sequence[Any], device: torch.device):
+    """A task and optimizer of one chunk of ``cfgs`` (one model each), as the engine builds
+    them."""
+    from lstpe.training.config import load_data
+    from lstpe.training.optim import StackedOptimizer
+    from lstpe.training.task import LSTTask, ModelSlot, stratified_subset
+
+    base = cfgs[0]
+    splits = load_data(base)
+    slots = [ModelSlot(i, 0, c.specs[0], c.seeds[0]) for i, c in enumerate(cfgs)]
+    sub = {"train": stratified_subset(splits["train"].vectors, base.eval_train_max,
+                                       base.split_seed),
+           "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
+                                      base.split_seed)}
+    task = LSTTask(base, slots, [c.setting for c in cfgs], splits, sub, device)
+    opt = StackedOptimizer(task.model.parameters(), [c.optimizer for c in cfgs],
+                           [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
+    return task, opt
+
+
+def _n_train(cfg: Any) -> int:
+    from lstpe.training.config import load_data
+
+    return len(load_data(cfg)["train"].x)
+
+
+def _free(device: torch.device) -> None:
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def step_seconds(cfgs: Sequence[Any], device: torch.device, amp: Any = False,
+                 steps: int = 20) -> dict[str, float]:
+    """Seconds per training step of a chunk of ``cfgs`` in the engine's step mode on
+    ``device`` (a CUDA graph on a GPU; its capture not timed), and seconds per evaluation."""
+    from lstpe.training.engine import EagerStep, GraphStep, Running, resolve_mode
+    from lstpe.training.floor import sync
+
+    task, opt = _task(cfgs, device)
+    running = Running.zeros(task.n_models, device)
+    mode = resolve_mode("auto", device)
+    step = GraphStep(task, opt, running, device, amp) if mode == "graph" else \
+        EagerStep(task, opt, task.model, running, device, amp)
+    task.model.train()
+    batches = [b for _, b in task.batches(1)][:steps + 1]
+    t_capture = time.perf_counter()
+    step(batches[0], task.dropout_keys(1, 0))
+    sync(device)
+    t0 = time.perf_counter()
+    for s, b in enumerate(batches[1:], 1):
+        step(b, task.dropout_keys(1, s))
+    sync(device)
+    t1 = time.perf_counter()
+    task.model.eval()
+    task.evaluate(1, False, running.means())
+    sync(device)
+    t2 = time.perf_counter()
+    n = task.n_models
+    del step, task, opt, running
+    _free(device)
+    return {"models": n, "s_per_step": (t1 - t0) / (len(batches) - 1),
+            "s_capture": t0 - t_capture, "s_per_eval": t2 - t1}
+
+
+def throughput(device: torch.device, models: Sequence[int] = (3, 12, 48),
+               precisions: Sequence[str] = ("fp32", "bf16"), steps: int = 30,
+               scale: str = "paper") -> pd.DataFrame:
+    """The throughput table: per M and precision, seconds per step, model-epochs/s (training
+    steps only), and the fraction of the fp32 matmul floor at that M
+    (:func:`lstpe.training.floor.measure_floor`, TF32 off)."""
+    from lstpe.experiments.registry import run_config
+    from lstpe.training.floor import measure_floor
+
+    sigmas = ("0.1", "0.2", "0.5", "1", "1.5", "2")
+    rows = []
+    for M in models:
+        cfgs = [run_config("table2", scale, pes=[f"learn-{sigmas[i % 6]}"],
+                           seeds=[2235 + i // 6], device=str(device), amp=False)
+                for i in range(M)]
+        n_train = _n_train(cfgs[0])
+        steps_per_epoch = -(-n_train // cfgs[0].batch_size)
+        floor = measure_floor(cfgs[0].model, cfgs[0].batch_size, M, n_train, device,
+                              repeats=3)
+        for prec in precisions:
+            amp = False if prec == "fp32" else torch.bfloat16
+            m = step_seconds(cfgs, device, amp, steps)
+            rate = M / (steps_per_epoch * m["s_per_step"])
+            rows.append({"models": M, "precision": prec, "s_per_step": m["s_per_step"],
+                         "model_epochs_per_s": rate,
+                         "fp32_floor_model_epochs_per_s": floor["model_epochs_per_s"],
+                         "fraction_of_fp32_floor": rate / floor["model_epochs_per_s"],
+                         "s_per_eval": m["s_per_eval"]})
+            print(f"throughput: M={M} {prec}: {m['s_per_step'] * 1e3:.2f} ms/step, "
+                  f"{rate:.1f} model-epochs/s, {rate / floor['model_epochs_per_s']:.2f} of the "
+                  f"fp32 floor ({floor['model_epochs_per_s']:.1f})", flush=True)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- choosing
+
+
+def predict_seconds(n_models: int, fit: dict[str, float], n_evals: int, epochs: int,
+                    steps_per_epoch: int) -> float:
+    """Predicted wall seconds of ``epochs`` epochs of a chunk of ``n_models``: steps at
+    ``a + b n`` seconds, evaluations at ``e n`` seconds each, a capture."""
+    step = fit["a"] + fit["b"] * n_models
+    return epochs * steps_per_epoch * step + n_evals * fit["e"] * n_models + fit["capture"]
+
+
+def fit_steps(small: dict[str, float], large: dict[str, float]) -> dict[str, float]:
+    """Seconds per step = a + b x models through two measurements; evaluation seconds per
+    model (from the larger); the capture's seconds (the larger)."""
+    dm = large["models"] - small["models"]
+    b = max((large["s_per_step"] - small["s_per_step"]) / dm, 0.0) if dm else 0.0
+    a = max(large["s_per_step"] - b * large["models"], 0.0)
+    return {"a": a, "b": b, "e": large["s_per_eval"] / large["models"],
+            "capture": large["s_capture"]}
+
+
+def choose(groups: Sequence[tuple[str, tuple]], fit: dict[str, float], seconds: float,
+           n_evals: int, steps_per_epoch: int, epochs: int = TARGET) -> int:
+    """How many leading groups are predicted to finish ``epochs`` in ``seconds``."""
+    n, k = 0, 0
+    for i, (_, units) in enumerate(groups, 1):
+        n += len(units)
+        if predict_seconds(n, fit, n_evals, epochs, steps_per_epoch) <= seconds:
+            k = i
+        else:
+            break
+    return k
+
+
+# --------------------------------------------------------------------------- the lease
+
+
+def device_record(device: torch.device) -> dict[str, Any]:
+    """What a lease records of its device: GPU name, torch, TF32 flags, host."""
+    rec: dict[str, Any] = {"device": str(device), "torch": torch.__version__,
+                           "host": platform.node(),
+                           "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32)}
+    if device.type == "cuda":
+        rec["gpu"] = torch.cuda.get_device_name(device)
+    return rec
+
+
+def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None,
+          device: str = "cuda", models: Sequence[int] = (3, 12, 48),
+          groups: Sequence[tuple[str, tuple]] | None = None, epochs: int = TARGET,
+          skip_table: bool = False, table_scale: str = "paper", log=print
+          ) -> dict[str, Any]:
+    """The whole lease (module docstring); returns its summary (also ``out/lease.json``)."""
+    t_start = time.monotonic()
+    end = t_start + minutes * 60
+    dev = torch.device(device)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = Path(results_dir) if results_dir is not None else default_results_dir()
+    summary: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "minutes": minutes, **device_record(dev)}
+    with tf32_mode(dev, False):
+        if not skip_table:
+            table = throughput(dev, models, scale=table_scale)
+            name = f"lease_{summary.get('gpu', device).replace(' ', '_')}_{summary['started']}"
+            path = results / "benchmarks" / f"{name.replace(':', '')}.csv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            table.to_csv(path, index=False)
+            summary["table"] = str(path.relative_to(results.parent)) \
+                if path.is_relative_to(results.parent) else str(path)
+        todo = list(groups) if groups is not None else open_groups(results)
+        if not todo:
+            log("lease: no open group to train")
+            return _finish(summary, out, results, t_start)
+        cfgs_all = [u.config(device=device, checkpoint_every=0) for _, us in todo for u in us]
+        small = step_seconds(cfgs_all[:len(todo[0][1])], dev)
+        large = step_seconds(cfgs_all, dev)
+        fit = fit_steps(small, large)
+        n_evals = len([e for e in cfgs_all[0].schedule() if 0 < e <= epochs])
+        spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
+        left = end - time.monotonic() - MARGIN_S
+        k = choose(todo, fit, left, n_evals, spe, epochs)
+        summary.update({"fit": fit, "measured": [small, large], "seconds_for_training": left,
+                        "groups": [why for why, _ in todo[:k]]})
+        log(f"lease: step {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e3:.3f} ms/model; "
+            f"{left:.0f} s for training: {k} of {len(todo)} groups fit")
+        if k == 0:
+            return _finish(summary, out, results, t_start)
+        units = tuple(u for _, us in todo[:k] for u in us)
+        n = len(units)
+        summary["predicted_s"] = predict_seconds(n, fit, n_evals, epochs, spe)
+        chunk = lu.LongChunk(f"lease-{summary['started'][:10]}", units, epochs, 0,
+                             "a GPU lease", snapshots="sparse")
+        t0 = time.monotonic()
+        done = lu.train_chunk(chunk, end - MARGIN_S / 3, results, dev, amp=False,
+                              precision="fp32", log=log, checkpoint_every=0)
+        wall = time.monotonic() - t0
+        summary.update({"units": [u.key for u in units], "finished": done,
+                        "train_wall_s": wall,
+                        "model_epochs": sum(lu.published_epoch(u, results) for u in units),
+                        "model_epochs_per_s": n * epochs / wall if done else None})
+        log(f"lease: {n} units {'finished' if done else 'paused'} in {wall:.0f} s "
+            f"(predicted {summary['predicted_s']:.0f} s)")
+    return _finish(summary, out, results, t_start)
+
+
+def _finish(summary: dict[str, Any], out: Path, results: Path, t_start: float
+            ) -> dict[str, Any]:
+    summary["wall_s"] = time.monotonic() - t_start
+    (out / "lease.json").write_text(json.dumps(summary, indent=1, default=str))
+    pack(results, out)
+    return summary
+
+
+PIECE = 15 * 2**20
+"""Bytes per file brought back (the device returns files of at most 16 MiB)."""
+
+
+def pack(results: Path, out: Path, max_pieces: int = 4) -> list[Path]:
+    """``results/long`` (no resume state, no work folders) and ``results/benchmarks`` as a
+    gzipped tar split into pieces of :data:`PIECE` bytes ``out/results.tgz.aa``, ...; refuses
+    (naming the size) beyond ``max_pieces``."""
+    tgz = out / "results.tgz"
+    parts = [p for p in ("long", "benchmarks") if (results / p).exists()]
+    subprocess.run(["tar", "czf", str(tgz), "--exclude=_resume", "--exclude=.work",
+                    "-C", str(results), *parts], check=True)
+    size = tgz.stat().st_size
+    if size > max_pieces * PIECE:
+        raise RuntimeError(f"{tgz} is {size / 2**20:.1f} MiB, more than {max_pieces} pieces of "
+                           f"{PIECE / 2**20:.0f} MiB can bring back")
+    subprocess.run(["split", "-b", str(PIECE), str(tgz), str(tgz) + "."], check=True)
+    tgz.unlink()
+    return sorted(out.glob("results.tgz.*"))
