@@ -246,11 +246,15 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         if args.device and args.device.startswith("cuda"):
             if args.minutes is None or not args.minutes > 0:
                 raise SystemExit("lstpe campaign plan --device cuda needs --minutes > 0")
-            t = cs.lease_plan(args.minutes, args.gpu_memory, args.rate, args.results)
+            from lstpe.experiments import lease as ls
+
+            t = ls.plan(args.minutes, args.results)
             print(t.to_string(index=False))
-            print(f"(at {args.rate or cs.TARGET_RATE:g} model-epochs/s, an assumption, and "
-                  f"{cs.STEP_LATENCY_S * 1e3:g} ms per step, measured on an H100 for chunks of "
-                  "2-3 models)")
+            print(f"(seconds predicted by the step-time fit of {t.attrs.get('record')}, measured "
+                  f"on an {t.attrs.get('gpu')}; after {ls.SETUP_S:g} s of measuring: "
+                  f"{t.attrs.get('model_epochs', 0)} model-epochs. lstpe campaign lease "
+                  "measures again and chooses; lstpe campaign run --device cuda resumes the "
+                  "paused long chunks)")
             return 0
         if args.keys:  # one trainable 200-epoch unit per line, in order (schedulers)
             print("\n".join(u.key for u in cp.plan() if u.item not in cp.NOT_TRAINED))
@@ -368,9 +372,6 @@ def build_parser() -> argparse.ArgumentParser:
                            help="only the trainable 200-epoch units' keys, one per line")
             q.add_argument("--device", help="cuda: what a GPU lease would train (long first)")
             q.add_argument("--minutes", type=float, help="the lease (with --device cuda)")
-            q.add_argument("--gpu-memory", type=float, default=80.0, help="GiB (default 80)")
-            q.add_argument("--rate", type=float, help="model-epochs/s of the GPU (default: "
-                           "the engine's H100 target)")
     q = csub.add_parser("run", help="train the next units that fit in --minutes")
     q.add_argument("--minutes", type=float, required=True, help="time budget (wall clock)")
     q.add_argument("--unit", action="append", metavar="RUN/PE/SEED",

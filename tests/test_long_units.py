@@ -138,20 +138,6 @@ def test_campaign_run_trains_a_long_chunk_in_its_place(short, tmp_path, monkeypa
     assert lu.long_status(tmp_path).iloc[0][["epoch", "resume_epoch"]].tolist() == [4, 4]
 
 
-def test_lease_plan_takes_long_units_first_and_counts_epochs(tmp_path):
-    """Model-epochs are models x epochs left; the mechanism goes straight to 4000 on a GPU;
-    a chunk of few models is bounded by the step latency, not the GPU's rate."""
-    from lstpe.experiments import campaign_status as cs
-
-    t = cs.lease_plan(40, 80, rate=250, results_dir=tmp_path)
-    assert t["what"].iloc[0] == "long mechanism"
-    assert t.iloc[0][["models", "from_epoch", "to_epoch", "model_epochs"]].tolist() == \
-        [3, 0, 4000, 12000]
-    assert t.iloc[0]["minutes"] == round(4000 * 64 * cs.STEP_LATENCY_S / 60, 1)
-    assert t["what"].iloc[-1].endswith("units of 200 epochs")
-    assert list(t["fits"]) == list(t["minutes"].cumsum() <= 40)
-
-
 def test_a_later_target_counts_only_its_own_epochs(tmp_path):
     """Item 6 extends item 4's chunk from 1000 to 4000: its hours are for 3000 epochs."""
     t = lu.long_status(tmp_path).set_index(["chunk", "target"])

@@ -132,9 +132,10 @@ ITEMS: dict[int, str] = {
     7: "the other 14 sigmas of Table 2, seeds 1-3",
     8: "Tables 4-6's remaining cells, long units",
     9: "Tables 4-6 at 200 epochs (not trained)",
+    10: "Table 1 at its own length: the six other PEs to 1000 epochs, seeds 1-5",
 }
 """What each item of the plan is, in the campaign's order (:data:`WHY` says why there).
-Items 4, 5, 6 and 8 are long units (:data:`lstpe.experiments.long_units.LONG_PLAN`); the
+Items 4, 5, 6, 8 and 10 are long units (:data:`lstpe.experiments.long_units.LONG_PLAN`); the
 others are 200-epoch units (:func:`plan`)."""
 
 WHY: dict[int, str] = {
@@ -153,6 +154,10 @@ WHY: dict[int, str] = {
        "to 1000 epochs: effects that form slowly",
     9: "at 200 epochs AdamW's decay and SGD's slow start show nothing the paper claims; listed "
        "so that a finished run of their recipe can still be imported",
+    10: "1d-fixed, nope and c-nope are still training at epoch 200 (1d-fixed's running train "
+        "accuracy 0.955 against the paper's 0.999) and the registry gives Table 1 1000 "
+        "epochs: long units of 6 models that one GPU lease trains whole "
+        "(lstpe campaign lease); a CPU trains them only when nothing shorter is left",
 }
 """Why each item of :data:`ITEMS` has its place."""
 

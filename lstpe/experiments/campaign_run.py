@@ -218,7 +218,8 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         published += done
         if not done:
             return published
-    for c in {c.name: c for c in lu.LONG_PLAN if lu.unresumable(c, results_dir)}.values():
+    for c in {c.name: c for c in lu.LONG_PLAN if lu.unresumable(c, results_dir)
+              and lu.chunk_epoch(c, results_dir) < c.target}.values():
         log(f"long: {c.name} has published segments but no resume checkpoint here "
             f"({lu.resume_dir(c, results_dir)}): passed over")
     while True:

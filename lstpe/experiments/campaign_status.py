@@ -23,7 +23,6 @@ import pandas as pd
 from lstpe.experiments.campaign import (
     CAMPAIGN_EPOCHS,
     ITEMS,
-    NOT_TRAINED,
     WHY,
     _work,
     done_units,
@@ -31,7 +30,6 @@ from lstpe.experiments.campaign import (
     plan,
     unit_seconds,
 )
-from lstpe.experiments.plan import TARGET_RATE
 from lstpe.store import results as res
 
 
@@ -288,62 +286,8 @@ def progress_text(table: pd.DataFrame) -> str:
                    f"{whole['hours left']:.1f} for the whole plan.")
 
 
-STEP_LATENCY_S = 0.005
-"""Seconds per optimizer step of a small chunk on a GPU, evaluation and snapshots included:
-what bounds a chunk of a few models. Measured on an H100 (2026-11-26, fp32, TF32 off, CUDA
-graph step): 200 epochs of the 3-model mechanism chunk took 63-65 s and of the 2-model
-weight-decay chunk 59-60 s, 4.6-5.1 ms per step at 64 steps per epoch."""
-
 STEPS_PER_EPOCH = 64
 """Optimizer steps per epoch of the recipe (8100 puzzles in batches of 128)."""
-
-
-def lease_plan(minutes: float, gpu_memory_gib: float = 80.0, rate: float | None = None,
-               results_dir: str | Path | None = None) -> pd.DataFrame:
-    """What a GPU lease of ``minutes`` would train, long units first (computed on the CPU).
-
-    Every long chunk of :data:`lstpe.experiments.long_units.LONG_PLAN` goes to its largest
-    planned target (on a GPU the mechanism goes straight to 4000 epochs), in the plan's order,
-    then the 200-epoch units left. ``rate``: model-epochs per second of the whole GPU
-    (default: the engine's H100 target, :data:`lstpe.experiments.plan.TARGET_RATE`; an
-    assumption until measured there).
-    Returns one row per chunk: ``what, models, from_epoch, to_epoch, model_epochs, minutes,
-    fits`` (``fits``: it ends within the lease, after the rows above it), and the models that
-    fit in ``gpu_memory_gib`` at once (``models_in_memory``). A chunk takes at least its
-    epochs x :data:`STEPS_PER_EPOCH` x :data:`STEP_LATENCY_S`, however few its models.
-    """
-    from lstpe.experiments import long_units as lu
-    from lstpe.training.cost import bytes_per_model
-
-    rate = rate or TARGET_RATE
-    per_model = bytes_per_model(lu.LONG_PLAN[0].units[0].config())
-    fit = max(1, int(gpu_memory_gib * 2**30 // per_model))
-    rows, used = [], 0.0
-    seen: dict[str, int] = {}
-    for c in lu.LONG_PLAN:
-        top = max(x.target for x in lu.LONG_PLAN if x.name == c.name)
-        if c.name in seen:
-            continue
-        seen[c.name] = top
-        at = lu.chunk_epoch(c, results_dir)
-        me = len(c.units) * max(top - at, 0)
-        rows.append({"what": f"long {c.name}", "models": len(c.units), "from_epoch": at,
-                     "to_epoch": top, "model_epochs": me})
-    table = status(results_dir, verify=False)
-    todo = set(table.loc[table["state"] == "todo", "unit"])
-    free = [u for u in plan() if u.key in todo and u.item not in NOT_TRAINED]
-    if free:
-        rows.append({"what": f"{len(free)} units of {CAMPAIGN_EPOCHS} epochs",
-                     "models": len(free), "from_epoch": 0, "to_epoch": CAMPAIGN_EPOCHS,
-                     "model_epochs": len(free) * CAMPAIGN_EPOCHS})
-    for r in rows:  # a few models leave the GPU idle: the step latency bounds them
-        epochs = r["to_epoch"] - r["from_epoch"]
-        r["minutes"] = round(max(r["model_epochs"] / rate,
-                                 epochs * STEPS_PER_EPOCH * STEP_LATENCY_S) / 60, 1)
-        used += r["minutes"]
-        r["fits"] = used <= minutes
-        r["models_in_memory"] = fit
-    return pd.DataFrame(rows)
 
 
 def plan_text(results_dir: str | Path | None = None) -> str:

@@ -7,7 +7,7 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
 1. times one training step (CUDA graph, fp32 with TF32 off, and bf16 autocast as the
    candidate) at M = 3, 12, 48 learnable-PE models, beside the fp32 matmul floor at each M
    (:func:`throughput`), and stores the table under ``results/benchmarks/``;
-2. measures the step time of the lease's candidate chunk (the groups of :data:`LEASE_GROUPS`,
+2. measures the step time of the lease's candidate chunk (the chunks of :data:`LEASE_ORDER`,
    all 1000-epoch long units from epoch 0, any mix of PEs and optimizers) at two sizes, fits
    seconds per step = a + b x models, adds the evaluations' measured time, and takes the
    longest prefix of the groups predicted to finish with :data:`MARGIN_S` to spare
@@ -45,36 +45,23 @@ the last segments, packing)."""
 TARGET = 1000
 """Epochs every unit of a lease trains to (Table 1's length)."""
 
-SEEDS = (2235, 6312, 6068, 9742, 8880)
-"""The authors' first five seeds, the order their units are added to a lease."""
-
-TABLE1_OTHERS = ("1d-fixed", "random", "relative", "rope", "nope", "c-nope")
-"""Table 1's PEs that are still training at epoch 200 (2d-fixed and learn-0.2 are not)."""
-
-
-def _group(run: str, pes: Sequence[str], seed: int) -> tuple[lu.LongUnit, ...]:
-    return tuple(lu.LongUnit(run, pe, seed) for pe in pes)
-
-
-LEASE_GROUPS: tuple[tuple[str, tuple[lu.LongUnit, ...]], ...] = (
-    ("Table 1's other PEs, seed 2235", _group("table1", TABLE1_OTHERS, 2235)),
-    ("Table 1's other PEs, seed 6312", _group("table1", TABLE1_OTHERS, 6312)),
-    ("Table 1's other PEs, seed 6068", _group("table1", TABLE1_OTHERS, 6068)),
-    ("Table 4: SGD at sigma 0.01-0.2, seed 2235",
-     _group("table4/sgd", [f"learn-{s}" for s in (0.01, 0.05, 0.1, 0.2)], 2235)),
-    ("Table 5: AdamW at sigma 0.5, 1, 1.5, seed 2235",
-     _group("tables56", ["learn-0.5", "learn-1", "learn-1.5"], 2235)),
-    ("Table 1's other PEs, seed 9742", _group("table1", TABLE1_OTHERS, 9742)),
-    ("Table 1's other PEs, seed 8880", _group("table1", TABLE1_OTHERS, 8880)),
-)
-"""What a lease trains, in order of what a model-epoch shows (the campaign issue's plan):
-each group whole or not at all, every unit from epoch 0 to :data:`TARGET`."""
+LEASE_ORDER: tuple[str, ...] = ("table1-2235", "table1-6312", "table1-6068", "sgd",
+                                "weight-decay-sigmas", "table1-9742", "table1-8880")
+"""The long chunks (:data:`lstpe.experiments.long_units.LONG_PLAN`, all to 1000 epochs) a
+lease trains, in order of what a model-epoch shows (the campaign issue's plan): Table 1's PEs
+that are still training at epoch 200 (seeds 1-3), Table 4's SGD and Table 5's AdamW sigmas,
+then Table 1's seeds 4-5. Each chunk whole or not at all, from epoch 0."""
 
 
 def open_groups(results_dir: str | Path | None = None) -> list[tuple[str, tuple]]:
-    """The groups of :data:`LEASE_GROUPS` none of whose units has a published segment."""
-    return [(why, units) for why, units in LEASE_GROUPS
-            if all(lu.published_epoch(u, results_dir) == 0 for u in units)]
+    """(name, units) of the chunks of :data:`LEASE_ORDER` none of whose units has a
+    published segment, in that order."""
+    out = []
+    for name in LEASE_ORDER:
+        c = lu.find_chunk(name, TARGET)
+        if all(lu.published_epoch(u, results_dir) == 0 for u in c.units):
+            out.append((name, c.units))
+    return out
 
 
 # --------------------------------------------------------------------------- measuring
@@ -249,6 +236,7 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             path = results / "benchmarks" / f"{name.replace(':', '')}.csv"
             path.parent.mkdir(parents=True, exist_ok=True)
             table.to_csv(path, index=False)
+            summary["record"] = str(path.with_suffix(".json"))
             summary["table"] = str(path.relative_to(results.parent)) \
                 if path.is_relative_to(results.parent) else str(path)
         todo = list(groups) if groups is not None else open_groups(results)
@@ -273,7 +261,8 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         n = len(units)
         summary["predicted_s"] = predict_seconds(n, fit, n_evals, epochs, spe)
         chunk = lu.LongChunk(f"lease-{summary['started'][:10]}", units, epochs, 0,
-                             "a GPU lease", snapshots="sparse")
+                             "a GPU lease: " + ", ".join(why for why, _ in todo[:k]),
+                             snapshots="sparse")
         t0 = time.monotonic()
         done = lu.train_chunk(chunk, end - MARGIN_S / 3, results, dev, amp=False,
                               precision="fp32", log=log, checkpoint_every=0)
@@ -290,10 +279,61 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
 def _finish(summary: dict[str, Any], out: Path, results: Path, t_start: float
             ) -> dict[str, Any]:
     summary["wall_s"] = time.monotonic() - t_start
-    (out / "lease.json").write_text(json.dumps(summary, indent=1, default=str))
+    text = json.dumps(summary, indent=1, default=str)
+    (out / "lease.json").write_text(text)
+    if summary.get("record"):  # beside the table: what the next lease's plan is fitted to
+        Path(summary["record"]).write_text(text)
     pack(results, out)
     return summary
 
+
+def last_record(results_dir: str | Path | None = None) -> dict[str, Any] | None:
+    """The newest lease record with a step-time fit (``results/benchmarks/lease_*.json``)."""
+    results = Path(results_dir) if results_dir is not None else default_results_dir()
+    for path in sorted((results / "benchmarks").glob("lease_*.json"), reverse=True):
+        rec = json.loads(path.read_text())
+        if rec.get("fit"):
+            return {**rec, "path": str(path)}
+    return None
+
+
+def plan(minutes: float, results_dir: str | Path | None = None,
+         record: dict[str, Any] | None = None) -> pd.DataFrame:
+    """What a lease of ``minutes`` would train: the open chunks of :data:`LEASE_ORDER` with
+    the predicted seconds of each prefix as one chunk, from the step-time fit of the newest
+    lease record (``record``), the same choice :func:`lease` makes after measuring. The
+    throughput table and the two measurements take about :data:`SETUP_S` seconds first."""
+    from lstpe.training.config import load_data
+
+    rec = record or last_record(results_dir)
+    if rec is None:
+        raise FileNotFoundError("no lease record under results/benchmarks (lease_*.json): "
+                                "no step-time fit measured on a GPU yet")
+    groups = open_groups(results_dir)
+    if not groups:
+        return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits"])
+    cfg = groups[0][1][0].config()
+    n_evals = len([e for e in cfg.schedule() if 0 < e <= TARGET])
+    spe = -(-len(load_data(cfg)["train"].x) // cfg.batch_size)
+    left = minutes * 60 - SETUP_S - MARGIN_S
+    rows, n = [], 0
+    for name, units in groups:
+        n += len(units)
+        sec = predict_seconds(n, rec["fit"], n_evals, TARGET, spe)
+        rows.append({"chunk": name, "units": ", ".join(u.key for u in units), "models": n,
+                     "predicted_s": round(sec), "fits": sec <= left})
+    table = pd.DataFrame(rows)
+    k = choose(groups, rec["fit"], left, n_evals, spe)
+    table["fits"] = [i < k for i in range(len(table))]
+    table.attrs.update({"record": rec["path"], "gpu": rec.get("gpu"),
+                        "model_epochs": int(table.loc[table["fits"], "models"].max()
+                                            if k else 0) * TARGET})
+    return table
+
+
+SETUP_S = 40.0
+"""Seconds a lease spends before training: the throughput table and the two measurements of
+the chunk's step time (measured: 33 s on an H200)."""
 
 PIECE = 15 * 2**20
 """Bytes per file brought back (the device returns files of at most 16 MiB)."""
@@ -305,6 +345,8 @@ def pack(results: Path, out: Path, max_pieces: int = 4) -> list[Path]:
     (naming the size) beyond ``max_pieces``."""
     tgz = out / "results.tgz"
     parts = [p for p in ("long", "benchmarks") if (results / p).exists()]
+    if not parts:
+        return []
     subprocess.run(["tar", "czf", str(tgz), "--exclude=_resume", "--exclude=.work",
                     "-C", str(results), *parts], check=True)
     size = tgz.stat().st_size

@@ -104,6 +104,20 @@ class LongChunk:
         return f"{self.name}@{self.target}"
 
 
+TABLE1_OTHERS: tuple[str, ...] = ("1d-fixed", "random", "relative", "rope", "nope", "c-nope")
+"""Table 1's PEs other than 2d-fixed and learn-0.2: still training at epoch 200."""
+
+TABLE1_SEEDS: tuple[int, ...] = (2235, 6312, 6068, 9742, 8880)
+"""The authors' first five seeds."""
+
+
+def _table1(seed: int) -> LongChunk:
+    return LongChunk(f"table1-{seed}", tuple(LongUnit("table1", pe, seed)
+                                             for pe in TABLE1_OTHERS), 1000, 10,
+                     "Table 1 at its own length: these PEs are still training at epoch 200",
+                     snapshots="sparse")
+
+
 def _mech(seed: int = 2235) -> tuple[LongUnit, ...]:
     return tuple(LongUnit("table2", pe, seed) for pe in ("learn-0.1", "learn-0.2", "learn-2"))
 
@@ -121,9 +135,23 @@ LONG_PLAN: tuple[LongChunk, ...] = (
     LongChunk("weight-decay-sigmas", tuple(LongUnit("tables56", f"learn-{s}", 2235)
                                            for s in ("0.5", "1", "1.5")), 1000, 8,
               "Table 5: the sigmas that weight decay rescues"),
+    *(_table1(seed) for seed in TABLE1_SEEDS),
 )
 """The long chunks in the campaign's order (their items: :data:`lstpe.experiments.campaign.ITEMS`).
 A chunk with the name of an earlier one continues its models (same resume state)."""
+
+
+def find_chunk(name: str, target: int | None = None) -> LongChunk:
+    """The chunk of :data:`LONG_PLAN` named ``name`` (its first target, or ``target``).
+
+    Raises:
+        ValueError: no such chunk, naming the plan's chunks.
+    """
+    for c in LONG_PLAN:
+        if c.name == name and (target is None or c.target == target):
+            return c
+    raise ValueError(f"no long chunk {name!r} (target {target}); the plan's chunks: "
+                     f"{sorted({c.name for c in LONG_PLAN})}")
 
 
 def next_chunk(results_dir: str | Path | None = None, before_item: int | None = None

@@ -26,9 +26,11 @@ from lstpe.training.cost import (
     flops_per_model_epoch,
 )
 
-TARGET_RATE = 250.0
-"""Model-epochs per second the engine targets on one H100 (paper size, bf16): the rate at
-which the Table-2 sweep (63,000 model-epochs) takes 4 minutes."""
+TARGET_RATE = 52.0
+"""Model-epochs per second of the engine on one Hopper GPU (paper size, bf16 autocast, CUDA
+graph, 48 models per chunk), measured on an H200 lease (2026-11-26,
+``results/benchmarks/lease_NVIDIA_H200_*.csv``; fp32 with TF32 off: 26): the rate at which
+the Table-2 sweep (63,000 model-epochs) takes about 20 minutes."""
 
 
 def plan_table(names: Sequence[str], scale: str = "paper", rate: float = TARGET_RATE,

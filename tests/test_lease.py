@@ -1,0 +1,92 @@
+"""The GPU lease, pre-flighted on the CPU with a tiny model: the exact lease path (measure, fit,
+choose, train, publish, pack), a wrong prediction pausing cleanly at the deadline, and the
+plan fitted to a measured lease record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from lstpe.experiments import lease as ls
+from lstpe.experiments import long_units as lu
+from lstpe.experiments.registry import run_config
+
+
+@pytest.fixture()
+def tiny(monkeypatch):
+    """Long units of a 2-layer, d=64 model with 2-epoch segments and small evaluations."""
+    def config(self, device="cpu", **ov):
+        kw = dict(pes=[self.pe], seeds=[self.seed], epochs=lu.LONG_EPOCHS, checkpoint_every=5,
+                  device=device, amp=False, noise_levels=[], save_attention=True,
+                  eval_train_max=32, eval_test_max=32)
+        kw.update(ov)
+        return run_config(self.run, "preview", **kw)
+
+    monkeypatch.setattr(lu.LongUnit, "config", config)
+    monkeypatch.setattr(lu, "SEGMENT", 2)
+
+
+def test_the_lease_trains_what_finishes_and_packs_it(tiny, tmp_path):
+    results, out = tmp_path / "results", tmp_path / "out"
+    groups = ls.open_groups(results)[:2]
+    assert [g[0] for g in groups] == ["table1-2235", "table1-6312"]
+    s = ls.lease(20, out, results, device="cpu", models=(1,), groups=groups, epochs=4,
+                 table_scale="preview", log=lambda m: None)
+    assert s["groups"] == ["table1-2235", "table1-6312"]  # 20 minutes: both fit
+    assert s["finished"] and s["model_epochs"] == 4 * len(s["units"]) == 48
+    for key in s["units"]:
+        run, pe, seed = key.rsplit("/", 2)
+        long = lu.load_long(lu.LongUnit(run, pe, int(seed)), results)  # verified, chained
+        assert long["epoch"] == 4 and long["pe_epochs"] == [0, 2, 4]
+        assert long["manifests"][-1]["long"]["precision"] == "fp32"
+    assert json.loads((out / "lease.json").read_text())["units"] == s["units"]
+    table = json.loads(open(s["record"]).read())  # the record beside the table
+    assert table["fit"]["b"] >= 0 and (results / "benchmarks").is_dir()
+    pieces = sorted(out.glob("results.tgz.*"))
+    assert 1 <= len(pieces) <= 4 and all(p.stat().st_size <= ls.PIECE for p in pieces)
+    names = subprocess.run(f"cat {' '.join(map(str, pieces))} | tar tzf -", shell=True,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert any(n.endswith("table1/rope/2235/e0004/manifest.json") for n in names)
+    assert not any("_resume" in n or ".work" in n for n in names)
+    assert [g[0] for g in ls.open_groups(results)][:1] == ["table1-6068"]  # done: not again
+
+
+def test_a_wrong_prediction_pauses_at_the_deadline_with_segments_kept(tiny, tmp_path):
+    """The fit says everything fits, the deadline says otherwise: the chunk pauses, what was
+    published stays verified, and the lease still packs."""
+    results = tmp_path / "results"
+    groups = ls.open_groups(results)[:1]
+    fast = {"a": 0.0, "b": 0.0, "e": 0.0, "capture": 0.0}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ls, "fit_steps", lambda small, large: fast)
+        mp.setattr(ls, "MARGIN_S", 0.0)
+        s = ls.lease(1.5, tmp_path / "out", results, device="cpu", groups=groups,
+                     epochs=400, skip_table=True, log=lambda m: None)
+    assert s["finished"] is False and 0 < s["model_epochs"] < 6 * 400
+    unit = groups[0][1][0]
+    assert lu.load_long(unit, results)["epoch"] == lu.published_epoch(unit, results)
+    assert list((tmp_path / "out").glob("results.tgz.*"))
+
+
+def test_choose_takes_the_longest_prefix_that_finishes():
+    fit = {"a": 0.002, "b": 0.0007, "e": 0.006, "capture": 0.2}
+    groups = [("a", (1,) * 6), ("b", (1,) * 6), ("c", (1,) * 4)]
+    one = ls.predict_seconds(6, fit, 145, 1000, 64)
+    assert one == pytest.approx(1000 * 64 * (0.002 + 0.0042) + 145 * 0.036 + 0.2)
+    assert ls.choose(groups, fit, one, 145, 64) == 1
+    assert ls.choose(groups, fit, one - 1, 145, 64) == 0
+    assert ls.choose(groups, fit, 1e9, 145, 64) == 3
+
+
+def test_the_plan_is_the_measured_fit_applied_to_the_open_chunks(tmp_path):
+    rec = {"fit": {"a": 0.00224, "b": 0.000696, "e": 0.00629, "capture": 0.17},
+           "gpu": "NVIDIA H200", "path": "x.json"}
+    t = ls.plan(9, tmp_path, record=rec)
+    assert t["chunk"].tolist() == list(ls.LEASE_ORDER)
+    assert t["models"].tolist() == [6, 12, 18, 22, 25, 31, 37]
+    assert t["fits"].tolist() == [True] + [False] * 6  # the H200's fit: one chunk in 9 min
+    assert t.attrs["model_epochs"] == 6000
+    with pytest.raises(FileNotFoundError, match="no lease record"):
+        ls.plan(9, tmp_path)
