@@ -76,6 +76,7 @@ from lstpe.training.floor import (  # noqa: F401  (the floor lives in the packag
     step_gemms,
     sync,
 )
+from lstpe.training.opcount import chunk_step_ops
 from lstpe.training.optim import StackedOptimizer
 from lstpe.training.task import LSTTask, ModelSlot
 
@@ -238,7 +239,10 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
 
     def record(engine: str, m: int, sec_per_step: float, peak: float | None) -> None:
         rate = m / (sec_per_step * steps_per_epoch)
+        ops = chunk_step_ops(cfg, *MIXES[mix](m)) if engine == "batched" else None
         rows.append({"engine": engine, "models": m, "sec_per_step": sec_per_step,
+                     "ops_per_step": ops.total if ops else None,
+                     "optimizer_ops": ops.optimizer if ops else None,
                      "model_epochs_per_s": rate,
                      "sweep_hours": SWEEP_MODEL_EPOCHS / rate / 3600,
                      "tflops": rate * fpme / 1e12,
@@ -339,13 +343,15 @@ def format_report(out: dict[str, Any]) -> str:
     peak = out["rows"][0]["peak_mem_gib"] is not None
     lines = [f"{'engine':8s} {'models':>6s} {'ms/step':>9s} {'model-epochs/s':>15s} "
              f"{'ratio':>7s} {'floor/s':>10s} {'of-floor':>8s} {'GFLOP/s':>9s} {'sweep(h)':>9s}"
+             f" {'ops/step':>8s} {'opt-ops':>7s}"
              + ("  peak GiB" if peak else "")]
     for r in out["rows"]:
         ratio = f"{r['ratio_vs_plain']:7.2f}" if r["ratio_vs_plain"] is not None else "      -"
         line = (f"{r['engine']:8s} {r['models']:6d} {r['sec_per_step'] * 1e3:9.2f} "
                 f"{r['model_epochs_per_s']:15.3f} {ratio} "
                 f"{r['floor_model_epochs_per_s']:10.3f} {r['fraction_of_floor']:8.3f} "
-                f"{r['tflops'] * 1e3:9.2f} {r['sweep_hours']:9.2f}")
+                f"{r['tflops'] * 1e3:9.2f} {r['sweep_hours']:9.2f} "
+                f"{r['ops_per_step'] or '-':>8} {r['optimizer_ops'] or '-':>7}")
         if peak:
             line += f"  {r['peak_mem_gib']:8.2f}"
         lines.append(line)

@@ -56,6 +56,9 @@ def test_benchmark_tiny_run_prints_ratio_floor_table_and_json(bench, tmp_path, c
                                                                               ["batched"])]
     assert [(r[0], r[1]) for r in table] == [("plain", "1"), ("batched", "1"), ("batched", "2")]
     assert table[0][4] == "1.00"  # the plain loop is the reference of the ratio column
+    assert header.split()[-2:] == ["ops/step", "opt-ops"]
+    assert table[0][-2:] == ["-", "-"]  # the plain loop's operators are not counted
+    assert all(int(r[-1]) <= 20 < int(r[-2]) for r in table[1:])  # one step: few optimizer ops
     for key in ("CPU precision flags:", "FLOP count used:",
                 "lstpe.training.cost.flops_per_model_epoch", "floor: torch.bmm in fp32",
                 "engine at chosen setting:"):

@@ -66,18 +66,30 @@ def count(fn: Callable[[], Any]) -> tuple[Any, OpCounter]:
 def step_ops(pes: Sequence[str], preset: str = "paper", rule: str = "adam",
              weight_decay: float = 0.0, seed: int = 2235) -> StepOps:
     """The operators of one training step of a chunk of models with PEs ``pes`` (one seed),
-    the paper's model (``preset``) and one optimizer rule, on the CPU, as the engine runs it
+    the model of ``preset`` and one optimizer rule, on the CPU, as the engine runs it
     (dropout on, per-model losses summed, one :class:`~lstpe.training.optim.StackedOptimizer`
-    step). The step after a warm-up step is counted (the first allocates lazily)."""
-    from lstpe.training.config import load_data
+    step)."""
     from lstpe.training.config import preset as make_config
+
+    cfg = make_config(preset, pes=list(pes), seeds=[seed], device="cpu", amp=False)
+    return chunk_step_ops(cfg, [spec.label for spec in cfg.specs], [seed] * len(cfg.specs),
+                          rule, weight_decay)
+
+
+def chunk_step_ops(cfg: Any, pes: Sequence[str], seeds: Sequence[int], rule: str = "adam",
+                   weight_decay: float = 0.0) -> StepOps:
+    """:func:`step_ops` for any models: PE labels ``pes`` and ``seeds`` (one each) with the
+    model and batch of ``cfg`` (a :class:`~lstpe.training.config.TrainConfig`). The step
+    after a warm-up step is counted (the first builds the optimizer's constants)."""
+    from lstpe.nn.encodings import parse_pe
+    from lstpe.training.config import load_data
     from lstpe.training.optim import StackedOptimizer
     from lstpe.training.task import LSTTask, ModelSlot
 
-    cfg = make_config(preset, pes=list(pes), seeds=[seed], device="cpu", amp=False)
     splits = load_data(cfg)
-    slots = [ModelSlot(0, k, spec, seed) for k, spec in enumerate(cfg.specs)]
-    task = LSTTask(cfg, slots, [cfg.setting] * len(slots), splits, {}, torch.device("cpu"))
+    slots = [ModelSlot(0, k, parse_pe(pe), sd) for k, (pe, sd) in enumerate(zip(pes, seeds,
+                                                                                 strict=True))]
+    task = LSTTask(cfg, slots, [rule] * len(slots), splits, {}, torch.device("cpu"))
     M = len(slots)
     opt = StackedOptimizer(task.model.parameters(), [rule] * M, [cfg.lr] * M,
                            [weight_decay] * M)
