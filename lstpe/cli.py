@@ -283,8 +283,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                            log=lambda msg: print(msg, flush=True))
         v = pr.pair_verdict(pr.pair_table(pair))
         print(v["per_pe"].to_string(index=False))
+        where = pr.pair_dir(args.results, device=args.device or "cpu")
         print(f"bf16 within the seed spread over epochs {v['epochs'][0]}-{v['epochs'][1]}: "
-              f"{'yes' if v['ok'] else 'no'} ({pr.pair_dir(args.results)})")
+              f"{'yes' if v['ok'] else 'no'} ({where})")
     elif args.action == "lease":
         from lstpe.experiments.lease import lease
 

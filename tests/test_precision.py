@@ -88,3 +88,17 @@ def test_pair_trains_stores_and_decides(monkeypatch, tmp_path):
     assert t[t.epoch == 0]["max_abs_diff"].max() <= 0.1
     amp, name, why = pr.decide(torch.device("cpu"), tmp_path)
     assert name == ("bf16" if pr.pair_verdict(t)["ok"] else "fp32") and why
+    # the same pair filed under a GPU's tag: it decides that GPU's precision and never the CPU's
+    gpu = pr.gpu_tag("NVIDIA H200")
+    assert gpu == "gpu-NVIDIA-H200-tf32off-bf16" and gpu != pr.cpu_tag()
+    monkeypatch.setattr(pr, "device_tag", lambda device="cpu", gpu_name=None:
+                        gpu if torch.device(device).type == "cuda" else pr.cpu_tag())
+    cuda = torch.device("cuda")
+    assert pr.decide(cuda, tmp_path)[1] == "fp32"  # a CPU's pair does not decide a GPU's
+    assert "no precision pair is stored for gpu-NVIDIA-H200" in pr.decide(cuda, tmp_path)[2]
+    pr.pair_dir(tmp_path).rename(pr.pair_dir(tmp_path, gpu))
+    assert pr.load_pair(tmp_path) is None and pr.load_pair(tmp_path, gpu) is not None
+    assert pr.decide(torch.device("cpu"), tmp_path)[1:] == (
+        "fp32", f"fp32: this CPU has bf16 instructions ({pr.cpu_tag()}), but no precision "
+        "pair is stored for it (lstpe campaign pair)")
+    assert pr.decide(cuda, tmp_path)[1] == name and gpu in pr.decide(cuda, tmp_path)[2]

@@ -56,10 +56,33 @@ def cpu_tag(flags: list[str] | None = None) -> str:
     return "bf16-" + "-".join(bf) if bf else "fp32-only"
 
 
-def pair_dir(results_dir: str | Path | None = None, tag: str | None = None) -> Path:
-    """``<results>/precision_pair/<cpu tag>/``."""
+def gpu_tag(name: str, tf32: bool = False, autocast: str = "bf16") -> str:
+    """The kind of GPU setting a pair holds for: ``gpu-<model>-tf32<on|off>-<autocast>``
+    (``gpu-NVIDIA-H200-tf32off-bf16``). It never equals a :func:`cpu_tag`, so a GPU's pair
+    cannot decide a CPU's precision, nor the reverse."""
+    model = "-".join(name.replace("_", " ").split())
+    return f"gpu-{model}-tf32{'on' if tf32 else 'off'}-{autocast}"
+
+
+def device_tag(device: torch.device | str = "cpu", gpu_name: str | None = None) -> str:
+    """:func:`cpu_tag` on a CPU, :func:`gpu_tag` on CUDA (its name read from the device
+    unless ``gpu_name`` is given; TF32 as the engine runs it: off)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return cpu_tag()
+    from lstpe.training.train import TF32
+
+    if gpu_name is None:  # "unknown" where CUDA is not there to ask (a CPU-only test)
+        gpu_name = torch.cuda.get_device_name(device) if torch.cuda.is_available() else "unknown"
+    return gpu_tag(gpu_name, tf32=bool(TF32))
+
+
+def pair_dir(results_dir: str | Path | None = None, tag: str | None = None,
+             device: torch.device | str = "cpu") -> Path:
+    """``<results>/precision_pair/<tag>/``, by default the tag of ``device``
+    (:func:`device_tag`)."""
     base = Path(results_dir) if results_dir is not None else default_results_dir()
-    return base / "precision_pair" / (tag or cpu_tag())
+    return base / "precision_pair" / (tag or device_tag(device))
 
 
 def pair_configs(device: str = "cpu", **overrides: Any) -> dict[str, list]:
@@ -88,7 +111,7 @@ def run_pair(results_dir: str | Path | None = None, device: str = "cpu", log=pri
     if torch.device(device).type == "cpu" and not has_bf16():
         raise ValueError("this CPU has no bf16 instructions (flags: "
                          f"{' '.join(cpu_flags()) or 'unknown'}): no precision pair to run")
-    base = pair_dir(results_dir)
+    base = pair_dir(results_dir, device=device)
     out: dict[str, list[res.Run]] = {}
     for name, cfgs in pair_configs(device, **overrides).items():
         dirs = [base / name / f"{c.pes[0]}__{c.seeds[0]}" for c in cfgs]
@@ -189,8 +212,16 @@ def decide(device: torch.device, results_dir: str | Path | None = None
     """The campaign's precision on ``device``: ``(amp, name, why)`` with ``amp`` for
     :class:`~lstpe.training.config.TrainConfig` (False = fp32, True = the device's autocast)."""
     if device.type == "cuda":
-        return False, "fp32", ("fp32 with TF32 off, as the authors' V100: no precision pair "
-                               "has been run on a GPU")
+        tag = device_tag(device)
+        pair = load_pair(results_dir, tag)
+        if pair is None:
+            return False, "fp32", ("fp32 with TF32 off, as the authors' V100: no precision "
+                                   f"pair is stored for {tag}")
+        v = pair_verdict(pair_table(pair))
+        return (True, "bf16", f"bf16 autocast: the precision pair of {tag} moves validation "
+                "accuracy less than a change of seed") if v["ok"] else \
+            (False, "fp32", f"fp32 with TF32 off: the precision pair of {tag} moves validation "
+             "accuracy more than a change of seed")
     if device.type != "cpu":
         return False, "fp32", f"fp32 (no mixed precision on {device.type})"
     if not has_bf16():
