@@ -54,8 +54,13 @@ def test_plan_items_1_and_2_are_the_issue_units_in_order():
     first = [u.key for u in units[:39]]
     assert first == [f"table2/{p}/{s}" for s in seeds for p in core] + \
         [f"table1/{p}/{s}" for s in seeds for p in other]
-    assert [u.item for u in units] == sorted(u.item for u in units)
+    rank = [list(cp.ITEMS).index(u.item) for u in units]  # the plan runs in ITEMS's order
+    assert rank == sorted(rank)
     assert {u.seed for u in units if u.item == 3} == {9742, 8880}
+    adam = [u.key for u in units if u.item == 11]  # Table 4's Adam column, right after 3
+    assert adam == [f"table4/adam/learn-{s}/{sd}" for sd in seeds + [9742, 8880]
+                    for s in ("0.01", "0.05")]
+    assert units[65].item == 11 and units[75].item == 7
 
 
 def test_unit_recipe_is_the_authors():
@@ -314,7 +319,7 @@ def test_progress_equals_hand_sums_over_manifests(tmp_path):
     table = cs.status(tmp_path, verify=False)
     assert list(table.loc[table["state"] == "done", "threads"]) == [2, 2, 4, 1]
     p = cs.progress(table)
-    assert list(p.index) == ["1", "2", "3", "7", "9", "1-2", "all"]
+    assert list(p.index) == ["1", "2", "3", "7", "9", "11", "1-2", "all"]
     rate = (1200 + 1800) / 2  # the median of the units the campaign trained (measured)
     hand = {"1": (21, 2, 1200 + 1800, 2 * 1200 + 2 * 1800),
             "2": (18, 1, 3600, 4 * 3600), "7": (42, 1, 3600, 3600),

@@ -224,9 +224,9 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
             f"({lu.resume_dir(c, results_dir)}): passed over")
     while True:
         free = free_units(results_dir, units)
-        chunk = None if units is not None else \
-            lu.next_chunk(results_dir, before_item=free[0].item if free and
-                          dev.type != "cuda" else None)  # a GPU trains long units first
+        # a GPU trains long units first; a CPU only when no 200-epoch unit is left
+        chunk = None if units is not None or (free and dev.type != "cuda") else \
+            lu.next_chunk(results_dir)
         if chunk is not None:  # a long chunk comes before the next 200-epoch unit
             if not lu.train_chunk(chunk, deadline, results_dir, dev, amp=fresh["amp"],
                                   precision=precision, log=log, **overrides):

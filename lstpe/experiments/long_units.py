@@ -154,15 +154,11 @@ def find_chunk(name: str, target: int | None = None) -> LongChunk:
                      f"{sorted({c.name for c in LONG_PLAN})}")
 
 
-def next_chunk(results_dir: str | Path | None = None, before_item: int | None = None
-               ) -> LongChunk | None:
-    """The first long chunk of :data:`LONG_PLAN` short of its target, if its item comes
-    before ``before_item`` (the item of the next free 200-epoch unit; None: any). A chunk
-    without its resume checkpoint but with published segments (:func:`unresumable`) is
-    passed over: it cannot go on here."""
+def next_chunk(results_dir: str | Path | None = None) -> LongChunk | None:
+    """The first long chunk of :data:`LONG_PLAN` short of its target. A chunk without its
+    resume checkpoint but with published segments (:func:`unresumable`) is passed over: it
+    cannot go on here."""
     for c in LONG_PLAN:
-        if before_item is not None and c.item >= before_item:
-            return None
         if chunk_epoch(c, results_dir) < c.target and not unresumable(c, results_dir):
             return c
     return None
@@ -223,9 +219,12 @@ def long_status_text(table: pd.DataFrame) -> str:
     lines = []
     for _, r in table.iterrows():
         at = f" at {r['basis']}" if r["basis"] else " (no rate measured yet)"
+        gpu = r.get("gpu_minutes_left", float("nan"))
+        on_gpu = f", or {gpu:.0f} GPU-minutes" if gpu == gpu else ""
         lines.append(f"item {r['item']} (long): {r['chunk']} ({r['units']} models) at epoch "
                      f"{r['epoch']} of {r['target']} (resume checkpoint at epoch "
-                     f"{r['resume_epoch']}); {r['hours_left']:.1f} machine-hours left{at}")
+                     f"{r['resume_epoch']}); {r['hours_left']:.1f} machine-hours left{at}"
+                     f"{on_gpu}")
     return "\n".join(lines)
 
 
@@ -415,8 +414,10 @@ def train_chunk(chunk: LongChunk, deadline: float, results_dir: str | Path | Non
     """Train ``chunk`` towards its target until ``deadline`` (a ``time.monotonic()`` value).
 
     Resumes from the chunk's resume checkpoint; the precision is the one the chunk began with
-    (``chunk.json`` beside the checkpoint), whatever ``amp`` says now. Returns True when the
-    chunk reached its target, False when it paused at the deadline.
+    (``chunk.json`` beside the checkpoint), whatever ``amp`` says now. On a GPU the checkpoint
+    is written at every segment's end and at the deadline (not every
+    :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs), unless ``overrides`` say.
+    Returns True when the chunk reached its target, False when it paused at the deadline.
 
     Raises:
         lstpe.store.rundir.RunLockedError: another process trains a unit of the chunk.
@@ -444,6 +445,8 @@ def train_chunk(chunk: LongChunk, deadline: float, results_dir: str | Path | Non
     if spec["units"] != [u.key for u in chunk.units]:
         raise ValueError(f"{spec_path} holds units {spec['units']}, not those of the chunk "
                          f"{chunk.name}: the plan changed under a chunk in training")
+    if device.type == "cuda":  # hashing ~15 MB per model every 5 epochs would cost minutes
+        overrides = {"checkpoint_every": SEGMENT, **overrides}
     cfgs = [u.config(device=str(device), amp=spec["amp"], **overrides) for u in chunk.units]
     work = long_root(results_dir) / ".work" / "claims"
     with contextlib.ExitStack() as claims:
