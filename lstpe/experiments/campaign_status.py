@@ -322,7 +322,30 @@ def long_table(results_dir: str | Path | None = None,
 
     table = status(results_dir, verify=False) if table is None else table
     rate = unit_rate(table)[0] / CAMPAIGN_EPOCHS if (table["state"] == "done").any() else None
-    return lu.long_status(results_dir, rate)
+    out = lu.long_status(results_dir, rate)
+    out["gpu_minutes_left"] = gpu_minutes_left(out, results_dir)
+    return out
+
+
+def gpu_minutes_left(long: pd.DataFrame, results_dir: str | Path | None = None) -> list[float]:
+    """Per row of :func:`lstpe.experiments.long_units.long_status`: minutes of a GPU to its
+    target, by the step-time fit of the newest lease record
+    (:func:`lstpe.experiments.lease.last_record`; NaN without one), each chunk alone."""
+    from lstpe.experiments import lease as ls
+    from lstpe.experiments import long_units as lu
+
+    rec = ls.last_record(results_dir)
+    if rec is None:
+        return [float("nan")] * len(long)
+    cfg = lu.LONG_PLAN[0].units[0].config()
+    sched = cfg.schedule()
+    out = []
+    for _, r in long.iterrows():
+        lo, hi = int(r["from"]), int(r["target"])
+        evals = sum(lo < e <= hi for e in sched)
+        sec = ls.predict_seconds(int(r["units"]), rec["fit"], evals, hi - lo, STEPS_PER_EPOCH)
+        out.append(sec / 60 if hi > lo else 0.0)
+    return out
 
 
 def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = None) -> str:
@@ -330,7 +353,18 @@ def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = Non
     stored units."""
     from lstpe.experiments import long_units as lu
 
-    lines = [lu.long_status_text(long_table(results_dir, table))]
+    long = long_table(results_dir, table)
+    lines = [lu.long_status_text(long)]
+    gpu = long.drop_duplicates("chunk", keep="last")  # a chunk's last target holds the rest
+    if gpu["gpu_minutes_left"].notna().any():
+        from lstpe.experiments.lease import last_record
+
+        rec = last_record(results_dir)
+        cpu_h = long.drop_duplicates("chunk", keep="last")["hours_left"].sum()
+        lines.append(f"long units left: {cpu_h:.1f} hours of this kind of CPU, or "
+                     f"{gpu['gpu_minutes_left'].sum():.0f} minutes of an {rec.get('gpu')} in "
+                     f"fp32 at the step-time fit of its lease ({Path(rec['path']).name}), each "
+                     "chunk trained alone")
     st = stored_units(results_dir)
     if len(st):
         for (flags, prec), g in st.groupby(["cpu flags", "precision"], dropna=False):
