@@ -30,7 +30,7 @@ recipe subsamples them (the paper's recipe subsamples train: ``eval_train_max``)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -362,3 +362,19 @@ def plot_witness(table: pd.DataFrame) -> Figure:
                bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
+
+
+ACCURACY_AT_COLUMNS: tuple[str, ...] = ("epoch", "split", "accuracy")
+
+
+def accuracy_at(long: Mapping[str, Any], epochs: Sequence[int],
+                splits: Sequence[str] = ("val_dropout", "train_running")) -> pd.DataFrame:
+    """A long unit's accuracy (all conditions) at ``epochs`` (those it has evaluated) for each
+    of ``splits``: :data:`ACCURACY_AT_COLUMNS`, one row per (epoch, split)."""
+    h = require(long, "history")
+    rows = []
+    for split in splits:
+        acc = _accuracy(h, split)
+        rows += [{"epoch": int(e), "split": split, "accuracy": float(acc[e])}
+                 for e in epochs if e in acc.index]
+    return pd.DataFrame(rows, columns=list(ACCURACY_AT_COLUMNS))

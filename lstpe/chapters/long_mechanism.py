@@ -197,3 +197,47 @@ def weight_decay_witness(results_dir: str | Path | None = None) -> pd.DataFrame:
     out = pd.concat(rows, ignore_index=True)[list(WITNESS_COLUMNS)]
     out.attrs["decay"] = decay_args
     return out
+
+
+TABLE1_LONG_COLUMNS: tuple[str, ...] = (
+    "pe", "seeds", "epoch", "val_200", "val_last", "train_200", "train_last", "paper_val",
+    "paper_val_sd", "paper_train")
+
+
+def table1_long(results_dir: str | Path | None = None, at: int = AT) -> pd.DataFrame:
+    """Table 1's slow PEs past the stored units' epochs: their long units (chunks
+    ``table1-<seed>`` of :data:`lstpe.experiments.long_units.LONG_PLAN`), each PE at the
+    longest epoch all its published units reached.
+
+    Returns:
+        :data:`TABLE1_LONG_COLUMNS`, one row per PE with a published unit (in Table 1's
+        order): ``seeds`` the units' number; ``val_*`` the authors' validation accuracy
+        (dropout on) and ``train_*`` their running training accuracy, means over the units at
+        ``at`` and at ``epoch``; ``paper_*`` the paper's Table 1 (4000 epochs, 15 seeds).
+        Empty until a unit is published.
+    """
+    from lstpe.analysis.paper_compare import load_paper_tables
+
+    paper = load_paper_tables().query("table == '1'").set_index(["pe", "metric"])
+    units: dict[str, list[lu.LongUnit]] = {}
+    for c in lu.LONG_PLAN:
+        if c.name.startswith("table1-"):
+            for u in c.units:
+                units.setdefault(u.pe, []).append(u)
+    rows = []
+    for pe, us in units.items():
+        longs = [x for x in (lu.load_long(u, results_dir) for u in us) if x is not None]
+        if not longs:
+            continue
+        last = min(x["epoch"] for x in longs)
+        acc = pd.concat([long_runs.accuracy_at(x, [at, last]) for x in longs])
+        mean = acc.groupby(["split", "epoch"])["accuracy"].mean()
+        rows.append({"pe": pe, "seeds": len(longs), "epoch": last,
+                     "val_200": mean.get(("val_dropout", at)),
+                     "val_last": mean.get(("val_dropout", last)),
+                     "train_200": mean.get(("train_running", at)),
+                     "train_last": mean.get(("train_running", last)),
+                     "paper_val": paper.loc[(pe, "val_acc"), "mean"],
+                     "paper_val_sd": paper.loc[(pe, "val_acc"), "sd"],
+                     "paper_train": paper.loc[(pe, "train_acc"), "mean"]})
+    return pd.DataFrame(rows, columns=list(TABLE1_LONG_COLUMNS))
