@@ -71,3 +71,16 @@ def test_trim_refuses_a_tree_git_does_not_hold_and_an_unknown_chunk(repo):
     with pytest.raises(SystemExit, match="no long chunk named 'mech'"):
         lt.trim(repo, "mech")
     assert len(present(repo)) > 3  # nothing was removed
+
+
+def test_trim_for_a_lease_of_new_units_keeps_no_checkpoint(repo):
+    """``--chunk none`` (``lstpe campaign lease``): only the last segments travel, so every
+    chunk begun elsewhere is passed over, and the lease's own chunks start from epoch 0."""
+    lt.trim(repo, "none")
+    units = [u for c in lu.LONG_PLAN if c.name in ("mechanism", "weight-decay") for u in c.units]
+    assert present(repo) == {"lstpe/x.py",
+                             *(f"results/long/{u.key}/e0400/manifest.json" for u in units)}
+    results = repo / "results"
+    begun = [c for c in lu.LONG_PLAN if c.name in ("mechanism", "weight-decay")]
+    assert all(lu.unresumable(c, results) for c in begun)
+    assert lu.next_chunk(results).name == "sgd"  # the first chunk not begun
