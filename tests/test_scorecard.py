@@ -63,6 +63,10 @@ def test_mechanism_reads_the_learned_part_and_the_final_pe(p_dpe, p_final, verdi
 
 def test_untested_claims_say_so():
     assert sc.score_optimizers({"table4/sgd": 0})["verdict"] == "not testable yet"
+    # Adam's side of Table 4 alone tests no contrast of the claim: counted, not scored
+    adam = sc.score_optimizers({"table4/adam": 3, "table4/sgd": 0, "tables56": 0})
+    assert adam["verdict"] == "not testable yet" and "Adam side: 3 units" in adam["evidence"]
+    assert sc.score_optimizers({"table4/adam": 3, "table4/sgd": 2})["verdict"] == "not shown"
     assert sc.score_brain(0)["verdict"] == "not testable yet"
     sim = pd.DataFrame({"pe": ["learn-0.2", "learn-1"], "spearman": [0.5, 0.2],
                         "spearman_p": [0.001, 0.04]})
