@@ -244,3 +244,20 @@ def constant_cosine(human: Sequence[float] | pd.Series) -> float:
 # --------------------------------------------------------------------------- takeaways
 
 
+
+
+def beside_paper(final: pd.DataFrame, table: str, setting: str,
+                 split_label: str = "ours") -> pd.DataFrame:
+    """Our models' accuracy per PE (``final``: one row per model, ``pe`` and ``accuracy``)
+    beside the paper's cell of ``table`` / ``setting`` (its 4000-epoch mean and SD over 15
+    seeds): ``pe, n, mean, ci_low, ci_high`` (t 95%, NaN at n = 1), ``paper, paper_sd``, in
+    the paper's order, only the PEs both have."""
+    from lstpe.analysis import seed_stats
+    from lstpe.analysis.paper_compare import load_paper_tables
+
+    paper = load_paper_tables().query("table == @table and setting == @setting "
+                                      "and metric == 'val_acc'").set_index("pe")
+    ours = seed_stats.summarize(final[final["pe"].isin(paper.index)], "accuracy", "pe")
+    out = ours.set_index("pe").reindex([p for p in paper.index if p in set(ours["pe"])])
+    out["paper"], out["paper_sd"] = paper["mean"], paper["sd"]
+    return out.reset_index()[["pe", "n", "mean", "ci_low", "ci_high", "paper", "paper_sd"]]
