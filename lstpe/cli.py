@@ -248,7 +248,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                 raise SystemExit("lstpe campaign plan --device cuda needs --minutes > 0")
             from lstpe.experiments import lease as ls
 
-            t = ls.plan(args.minutes, args.results)
+            t = ls.lease_plan(args.minutes, args.results)
             print(t.to_string(index=False))
             print(f"(seconds predicted by the step-time fit of {t.attrs.get('record')}, measured "
                   f"on an {t.attrs.get('gpu')}; after {ls.SETUP_S:g} s of measuring: "

@@ -45,7 +45,7 @@ def test_the_lease_trains_what_finishes_and_packs_it(tiny, tmp_path):
     table = json.loads(open(s["record"]).read())  # the record beside the table
     assert table["fit"]["b"] >= 0 and (results / "benchmarks").is_dir()
     pieces = sorted(out.glob("results.tgz.*"))
-    assert 1 <= len(pieces) <= 4 and all(p.stat().st_size <= ls.PIECE for p in pieces)
+    assert 1 <= len(pieces) <= 4 and all(p.stat().st_size <= ls.PIECE_BYTES for p in pieces)
     names = subprocess.run(f"cat {' '.join(map(str, pieces))} | tar tzf -", shell=True,
                            capture_output=True, text=True, check=True).stdout.split()
     assert any(n.endswith("table1/rope/2235/e0004/manifest.json") for n in names)
@@ -61,7 +61,7 @@ def test_a_wrong_prediction_pauses_at_the_deadline_with_segments_kept(tiny, tmp_
     fast = {"a": 0.0, "b": 0.0, "e": 0.0, "capture": 0.0}
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ls, "fit_steps", lambda small, large: fast)
-        mp.setattr(ls, "MARGIN_S", 0.0)
+        mp.setattr(ls, "LEASE_MARGIN_S", 0.0)
         s = ls.lease(1.5, tmp_path / "out", results, device="cpu", groups=groups,
                      epochs=400, skip_table=True, log=lambda m: None)
     assert s["finished"] is False and 0 < s["model_epochs"] < 6 * 400
@@ -83,10 +83,10 @@ def test_choose_takes_the_longest_prefix_that_finishes():
 def test_the_plan_is_the_measured_fit_applied_to_the_open_chunks(tmp_path):
     rec = {"fit": {"a": 0.00224, "b": 0.000696, "e": 0.00629, "capture": 0.17},
            "gpu": "NVIDIA H200", "path": "x.json"}
-    t = ls.plan(9, tmp_path, record=rec)
+    t = ls.lease_plan(9, tmp_path, record=rec)
     assert t["chunk"].tolist() == list(ls.LEASE_ORDER)
     assert t["models"].tolist() == [6, 12, 18, 22, 25, 31, 37]
     assert t["fits"].tolist() == [True] + [False] * 6  # the H200's fit: one chunk in 9 min
     assert t.attrs["model_epochs"] == 6000
     with pytest.raises(FileNotFoundError, match="no lease record"):
-        ls.plan(9, tmp_path)
+        ls.lease_plan(9, tmp_path)

@@ -1,25 +1,22 @@
 """The reproduction as a campaign: the paper's runs grown one (run, PE, seed) unit at a time.
 
-No GPU trains this project's own runs: the paper-size model costs about 8e11 FLOPs per
-model-epoch, a 200-epoch model about 20-30 minutes of a 2-core CPU. So the paper's runs are
-cut into **units** (:class:`Unit`: a registry run, one PE, one seed), each trained with the
-authors' recipe (d=160, 4 blocks, batch 128, Adam lr 1e-4, their 8100/900 split, fp32) for
-:data:`CAMPAIGN_EPOCHS` epochs, and stored as its own **fragment**::
+The paper-size model costs about 8e11 FLOPs per model-epoch, a 200-epoch model 20-30 minutes
+of a 2-core CPU (GPUs come only as short leases, :mod:`lstpe.experiments.lease`). So the
+paper's runs are cut into **units** (:class:`Unit`: a registry run, one PE, one seed), each
+trained with the authors' recipe (d=160, 4 blocks, batch 128, Adam lr 1e-4, their 8100/900
+split, fp32) for :data:`CAMPAIGN_EPOCHS` epochs and stored as its own **fragment**::
 
     results/paper/<run>/<pe>/<seed>/   history.csv, manifest.json, artifacts.pt, tables/noise.csv
 
 A fragment is an ordinary run folder (:func:`lstpe.store.results.load` verifies every file against
 the SHA-256 in its manifest) of a one-model configuration, with a ``campaign`` entry in its
 manifest: the unit, the chunk it trained in (units, wall time, the estimate made before),
-the precision and why, the CPU's flags. No weights are stored: a fragment is small
-(history 0.1 MB; artefacts 0.53 MB: validation attention maps at start and end 0.44 MB,
-PEs at start and end 0.08 MB; about 0.63 MB in all).
+the precision and why, the CPU's flags. No weights are stored: about 0.63 MB a fragment
+(history 0.1 MB, attention maps and PEs at start and end 0.53 MB).
 
-:func:`plan` is the fixed, ordered list of units (order of value, see its docstring).
-:mod:`lstpe.experiments.campaign_run` trains them (``lstpe campaign run --minutes N``);
-:mod:`lstpe.experiments.campaign_status` says what is done; :func:`import_run` splits a finished
-multi-model run of the same recipe into fragments; :func:`lstpe.experiments.runs.get_run` merges the
-fragments of a run.
+:func:`plan` is the fixed, ordered list of units; :mod:`lstpe.experiments.campaign_run` trains
+them, :mod:`lstpe.experiments.campaign_status` says what is done, :func:`import_run` splits a
+finished run of the same recipe into fragments, :func:`lstpe.experiments.runs.get_run` merges them.
 
 Where the work happens (ignored by git): ``results/paper/.campaign/`` holds a claim per unit
 in training (a :class:`lstpe.store.rundir.RunLock`: two processes never train the same unit), the
@@ -135,10 +132,9 @@ ITEMS: dict[int, str] = {
     9: "Tables 4-6 at 200 epochs (not trained)",
     10: "Table 1's other PEs to 1000 epochs, seeds 1-5",
 }
-"""What each item of the plan is, in the campaign's order (:data:`WHY` says why there).
-An item's number is its name, kept when items are added (item 11 runs before item 7).
-Items 4, 5, 6, 8 and 10 are long units (:data:`lstpe.experiments.long_units.LONG_PLAN`); the
-others are 200-epoch units (:func:`plan`)."""
+"""Each item of the plan in the campaign's order (:data:`WHY`: why there); numbers are names
+(item 11 runs before 7). Items 4, 5, 6, 8 and 10 are long units
+(:data:`lstpe.experiments.long_units.LONG_PLAN`), the others 200-epoch units (:func:`plan`)."""
 
 WHY: dict[int, str] = {
     1: "the paper's central table, first seeds",
@@ -150,19 +146,16 @@ WHY: dict[int, str] = {
        "decay shrinks every weight to 0.88 of its value by epoch 200 but 0.53 by 1000, so "
        "Table 5's rescue of large sigma can only show late",
     6: "the paper's length, for the mechanism's figures",
-    11: "the paper's 0.588 and 0.836 against 0.925 at sigma 0.1; in the authors' logs every "
-        "Adam learnable PE from sigma 0.1 up is within about 0.02 of its epoch-4000 mean by "
-        "epoch 200, and whether that holds below 0.1 is itself a finding",
+    11: "the paper's 0.588 and 0.836 against 0.925 at sigma 0.1; the authors logged no Adam "
+        "sigma below 0.1, so whether these settle by epoch 200 is itself a finding",
     7: "the sigma curve between the core's six points (the authors' logs show every sigma "
        "settled by epoch 200)",
     8: "SGD at sigma 0.01-0.2 (Table 4) and AdamW at sigma 0.5, 1, 1.5 (Table 5), seed 2235, "
        "to 1000 epochs: effects that form slowly",
     9: "at 200 epochs AdamW's decay and SGD's slow start show nothing the paper claims; listed "
        "so that a finished run of their recipe can still be imported",
-    10: "1d-fixed, nope and c-nope are still training at epoch 200 (1d-fixed's running train "
-        "accuracy 0.955 against the paper's 0.999) and the registry gives Table 1 1000 "
-        "epochs: long units of 6 models that one GPU lease trains whole "
-        "(lstpe campaign lease); a CPU trains them only when nothing shorter is left",
+    10: "1d-fixed, nope and c-nope are still training at epoch 200 and the registry gives Table "
+        "1 1000 epochs: chunks of 6 models one GPU lease trains whole (lstpe campaign lease)",
 }
 """Why each item of :data:`ITEMS` has its place."""
 
@@ -171,21 +164,19 @@ NOT_TRAINED: tuple[int, ...] = (9,)
 
 
 def plan() -> list[Unit]:
-    """Every 200-epoch unit, in order of value (:data:`ITEMS`; the long units of items 4, 5, 6
-    and 8 are :data:`lstpe.experiments.long_units.LONG_PLAN`).
+    """Every 200-epoch unit, in order of value (:data:`ITEMS`; its long units are
+    :data:`lstpe.experiments.long_units.LONG_PLAN`).
 
     1. Table 2 core (:data:`TABLE2_CORE`), the paper's seeds 1-3 (21 units);
     2. Table 1's other PEs (:data:`TABLE1_OTHER`), seeds 1-3 (18);
     3. seeds 4-5 of items 1 and 2 (26);
-    11. Table 4's Adam column at sigma 0.01 and 0.05, seeds 1-5 (10); Adam at sigma 0.1 and
-        0.2 is item 1's units (the same recipe), so it is not listed twice;
+    11. Table 4's Adam column at sigma 0.01 and 0.05, seeds 1-5 (10; sigma 0.1, 0.2: item 1);
     7. the other 14 sigmas of Table 2, seeds 1-3 (42);
-    9. Table 4's SGD (sigma 0.01, 0.05, 0.1, 0.2) and Tables 5-6 (AdamW, the Table 2
-       sigmas and the other PEs), seeds 1-3: listed, not trained (:data:`NOT_TRAINED`).
+    9. Table 4's SGD (sigma 0.01-0.2) and Tables 5-6 (AdamW, the Table 2 sigmas and the other
+       PEs), seeds 1-3: listed, not trained (:data:`NOT_TRAINED`).
 
     Within an item, seeds are the outer loop: every PE gets its first seed before any gets a
-    second. Not listed (a reader with a GPU runs them with :func:`lstpe.experiments.runs.get_run`):
-    seeds 6-15.
+    second. Seeds 6-15 are not listed (a reader with a GPU runs them with ``get_run``).
     """
     s13, s45 = PAPER_SEEDS[:3], PAPER_SEEDS[3:5]
     units: list[Unit] = []

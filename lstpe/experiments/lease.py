@@ -10,13 +10,13 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
 2. measures the step time of the lease's candidate chunk (the chunks of :data:`LEASE_ORDER`,
    all 1000-epoch long units from epoch 0, any mix of PEs and optimizers) at two sizes, fits
    seconds per step = a + b x models, adds the evaluations' measured time, and takes the
-   longest prefix of the groups predicted to finish with :data:`MARGIN_S` to spare
+   longest prefix of the groups predicted to finish with :data:`LEASE_MARGIN_S` to spare
    (:func:`choose`);
 3. trains that prefix as one chunk (:func:`lstpe.experiments.long_units.train_chunk`), which
    publishes every unit's verified 200-epoch segments as it goes and pauses cleanly at the
    deadline if the prediction was wrong (the segments published so far stay valid);
 4. packs ``results/long`` (without resume state) and the table into at most 4 files of
-   15 MiB under ``DIR`` (:func:`pack`).
+   15 MiB under ``DIR`` (:func:`pack_results`).
 
 Nothing here is timed by a test; ``tests/test_lease.py`` runs the whole lease on the CPU with
 a tiny model (the pre-flight).
@@ -38,7 +38,7 @@ import torch
 from lstpe.experiments import long_units as lu
 from lstpe.runtime import default_results_dir, tf32_mode
 
-MARGIN_S = 45.0
+LEASE_MARGIN_S = 45.0
 """Seconds of the lease kept free after the predicted end of training (the final checkpoint,
 the last segments, packing)."""
 
@@ -249,7 +249,7 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         fit = fit_steps(small, large)
         n_evals = len([e for e in cfgs_all[0].schedule() if 0 < e <= epochs])
         spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
-        left = end - time.monotonic() - MARGIN_S
+        left = end - time.monotonic() - LEASE_MARGIN_S
         k = choose(todo, fit, left, n_evals, spe, epochs)
         summary.update({"fit": fit, "measured": [small, large], "seconds_for_training": left,
                         "groups": [why for why, _ in todo[:k]]})
@@ -264,7 +264,7 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
                              "a GPU lease: " + ", ".join(why for why, _ in todo[:k]),
                              snapshots="sparse")
         t0 = time.monotonic()
-        done = lu.train_chunk(chunk, end - MARGIN_S / 3, results, dev, amp=False,
+        done = lu.train_chunk(chunk, end - LEASE_MARGIN_S / 3, results, dev, amp=False,
                               precision="fp32", log=log, checkpoint_every=0)
         wall = time.monotonic() - t0
         summary.update({"units": [u.key for u in units], "finished": done,
@@ -283,7 +283,7 @@ def _finish(summary: dict[str, Any], out: Path, results: Path, t_start: float
     (out / "lease.json").write_text(text)
     if summary.get("record"):  # beside the table: what the next lease's plan is fitted to
         Path(summary["record"]).write_text(text)
-    pack(results, out)
+    pack_results(results, out)
     return summary
 
 
@@ -297,7 +297,7 @@ def last_record(results_dir: str | Path | None = None) -> dict[str, Any] | None:
     return None
 
 
-def plan(minutes: float, results_dir: str | Path | None = None,
+def lease_plan(minutes: float, results_dir: str | Path | None = None,
          record: dict[str, Any] | None = None) -> pd.DataFrame:
     """What a lease of ``minutes`` would train: the open chunks of :data:`LEASE_ORDER` with
     the predicted seconds of each prefix as one chunk, from the step-time fit of the newest
@@ -315,7 +315,7 @@ def plan(minutes: float, results_dir: str | Path | None = None,
     cfg = groups[0][1][0].config()
     n_evals = len([e for e in cfg.schedule() if 0 < e <= TARGET])
     spe = -(-len(load_data(cfg)["train"].x) // cfg.batch_size)
-    left = minutes * 60 - SETUP_S - MARGIN_S
+    left = minutes * 60 - SETUP_S - LEASE_MARGIN_S
     rows, n = [], 0
     for name, units in groups:
         n += len(units)
@@ -335,13 +335,14 @@ SETUP_S = 40.0
 """Seconds a lease spends before training: the throughput table and the two measurements of
 the chunk's step time (measured: 33 s on an H200)."""
 
-PIECE = 15 * 2**20
+PIECE_BYTES = 15 * 2**20
 """Bytes per file brought back (the device returns files of at most 16 MiB)."""
 
 
-def pack(results: Path, out: Path, max_pieces: int = 4) -> list[Path]:
+def pack_results(results: Path, out: Path, max_pieces: int = 4) -> list[Path]:
     """``results/long`` (no resume state, no work folders) and ``results/benchmarks`` as a
-    gzipped tar split into pieces of :data:`PIECE` bytes ``out/results.tgz.aa``, ...; refuses
+    gzipped tar split into pieces of :data:`PIECE_BYTES` bytes ``out/results.tgz.aa``, ...;
+    refuses
     (naming the size) beyond ``max_pieces``."""
     tgz = out / "results.tgz"
     parts = [p for p in ("long", "benchmarks") if (results / p).exists()]
@@ -350,9 +351,9 @@ def pack(results: Path, out: Path, max_pieces: int = 4) -> list[Path]:
     subprocess.run(["tar", "czf", str(tgz), "--exclude=_resume", "--exclude=.work",
                     "-C", str(results), *parts], check=True)
     size = tgz.stat().st_size
-    if size > max_pieces * PIECE:
+    if size > max_pieces * PIECE_BYTES:
         raise RuntimeError(f"{tgz} is {size / 2**20:.1f} MiB, more than {max_pieces} pieces of "
-                           f"{PIECE / 2**20:.0f} MiB can bring back")
-    subprocess.run(["split", "-b", str(PIECE), str(tgz), str(tgz) + "."], check=True)
+                           f"{PIECE_BYTES / 2**20:.0f} MiB can bring back")
+    subprocess.run(["split", "-b", str(PIECE_BYTES), str(tgz), str(tgz) + "."], check=True)
     tgz.unlink()
     return sorted(out.glob("results.tgz.*"))

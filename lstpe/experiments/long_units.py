@@ -44,9 +44,9 @@ from typing import Any
 import pandas as pd
 import torch
 
-from lstpe.experiments.campaign import CHECKPOINT_EVERY
+from lstpe.experiments.campaign import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.experiments.registry import run_config
-from lstpe.runtime import cpu_flags, default_results_dir
+from lstpe.runtime import PAPER_SEEDS, cpu_flags, default_results_dir
 from lstpe.store import results as res
 
 LONG_EPOCHS = 4000
@@ -104,16 +104,9 @@ class LongChunk:
         return f"{self.name}@{self.target}"
 
 
-TABLE1_OTHERS: tuple[str, ...] = ("1d-fixed", "random", "relative", "rope", "nope", "c-nope")
-"""Table 1's PEs other than 2d-fixed and learn-0.2: still training at epoch 200."""
-
-TABLE1_SEEDS: tuple[int, ...] = (2235, 6312, 6068, 9742, 8880)
-"""The authors' first five seeds."""
-
-
 def _table1(seed: int) -> LongChunk:
     return LongChunk(f"table1-{seed}", tuple(LongUnit("table1", pe, seed)
-                                             for pe in TABLE1_OTHERS), 1000, 10,
+                                             for pe in TABLE1_OTHER), 1000, 10,
                      "Table 1 at its own length: these PEs are still training at epoch 200",
                      snapshots="sparse")
 
@@ -135,7 +128,7 @@ LONG_PLAN: tuple[LongChunk, ...] = (
     LongChunk("weight-decay-sigmas", tuple(LongUnit("tables56", f"learn-{s}", 2235)
                                            for s in ("0.5", "1", "1.5")), 1000, 8,
               "Table 5: the sigmas that weight decay rescues"),
-    *(_table1(seed) for seed in TABLE1_SEEDS),
+    *(_table1(seed) for seed in PAPER_SEEDS[:5]),
 )
 """The long chunks in the campaign's order (their items: :data:`lstpe.experiments.campaign.ITEMS`).
 A chunk with the name of an earlier one continues its models (same resume state)."""
