@@ -246,8 +246,7 @@ def constant_cosine(human: Sequence[float] | pd.Series) -> float:
 
 
 
-def beside_paper(final: pd.DataFrame, table: str, setting: str,
-                 split_label: str = "ours") -> pd.DataFrame:
+def beside_paper(final: pd.DataFrame, table: str, setting: str) -> pd.DataFrame:
     """Our models' accuracy per PE (``final``: one row per model, ``pe`` and ``accuracy``)
     beside the paper's cell of ``table`` / ``setting`` (its 4000-epoch mean and SD over 15
     seeds): ``pe, n, mean, ci_low, ci_high`` (t 95%, NaN at n = 1), ``paper, paper_sd``, in

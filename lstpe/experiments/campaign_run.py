@@ -94,22 +94,13 @@ def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
         ``eval_s``, ``epoch_s`` (steps per epoch x step_s), ``evals_per_epoch`` and
         ``s_per_model_epoch`` (training and evaluation, per model).
     """
-    from lstpe.training.config import load_data
     from lstpe.training.engine import EagerStep, Running
-    from lstpe.training.optim import StackedOptimizer
-    from lstpe.training.task import LSTTask, ModelSlot, stratified_subset
+    from lstpe.training.task import one_model_chunk
 
     cfgs = [u.config(device=str(device), **overrides) for u in units]
     base = cfgs[0]
-    splits = load_data(base)
-    sub = {"train": stratified_subset(splits["train"].vectors, base.eval_train_max,
-                                       base.split_seed),
-           "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
-                                      base.split_seed)}
-    slots = [ModelSlot(i, 0, c.specs[0], c.seeds[0]) for i, c in enumerate(cfgs)]
-    task = LSTTask(base, slots, [c.setting for c in cfgs], splits, sub, device)
-    opt = StackedOptimizer(task.model.parameters(), [c.optimizer for c in cfgs],
-                           [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
+    task, opt = one_model_chunk(cfgs, device)
+    splits = task.splits
     step = EagerStep(task, opt, task.model, Running.zeros(len(units), device), device, False)
     times = []
     task.model.train()

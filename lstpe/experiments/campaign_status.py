@@ -338,12 +338,11 @@ def gpu_minutes_left(long: pd.DataFrame, results_dir: str | Path | None = None) 
     if rec is None:
         return [float("nan")] * len(long)
     cfg = lu.LONG_PLAN[0].units[0].config()
-    sched = cfg.schedule()
     out = []
     for _, r in long.iterrows():
         lo, hi = int(r["from"]), int(r["target"])
-        evals = sum(lo < e <= hi for e in sched)
-        sec = ls.predict_seconds(int(r["units"]), rec["fit"], evals, hi - lo, STEPS_PER_EPOCH)
+        sec = ls.predict_seconds(int(r["units"]), rec["fit"], ls.n_evals(cfg, lo, hi), hi - lo,
+                                 STEPS_PER_EPOCH)
         out.append(sec / 60 if hi > lo else 0.0)
     return out
 
@@ -355,16 +354,15 @@ def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = Non
 
     long = long_table(results_dir, table)
     lines = [lu.long_status_text(long)]
-    gpu = long.drop_duplicates("chunk", keep="last")  # a chunk's last target holds the rest
-    if gpu["gpu_minutes_left"].notna().any():
+    last = long.drop_duplicates("chunk", keep="last")  # a chunk's last target holds the rest
+    if last["gpu_minutes_left"].notna().any():
         from lstpe.experiments.lease import last_record
 
         rec = last_record(results_dir)
-        cpu_h = long.drop_duplicates("chunk", keep="last")["hours_left"].sum()
-        lines.append(f"long units left: {cpu_h:.1f} hours of this kind of CPU, or "
-                     f"{gpu['gpu_minutes_left'].sum():.0f} minutes of an {rec.get('gpu')} in "
-                     f"fp32 at the step-time fit of its lease ({Path(rec['path']).name}), each "
-                     "chunk trained alone")
+        lines.append(f"long units left: {last['hours_left'].sum():.1f} hours of this kind of "
+                     f"CPU, or {last['gpu_minutes_left'].sum():.0f} minutes of an "
+                     f"{rec.get('gpu')} in fp32 at the step-time fit of its lease "
+                     f"({Path(rec['path']).name}), each chunk trained alone")
     st = stored_units(results_dir)
     if len(st):
         for (flags, prec), g in st.groupby(["cpu flags", "precision"], dropna=False):

@@ -67,30 +67,15 @@ def open_groups(results_dir: str | Path | None = None) -> list[tuple[str, tuple]
 # --------------------------------------------------------------------------- measuring
 
 
-def _task(cfgs: Sequence[Any], device: torch.device):
-    """A task and optimizer of one chunk of ``cfgs`` (one model each), as the engine builds
-    them."""
-    from lstpe.training.config import load_data
-    from lstpe.training.optim import StackedOptimizer
-    from lstpe.training.task import LSTTask, ModelSlot, stratified_subset
-
-    base = cfgs[0]
-    splits = load_data(base)
-    slots = [ModelSlot(i, 0, c.specs[0], c.seeds[0]) for i, c in enumerate(cfgs)]
-    sub = {"train": stratified_subset(splits["train"].vectors, base.eval_train_max,
-                                       base.split_seed),
-           "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
-                                      base.split_seed)}
-    task = LSTTask(base, slots, [c.setting for c in cfgs], splits, sub, device)
-    opt = StackedOptimizer(task.model.parameters(), [c.optimizer for c in cfgs],
-                           [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
-    return task, opt
-
-
 def _n_train(cfg: Any) -> int:
     from lstpe.training.config import load_data
 
     return len(load_data(cfg)["train"].x)
+
+
+def n_evals(cfg: Any, lo: int, hi: int) -> int:
+    """Evaluations of ``cfg``'s schedule in epochs ``lo`` (excluded) to ``hi``."""
+    return sum(lo < e <= hi for e in cfg.schedule())
 
 
 def _free(device: torch.device) -> None:
@@ -107,8 +92,9 @@ def step_seconds(cfgs: Sequence[Any], device: torch.device, amp: Any = False,
     ``device`` (a CUDA graph on a GPU; its capture not timed), and seconds per evaluation."""
     from lstpe.training.engine import EagerStep, GraphStep, Running, resolve_mode
     from lstpe.training.floor import sync
+    from lstpe.training.task import one_model_chunk
 
-    task, opt = _task(cfgs, device)
+    task, opt = one_model_chunk(list(cfgs), device)
     running = Running.zeros(task.n_models, device)
     mode = resolve_mode("auto", device)
     step = GraphStep(task, opt, running, device, amp) if mode == "graph" else \
@@ -247,10 +233,10 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         small = step_seconds(cfgs_all[:len(todo[0][1])], dev)
         large = step_seconds(cfgs_all, dev)
         fit = fit_steps(small, large)
-        n_evals = len([e for e in cfgs_all[0].schedule() if 0 < e <= epochs])
+        evals = n_evals(cfgs_all[0], 0, epochs)
         spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
         left = end - time.monotonic() - LEASE_MARGIN_S
-        k = choose(todo, fit, left, n_evals, spe, epochs)
+        k = choose(todo, fit, left, evals, spe, epochs)
         summary.update({"fit": fit, "measured": [small, large], "seconds_for_training": left,
                         "groups": [why for why, _ in todo[:k]]})
         log(f"lease: step {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e3:.3f} ms/model; "
@@ -259,7 +245,7 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             return _finish(summary, out, results, t_start)
         units = tuple(u for _, us in todo[:k] for u in us)
         n = len(units)
-        summary["predicted_s"] = predict_seconds(n, fit, n_evals, epochs, spe)
+        summary["predicted_s"] = predict_seconds(n, fit, evals, epochs, spe)
         chunk = lu.LongChunk(f"lease-{summary['started'][:10]}", units, epochs, 0,
                              "a GPU lease: " + ", ".join(why for why, _ in todo[:k]),
                              snapshots="sparse")
@@ -298,13 +284,11 @@ def last_record(results_dir: str | Path | None = None) -> dict[str, Any] | None:
 
 
 def lease_plan(minutes: float, results_dir: str | Path | None = None,
-         record: dict[str, Any] | None = None) -> pd.DataFrame:
+               record: dict[str, Any] | None = None) -> pd.DataFrame:
     """What a lease of ``minutes`` would train: the open chunks of :data:`LEASE_ORDER` with
     the predicted seconds of each prefix as one chunk, from the step-time fit of the newest
     lease record (``record``), the same choice :func:`lease` makes after measuring. The
     throughput table and the two measurements take about :data:`SETUP_S` seconds first."""
-    from lstpe.training.config import load_data
-
     rec = record or last_record(results_dir)
     if rec is None:
         raise FileNotFoundError("no lease record under results/benchmarks (lease_*.json): "
@@ -313,18 +297,15 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     if not groups:
         return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits"])
     cfg = groups[0][1][0].config()
-    n_evals = len([e for e in cfg.schedule() if 0 < e <= TARGET])
-    spe = -(-len(load_data(cfg)["train"].x) // cfg.batch_size)
-    left = minutes * 60 - SETUP_S - LEASE_MARGIN_S
+    evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
+    k = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
     rows, n = [], 0
-    for name, units in groups:
+    for i, (name, units) in enumerate(groups):
         n += len(units)
-        sec = predict_seconds(n, rec["fit"], n_evals, TARGET, spe)
         rows.append({"chunk": name, "units": ", ".join(u.key for u in units), "models": n,
-                     "predicted_s": round(sec), "fits": sec <= left})
+                     "predicted_s": round(predict_seconds(n, rec["fit"], evals, TARGET, spe)),
+                     "fits": i < k})
     table = pd.DataFrame(rows)
-    k = choose(groups, rec["fit"], left, n_evals, spe)
-    table["fits"] = [i < k for i in range(len(table))]
     table.attrs.update({"record": rec["path"], "gpu": rec.get("gpu"),
                         "model_epochs": int(table.loc[table["fits"], "models"].max()
                                             if k else 0) * TARGET})
@@ -342,8 +323,7 @@ PIECE_BYTES = 15 * 2**20
 def pack_results(results: Path, out: Path, max_pieces: int = 4) -> list[Path]:
     """``results/long`` (no resume state, no work folders) and ``results/benchmarks`` as a
     gzipped tar split into pieces of :data:`PIECE_BYTES` bytes ``out/results.tgz.aa``, ...;
-    refuses
-    (naming the size) beyond ``max_pieces``."""
+    refuses (naming the size) beyond ``max_pieces``."""
     tgz = out / "results.tgz"
     parts = [p for p in ("long", "benchmarks") if (results / p).exists()]
     if not parts:
