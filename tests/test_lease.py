@@ -70,14 +70,17 @@ def test_a_wrong_prediction_pauses_at_the_deadline_with_segments_kept(tiny, tmp_
     assert list((tmp_path / "out").glob("results.tgz.*"))
 
 
-def test_choose_takes_the_longest_prefix_that_finishes():
+def test_choose_takes_each_group_in_order_while_the_chunk_still_finishes():
     fit = {"a": 0.002, "b": 0.0007, "e": 0.006, "capture": 0.2}
     groups = [("a", (1,) * 6), ("b", (1,) * 6), ("c", (1,) * 4)]
     one = ls.predict_seconds(6, fit, 145, 1000, 64)
     assert one == pytest.approx(1000 * 64 * (0.002 + 0.0042) + 145 * 0.036 + 0.2)
-    assert ls.choose(groups, fit, one, 145, 64) == 1
-    assert ls.choose(groups, fit, one - 1, 145, 64) == 0
-    assert ls.choose(groups, fit, 1e9, 145, 64) == 3
+    assert ls.choose(groups, fit, one, 145, 64) == [0]
+    # too short for 6 models: the 4 of group c still fit, rather than nothing
+    assert ls.choose(groups, fit, one - 1, 145, 64) == [2]
+    four = ls.predict_seconds(4, fit, 145, 1000, 64)
+    assert ls.choose(groups, fit, four - 1, 145, 64) == []
+    assert ls.choose(groups, fit, 1e9, 145, 64) == [0, 1, 2]
 
 
 def test_the_plan_is_the_measured_fit_applied_to_the_open_chunks(tmp_path):
@@ -85,7 +88,8 @@ def test_the_plan_is_the_measured_fit_applied_to_the_open_chunks(tmp_path):
            "gpu": "NVIDIA H200", "path": "x.json"}
     t = ls.lease_plan(9, tmp_path, record=rec)
     assert t["chunk"].tolist() == list(ls.LEASE_ORDER)
-    assert t["models"].tolist() == [6, 12, 18, 22, 25, 31, 37]
+    # models: the chunk's size were each group to join the ones taken before it
+    assert t["models"].tolist() == [6, 12, 12, 10, 9, 12, 12]
     assert t["fits"].tolist() == [True] + [False] * 6  # the H200's fit: one chunk in 9 min
     assert t.attrs["model_epochs"] == 6000
     with pytest.raises(FileNotFoundError, match="no lease record"):

@@ -176,16 +176,16 @@ def fit_steps(small: dict[str, float], large: dict[str, float]) -> dict[str, flo
 
 
 def choose(groups: Sequence[tuple[str, tuple]], fit: dict[str, float], seconds: float,
-           n_evals: int, steps_per_epoch: int, epochs: int = TARGET) -> int:
-    """How many leading groups are predicted to finish ``epochs`` in ``seconds``."""
-    n, k = 0, 0
-    for i, (_, units) in enumerate(groups, 1):
-        n += len(units)
-        if predict_seconds(n, fit, n_evals, epochs, steps_per_epoch) <= seconds:
-            k = i
-        else:
-            break
-    return k
+           n_evals: int, steps_per_epoch: int, epochs: int = TARGET) -> list[int]:
+    """Indices of the groups trained together: each in order, taken where the chunk with it
+    is still predicted to finish ``epochs`` in ``seconds``, passed over where not (so a card
+    too slow for the first group trains a smaller one rather than nothing)."""
+    n, taken = 0, []
+    for i, (_, units) in enumerate(groups):
+        if predict_seconds(n + len(units), fit, n_evals, epochs, steps_per_epoch) <= seconds:
+            n += len(units)
+            taken.append(i)
+    return taken
 
 
 # --------------------------------------------------------------------------- the lease
@@ -236,18 +236,19 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         evals = n_evals(cfgs_all[0], 0, epochs)
         spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
         left = end - time.monotonic() - LEASE_MARGIN_S
-        k = choose(todo, fit, left, evals, spe, epochs)
+        taken = [todo[i] for i in choose(todo, fit, left, evals, spe, epochs)]
         summary.update({"fit": fit, "measured": [small, large], "seconds_for_training": left,
-                        "groups": [why for why, _ in todo[:k]]})
+                        "groups": [why for why, _ in taken]})
         log(f"lease: step {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e3:.3f} ms/model; "
-            f"{left:.0f} s for training: {k} of {len(todo)} groups fit")
-        if k == 0:
+            f"{left:.0f} s for training: {len(taken)} of {len(todo)} groups fit "
+            f"({', '.join(why for why, _ in taken) or 'none'})")
+        if not taken:
             return _finish(summary, out, results, t_start)
-        units = tuple(u for _, us in todo[:k] for u in us)
+        units = tuple(u for _, us in taken for u in us)
         n = len(units)
         summary["predicted_s"] = predict_seconds(n, fit, evals, epochs, spe)
         chunk = lu.LongChunk(f"lease-{summary['started'][:10]}", units, epochs, 0,
-                             "a GPU lease: " + ", ".join(why for why, _ in todo[:k]),
+                             "a GPU lease: " + ", ".join(why for why, _ in taken),
                              snapshots="sparse")
         t0 = time.monotonic()
         done = lu.train_chunk(chunk, end - LEASE_MARGIN_S / 3, results, dev, amp=False,
@@ -298,17 +299,17 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
         return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits"])
     cfg = groups[0][1][0].config()
     evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
-    k = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
+    taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
     rows, n = [], 0
     for i, (name, units) in enumerate(groups):
-        n += len(units)
-        rows.append({"chunk": name, "units": ", ".join(u.key for u in units), "models": n,
-                     "predicted_s": round(predict_seconds(n, rec["fit"], evals, TARGET, spe)),
-                     "fits": i < k})
+        m = n + len(units)  # the chunk's models if this group joins the ones taken before it
+        rows.append({"chunk": name, "units": ", ".join(u.key for u in units), "models": m,
+                     "predicted_s": round(predict_seconds(m, rec["fit"], evals, TARGET, spe)),
+                     "fits": i in taken})
+        n += len(units) if i in taken else 0
     table = pd.DataFrame(rows)
     table.attrs.update({"record": rec["path"], "gpu": rec.get("gpu"),
-                        "model_epochs": int(table.loc[table["fits"], "models"].max()
-                                            if k else 0) * TARGET})
+                        "model_epochs": sum(len(groups[i][1]) for i in taken) * TARGET})
     return table
 
 
