@@ -25,8 +25,9 @@ LAYERS: dict[str, int] = {
     "analysis": 4,
     "brain": 5, "tutorial": 5,
     "experiments": 6,
-    "chapters": 7,
-    "cli": 8,
+    "claims": 7,
+    "chapters": 8,
+    "cli": 9,
 }
 """Each top-level part of the package and its floor: a part imports only from lower floors or
 from itself (``nn`` and ``store`` share a floor and do not import each other)."""

@@ -1,48 +1,81 @@
-"""The claims scorecard (:mod:`lstpe.analysis.scorecard`) on synthetic units whose outcome is
-known by construction, and on the stored units."""
+"""The claims (:mod:`lstpe.claims`) on synthetic units whose outcome is known by construction,
+and on the stored units."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from lstpe.analysis import scorecard as sc
+from lstpe import claims as C
+from lstpe.claims import humans, noise, optimizers, sigma, structure, table1, verdicts, weight_decay
 
 SEEDS = (1, 2, 3, 4, 5)
 FIXED = ("2d-fixed", "relative", "random", "rope", "1d-fixed", "nope", "c-nope")
 
 
 def _final(acc: dict[str, float], spread: float = 0.004) -> pd.DataFrame:
-    """Five seeds per PE at acc +- a small, distinct spread (no ties)."""
+    """Five seeds per PE at acc +- a small, distinct spread (no ties), epoch 200."""
     rows = []
     for pe, a in acc.items():
         for i, s in enumerate(SEEDS):
-            rows.append({"pe": pe, "seed": s, "accuracy": a + spread * (i - 2) / 2})
+            rows.append({"pe": pe, "seed": s, "accuracy": a + spread * (i - 2) / 2,
+                         "epoch": 200})
     return pd.DataFrame(rows)
 
 
-def test_fixed_shown_when_learn02_tops_every_common_pe():
+def _x(final: pd.DataFrame, **kw) -> C.Inputs:
+    return C.Inputs(final=final, **kw)
+
+
+@pytest.mark.parametrize("outcomes, verdict", [
+    (("supports", "supports"), "shown"), (("supports", "open"), "partly shown"),
+    (("supports", "contradicts"), "partly shown"), (("open", "contradicts"), "contradicted"),
+    (("open", "open"), "not shown"), ((), "not testable yet")])
+def test_decide_weighs_support_against_contradiction(outcomes, verdict):
+    tests = [verdicts.Test(str(i), o, "") for i, o in enumerate(outcomes)]
+    assert verdicts.decide(tests)[0] == verdict
+    with pytest.raises(ValueError, match="'maybe'"):
+        verdicts.Test("a", "maybe", "")
+
+
+def test_table1_shown_when_learn02_tops_every_common_pe_and_equals_2d_fixed():
+    f = _final({"learn-0.2": 0.95, **{p: 0.5 for p in FIXED if p != "2d-fixed"},
+                "2d-fixed": 0.951})
+    v = table1.judge(_x(f))
+    assert v.verdict == "shown" and v.label == "shown at epoch 200"
+    # 5+5 seeds, all of one above all of the other: the exact two-sided floor 2/252
+    assert f"exact p = {2 / 252:.3f}" in v.evidence and "TOST" in v.evidence
+
+
+def test_table1_a_difference_from_2d_fixed_contradicts_the_paper():
     f = _final({"learn-0.2": 0.95, **{p: 0.5 for p in FIXED if p != "2d-fixed"},
                 "2d-fixed": 0.99})
-    row = sc.score_fixed(f)
-    assert row["verdict"] == "shown"
-    assert "higher than 6 of 6" in row["evidence"]
-    # 5+5 seeds, all of one above all of the other: the exact two-sided floor 2/252
-    assert f"exact p <= {2 / 252:.3f}" in row["evidence"]
+    v = table1.judge(_x(f))
+    assert v.verdict == "partly shown"
+    assert v.label == ("partly shown (above 6 of 6 fixed PEs; contradicted: no difference "
+                       "from 2d-fixed)")
 
 
-def test_fixed_partly_shown_when_one_pe_ties():
-    f = _final({"learn-0.2": 0.95, "relative": 0.95, "random": 0.5, "2d-fixed": 0.99})
-    row = sc.score_fixed(f)
-    assert row["verdict"] == "partly shown" and "not shown against relative" in row["evidence"]
+def test_table1_reads_single_contrasts_with_holm_and_names_pes_still_rising():
+    f = _final({"learn-0.2": 0.95, "relative": 0.95, "random": 0.5, "2d-fixed": 0.95})
+    longs = pd.DataFrame([{"pe": "random", "seeds": 2, "epoch": 1000, "val_200": 0.5,
+                           "val_last": 0.9, "train_200": 0.9, "train_last": 1.0}])
+    v = table1.judge(_x(f, table1_long=longs))
+    assert v.verdict == "partly shown" and "above 1 of 2" in v.label
+    assert "Holm p = 0.016" in v.evidence  # 2/252 times the two contrasts
+    assert "random still training at epoch 200: 0.500 → 0.900 at epoch 1000" in v.evidence
 
 
-def test_sigma_shown_partly_and_not():
-    sig = {f"learn-{s:g}": a for s, a in ((0.1, .95), (0.2, .95), (0.5, .9), (1, .8),
-                                          (1.5, .6), (2, .4))}
-    assert sc.score_sigma(_final(sig))["verdict"] == "shown"
+def test_sigma_tests_the_papers_contrasts_and_describes_the_curve():
+    sig = {f"learn-{s:g}": a for s, a in ((0.1, .95), (0.2, .951), (0.5, .93), (1, .8),
+                                          (1.5, .6), (2, .3))}
+    v = sigma.judge(_x(_final(sig)))
+    assert v.verdict == "shown"  # 0.2 > 2, 0.2 > 1, 0.1 within 0.05 of 0.2
+    assert "learn-0.2 − learn-1 = +0.151" in v.evidence
+    s = v.numbers["shape"]
+    assert (s["plateau_to"], s["drop_from"], s["drop_to"]) == (0.5, 1.5, 2.0)
     flat = {k: 0.9 for k in sig}
-    assert sc.score_sigma(_final(flat, spread=0.02))["verdict"] == "not shown"
+    assert sigma.judge(_x(_final(flat, spread=0.02))).verdict == "partly shown"  # 0.1 ~ 0.2
 
 
 def _structure(p_dpe: float, p_final: float) -> pd.DataFrame:
@@ -54,25 +87,38 @@ def _structure(p_dpe: float, p_final: float) -> pd.DataFrame:
 
 @pytest.mark.parametrize("p_dpe, p_final, verdict", [(0.001, 0.001, "shown"),
                                                      (0.001, 0.5, "partly shown"),
-                                                     (0.5, 0.5, "not shown")])
-def test_mechanism_reads_the_learned_part_and_the_final_pe(p_dpe, p_final, verdict):
-    row = sc.score_mechanism(_structure(p_dpe, p_final), long_epoch=400)
-    assert row["verdict"] == verdict
-    assert "long units at epoch 400 of 4000" in row["evidence"]
+                                                     (0.5, 0.5, "contradicted")])
+def test_structure_reads_the_learned_part_and_the_final_pe(p_dpe, p_final, verdict):
+    assert structure.judge(_x(_final({}), structure=_structure(p_dpe, p_final))).verdict \
+        == verdict
+
+
+def test_noise_contradicted_when_small_sigma_loses_more():
+    rows = [{"pe": pe, "seed": k, "clean": 0.95, "loss": loss + 0.001 * k}
+            for pe, loss in (("learn-0.1", 0.2), ("learn-0.2", 0.1), ("learn-2", 0.01),
+                             ("random", 0.01)) for k in SEEDS]
+    v = noise.judge(_x(_final({}), noise=pd.DataFrame(rows)))
+    assert v.verdict == "contradicted" and v.numbers["worst"] == "learn-0.1"
 
 
 def test_untested_claims_say_so():
-    assert sc.score_optimizers({"table4/sgd": 0})["verdict"] == "not testable yet"
-    # Adam's side of Table 4 alone tests no contrast of the claim: counted, not scored
-    adam = sc.score_optimizers({"table4/adam": 3, "table4/sgd": 0, "tables56": 0})
-    assert adam["verdict"] == "not testable yet" and "Adam side: 3 units" in adam["evidence"]
-    assert sc.score_optimizers({"table4/adam": 3, "table4/sgd": 2})["verdict"] == "not shown"
-    assert sc.score_brain(0)["verdict"] == "not testable yet"
+    x = _x(_final({"learn-0.2": 0.9}))
+    assert optimizers.judge(x).verdict == "not testable yet"
+    adam = pd.DataFrame({"pe": ["learn-0.01"] * 3, "seed": [1, 2, 3],
+                         "accuracy": [0.4, 0.45, 0.5]})
+    v = optimizers.judge(_x(x.final, adam4=adam))
+    assert v.verdict == "not testable yet" and "learn-0.01 0.450 (n = 3; paper 0.588)" \
+        in v.evidence
+    assert weight_decay.judge(x).verdict == "not testable yet"
     sim = pd.DataFrame({"pe": ["learn-0.2", "learn-1"], "spearman": [0.5, 0.2],
                         "spearman_p": [0.001, 0.04]})
-    assert sc.score_humans(sim)["verdict"] == "shown"
+    assert humans.judge(_x(x.final, similarity=sim)).verdict == "shown"
     sim.loc[1, "spearman"] = 0.6
-    assert sc.score_humans(sim)["verdict"] == "partly shown"
+    assert humans.judge(_x(x.final, similarity=sim)).verdict == "partly shown"
+    sim.loc[0, "spearman_p"] = 0.03  # 0.03 alone, 0.06 after Holm over the two PEs
+    assert humans.judge(_x(x.final, similarity=sim)).verdict == "not shown"
+    card = C.scorecard(_x(x.final, paper_scale=False))
+    assert (card["verdict"] == "not testable yet").all() and len(card) == len(C.CLAIMS)
 
 
 def test_scorecard_on_the_stored_units():
@@ -84,13 +130,16 @@ def test_scorecard_on_the_stored_units():
     runs = {n: get_run(n, "paper", require_stored=True) for n in ("table1", "table2")}
     cl = claims.claims_card(runs)
     card = cl.card
-    assert len(card) == len(sc.CLAIM_LINES)
-    assert card.loc[1, "verdict"] == "shown"
-    assert sum(sc.verdict_counts(card).values()) == len(card)
+    assert len(card) == len(C.CLAIMS)
+    by = card.set_index("id")
+    # learn-0.2 - learn-2 is found at any stored n; the noise claim is contradicted there
+    assert "learn-0.2 − learn-2 = +0.5" in by.loc["sigma", "evidence"]
+    assert by.loc["noise", "verdict"] == "contradicted"
+    assert sum(C.verdict_counts(card).values()) == len(card)
     pes = set(runs["table1"].final("val")["pe"]) | set(runs["table2"].final("val")["pe"])
     assert sorted(cl.similarity["pe"]) == sorted(pes)  # both tables, no PE twice
     top = cl.similarity.loc[cl.similarity["spearman"].idxmax()]
-    assert f"highest: {top['pe']} {top['spearman']:.2f}" in card.loc[4, "evidence"]
+    assert f"highest: {top['pe']} ρ = {top['spearman']:.2f}" in by.loc["humans", "evidence"]
     md = claims.claims_markdown(card).splitlines()
     assert len(md) == 2 + len(card) and md[1] == "| --- | --- | --- | --- |"
     assert all(ln.endswith(f"({w}) |") for ln, w in zip(md[2:], card["where"], strict=True))

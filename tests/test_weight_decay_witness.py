@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from lstpe.analysis import long_runs
-from lstpe.analysis import scorecard as sc
 from lstpe.chapters import long_mechanism as lmm
+from lstpe.claims import Inputs, weight_decay
 from lstpe.experiments import long_units as lu
 
 
@@ -77,7 +77,7 @@ def test_decay_epochs_inverts_decay_factor():
 
 
 def test_the_scorecard_quotes_the_witness_but_does_not_score_it():
-    """The witness is one seed per sigma: the optimizers' row stays ``not testable yet`` and
+    """The witness is one seed per sigma: the weight-decay row stays ``not testable yet`` and
     quotes the largest sigma at the witness's last epoch."""
     rows = [(pe, s, o, e, r, a) for pe, s in (("learn-0.2", 0.2), ("learn-2", 2.0))
             for o, e, r, a in (("adam", 0, 1.0, 0.25), ("adamw", 0, 1.0, 0.25),
@@ -85,8 +85,9 @@ def test_the_scorecard_quotes_the_witness_but_does_not_score_it():
                                ("adam", 600, 1.0, 0.37))]
     w = pd.DataFrame(rows, columns=["pe", "sigma", "optimizer", "epoch", "norm_ratio",
                                     "accuracy"])
-    row = sc.score_optimizers({"tables56": 0}, w)
-    assert row["verdict"] == "not testable yet"
-    assert "epoch 400, sigma = 2: AdamW 0.310 against Adam 0.360" in row["evidence"]
-    assert "shrunk to 0.77" in row["evidence"]
-    assert "witness" not in sc.score_optimizers({"tables56": 0})["evidence"]
+    final = pd.DataFrame(columns=["pe", "seed", "accuracy", "epoch"])
+    v = weight_decay.judge(Inputs(final, optimizer_units={"tables56": 0}, witness=w))
+    assert v.verdict == "not testable yet"
+    assert "epoch 400, σ = 2: AdamW 0.310 against Adam 0.360" in v.evidence
+    assert "shrunk to 0.77" in v.evidence
+    assert "witness" not in weight_decay.judge(Inputs(final)).evidence

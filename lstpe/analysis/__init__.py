@@ -9,7 +9,8 @@ computed with training, :mod:`lstpe.training.noise`):
   sinusoid; lazy-vs-rich movement of PEs and their kernels
 - :mod:`lstpe.analysis.humans`      per-puzzle model vs human accuracy (cosine, Spearman,
   composite), per-condition curves
-- :mod:`lstpe.analysis.seed_stats`  means, SDs, t and bootstrap CIs, t-tests, rank correlations
+- :mod:`lstpe.analysis.seed_stats`  means, SDs, t and bootstrap CIs, t-tests, rank correlations,
+  Holm's adjustment, the exact sign-flip test of paired changes
 - :mod:`lstpe.analysis.paper_compare` the paper's tables and
   :func:`~lstpe.analysis.paper_compare.compare_to_paper` (verdict per row: equivalent /
   different / inconclusive / n=1, with the minimum detectable difference)
@@ -37,6 +38,11 @@ computed with training, :mod:`lstpe.training.noise`):
   part, init share, Table 3 and Procrustes at init and trained, the paper)
 - :mod:`lstpe.analysis.long_runs`   long units over epochs, their check against the stored
   200-epoch unit of the same seed, and their figure
+- :mod:`lstpe.analysis.claim_tables` evidence tables of noise, humans and brain networks;
+  :mod:`lstpe.analysis.report_plots` the report's figures; :mod:`lstpe.analysis.chance`,
+  :mod:`lstpe.analysis.kernels`, :mod:`lstpe.analysis.style`
+
+Each paper claim's verdict is decided in :mod:`lstpe.claims`, one floor up.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "humans", "seed_stats", "paper_compare", "plots", "curves",
     "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "evidence",
     "forest",
-    "pe_structure", "pe_plots", "learned_part", "mechanism", "long_runs",
+    "pe_structure", "pe_plots", "learned_part", "mechanism", "long_runs", "claim_tables",
+    "report_plots", "chance", "kernels", "style",
 )
 
 

@@ -7,6 +7,8 @@ r"""Statistics over seeds: summaries with confidence intervals, t-tests and rank
   t-tests (scipy.stats). The paper reports "t-test, t(13) = 0.96, p = 0.35" for 2d-fixed vs
   learn-0.2 over 15 seeds without naming the variant; from Table 1's means and SDs Welch's
   test gives t = 0.98, p = 0.34 (:func:`ttest_from_summary`), close to the report.
+* :func:`holm`: Holm's step-down adjustment of several p-values read as one claim's support.
+* :func:`sign_flip_test`: exact paired test of a mean change (every sign flip enumerated).
 * :func:`rank_correlation`: Spearman correlation of an alignment measure with accuracy across
   sigma (per-sigma means, as in the paper's Fig. 4B / 10C) or across models.
 
@@ -32,7 +34,7 @@ from lstpe.nn.encodings import parse_pe
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
     "compare_pes", "with_accuracy", "rank_correlation", "for_ranking", "TIE_TOL",
-    "MIN_SEEDS_FOR_CI",
+    "MIN_SEEDS_FOR_CI", "holm", "sign_flip_test",
 ]
 
 MIN_SEEDS_FOR_CI = 2
@@ -341,3 +343,34 @@ def _exact_spearman_p(a: np.ndarray, b: np.ndarray) -> float:
     perms = np.array(list(itertools.permutations(range(len(rb)))))
     null = np.abs(rb[perms] @ ra)
     return float(np.mean(null >= abs(rb @ ra) - 1e-9))
+
+
+def holm(p: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (same order as ``p``): the k-th smallest is
+    multiplied by ``m - k + 1``, made monotone and capped at 1. Rejecting where the adjusted p
+    is below alpha keeps the chance of any false rejection among the ``m`` at most alpha.
+
+    >>> holm([0.01, 0.04, 0.03]).round(3).tolist()
+    [0.03, 0.06, 0.06]
+    """
+    x = np.asarray(p, dtype=np.float64)
+    if x.size == 0:
+        return x
+    order = np.argsort(x)
+    adj = np.minimum(np.maximum.accumulate(x[order] * (x.size - np.arange(x.size))), 1.0)
+    out = np.empty_like(adj)
+    out[order] = adj
+    return out
+
+
+def sign_flip_test(d: Sequence[float]) -> tuple[float, float]:
+    """Exact two-sided test that paired changes ``d`` (n,) have mean 0: every one of the
+    ``2**n`` sign flips is enumerated (n <= 20). Returns ``(mean, p)``; the smallest p it can
+    give is ``2 / 2**n`` (0.0625 at n = 5)."""
+    x = _values(d, "d")
+    if x.size > 20:
+        raise ValueError(f"sign_flip_test enumerates 2**n flips: n = {x.size} is over 20")
+    signs = 1 - 2 * ((np.arange(2 ** x.size)[:, None] >> np.arange(x.size)) & 1)
+    means = np.abs(signs @ x) / x.size
+    obs = abs(float(x.mean()))
+    return float(x.mean()), float(np.mean(means >= obs - 1e-12))

@@ -1,8 +1,9 @@
 """The paper's claims scored on the stored units, as the intro and the report both show them.
 
-:func:`claims_card` gathers once what :func:`lstpe.analysis.scorecard.scorecard` needs from a
-page's Table 1 and Table 2 runs and the results folder; :func:`claims_markdown` is the table
-(one line per claim: verdict, evidence, chapter) that both pages display.
+:func:`claims_card` measures once what the claims read (:class:`lstpe.claims.Inputs`) from a
+page's runs and the results folder and asks :mod:`lstpe.claims` for the verdicts;
+:func:`claims_markdown` is the table (one line per claim: verdict, evidence, chapter) that
+both pages display. Nothing here decides a verdict.
 """
 
 from __future__ import annotations
@@ -13,9 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from lstpe.analysis import humans, pe_structure
-from lstpe.analysis import scorecard as sc
-from lstpe.chapters.long_mechanism import LongMechanism, long_mechanism, weight_decay_witness
+from lstpe import claims as C
+from lstpe.analysis import attention, humans, pe_structure, procrustes
+from lstpe.analysis.claim_tables import noise_loss_per_model
+from lstpe.chapters.long_mechanism import (
+    LongMechanism,
+    long_mechanism,
+    table1_long,
+    weight_decay_witness,
+)
 from lstpe.experiments import campaign_status as cs
 from lstpe.store.results import Run
 
@@ -27,7 +34,9 @@ OPTIMIZER_RUNS: tuple[str, ...] = ("table4/adam", "table4/sgd", "tables56")
 class Claims:
     """What the scorecard rests on, for a page's own sentences and tables."""
 
-    card: pd.DataFrame        # one row per claim: claim, verdict, evidence, where
+    card: pd.DataFrame        # one row per claim: lstpe.claims.SCORECARD_COLUMNS
+    verdicts: list[C.Verdict]  # each claim's verdict with its tests and numbers
+    inputs: C.Inputs          # what the claims read
     final: pd.DataFrame       # one row per stored model of Tables 1-2 (pe, seed, accuracy...)
     structure: pd.DataFrame   # pe_structure.stored_structure of the Table 2 run
     similarity: pd.DataFrame  # per-puzzle similarity to people, one row per PE of both runs
@@ -45,29 +54,49 @@ def runs_human_similarity(runs: Iterable[Run]) -> pd.DataFrame:
     return pd.concat(sims).drop_duplicates("pe").reset_index(drop=True)
 
 
+def _learn(t: pd.DataFrame) -> pd.DataFrame:
+    return t[t["pe_name"] == "learn"].reset_index(drop=True)
+
+
 def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) -> Claims:
-    """The paper's claims scored on ``runs`` (``{"table1": ..., "table2": ...}``, as
-    ``S.get_run`` returns them) and on what ``results_dir`` stores (long units, Tables 4-6)."""
-    final = pd.concat([r.final("val_dropout") for r in runs.values()]).drop_duplicates(
+    """The paper's claims scored on ``runs`` (``{"table1": ..., "table2": ...}`` and, where
+    the page loads it, ``"table4/adam"``, as ``S.get_run`` returns them) and on what
+    ``results_dir`` stores (long units, Tables 4-6)."""
+    t1, t2 = runs["table1"], runs["table2"]
+    final = pd.concat([t1.final("val_dropout"), t2.final("val_dropout")]).drop_duplicates(
         ["pe", "seed"])
-    structure = pe_structure.stored_structure([runs["table2"]])
-    similarity = runs_human_similarity([runs["table2"], runs["table1"]])
+    structure = pe_structure.stored_structure([t2])
+    similarity = runs_human_similarity([t2, t1])
     stored, long = cs.stored_units(results_dir), cs.long_table(results_dir)
     optim = {r: int(stored["unit"].str.startswith(r + "/").sum()) if len(stored) else 0
              for r in OPTIMIZER_RUNS}
-    lm = long_mechanism(results_dir, reference=runs["table2"], every=False)
-    mech = lm.reached  # the epoch every mechanism long unit has published
-    paper_scale = all(r.manifest.get("kind") == "campaign-merge" for r in runs.values())
-    card = sc.scorecard(final, structure, similarity, long_epoch=mech, optimizer_units=optim,
-                        paper_scale=paper_scale, long=lm.summary,
-                        witness=weight_decay_witness(results_dir))
-    return Claims(card, final, structure, similarity, stored, long, mech, lm)
+    lm = long_mechanism(results_dir, reference=t2, every=False)
+    learn = t2.final("val").query("pe_name == 'learn'")["pe"].unique()
+    t3_0, t3 = (attention.table3(t2.artifacts, stage=s, pes=learn) for s in ("init", "final"))
+    pr, pr0 = (_learn(attention.average_layers(procrustes.pe_alignment(t2.artifacts, stage=s)))
+               for s in ("final", "init"))
+    noise = [r.tables["noise"] for r in (t1, t2) if "noise" in r.tables]
+    adam = runs.get("table4/adam")
+    paper_scale = all(runs[n].manifest.get("kind") == "campaign-merge"
+                      for n in ("table1", "table2"))
+    x = C.Inputs(final=final, paper_scale=paper_scale, structure=structure, table3=t3,
+                 table3_init=t3_0, procrustes=pr, procrustes_init=pr0,
+                 noise=noise_loss_per_model(pd.concat(noise)) if noise else None,
+                 similarity=similarity, table1_long=table1_long(results_dir),
+                 mechanism_epoch=lm.reached, mechanism_long=lm.summary,
+                 adam4=adam.final("val_dropout") if adam is not None and
+                 adam.manifest.get("kind") == "campaign-merge" else None,
+                 optimizer_units=optim, witness=weight_decay_witness(results_dir))
+    verdicts = C.judge_all(x)
+    return Claims(C.scorecard(verdicts), verdicts, x, final, structure, similarity, stored,
+                  long, lm.reached, lm)
 
 
 def claims_markdown(card: pd.DataFrame) -> str:
-    """``card`` (:func:`lstpe.analysis.scorecard.scorecard`) as a Markdown table: claim,
-    verdict in bold, evidence, a link to the chapter that shows it."""
-    rows = [f"| {r.claim} | **{r.verdict}** | {r.evidence} | "
+    """``card`` (:func:`lstpe.claims.scorecard`) as a Markdown table: claim, verdict in bold
+    (with its epoch and the part that holds), evidence, a link to the chapter that shows
+    it."""
+    rows = [f"| {r.claim} | **{r.label}** | {r.evidence} | "
             f"[chapter {int(r.where[:2])}]({r.where}) |" for r in card.itertuples()]
     return ("| the paper's claim | verdict | evidence | where |\n| --- | --- | --- | --- |\n"
             + "\n".join(rows))

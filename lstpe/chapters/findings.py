@@ -6,12 +6,15 @@ book, Jupyter and Colab alike). :func:`evidence_view` and :func:`contrast_view` 
 table of :mod:`lstpe.analysis.evidence` in the few columns a page shows; :func:`ci` and
 :func:`pval` format one number the way the tables do, so the paragraph and the table agree;
 :func:`names`, :func:`having` and :func:`grouped` list a table's cells by verdict in the
-paragraph, and :func:`reference` names the reference a row was tested against.
+paragraph, and :func:`reference` names the reference a row was tested against;
+:func:`tests_line` and :func:`shape_line` put a claim's verdict (:mod:`lstpe.claims`) in the
+phrases a paragraph quotes.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
@@ -206,3 +209,35 @@ def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
                      "p (Welch)": r["p (Welch)"], tost: "–", "p (exact)": r["p (exact)"],
                      "floor": r["floor"], "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("row")
+
+
+_OUTCOME = {"supports": "as the paper", "contradicts": "against the paper",
+            "open": "not shown at this n"}
+
+
+def tests_line(verdict: Any) -> str:
+    """The contrasts of a claim's verdict (:class:`lstpe.claims.Verdict` whose
+    ``numbers["rows"]`` are its contrast rows, in the order of its tests) in one phrase:
+    difference with its exact interval, n, exact and Holm p (TOST where the paper finds no
+    difference) and what each says of the claim."""
+    rows = verdict.numbers.get("rows")
+    if rows is None or rows.empty:
+        return "none stored"
+    out = []
+    for (_, r), t in zip(rows.iterrows(), verdict.tests, strict=False):
+        extra = f", TOST {pval(r['p_equiv'])}" if "level" in t.name and "p_equiv" in r \
+            and pd.notna(r["p_equiv"]) else ""
+        out.append(f"`{r['a']}` − `{r['b']}` = {contrast_ci(r)} ({r['n_a']:.0f}+{r['n_b']:.0f}; "
+                   f"exact {pval(r['p_perm'])}, Holm {pval(r['p_holm'])}{extra}): "
+                   f"{_OUTCOME[t.outcome]}")
+    return "; ".join(out)
+
+
+def shape_line(verdict: Any) -> str:
+    """The sigma curve's shape (``numbers["shape"]`` of :mod:`lstpe.claims.sigma`)."""
+    s = verdict.numbers.get("shape")
+    if not s:
+        return "too few values of σ to say"
+    return (f"within 0.05 of its best ({s['best']:.3f} at σ = {s['best_sigma']:g}) up to "
+            f"σ = {s['plateau_to']:g}, its largest fall {s['drop']:.3f} between σ = "
+            f"{s['drop_from']:g} and {s['drop_to']:g} ({s['at_from']:.3f} to {s['at_to']:.3f})")

@@ -1,0 +1,76 @@
+"""The paper's claims, one module each, and the scorecard that is a loop over them.
+
+A floor between :mod:`lstpe.experiments` (the stored units) and :mod:`lstpe.chapters` (the
+pages): each module holds one claim's line, its tests and its verdict, decided once, with the
+numbers its page quotes (:class:`~lstpe.claims.verdicts.Verdict`). Pages print verdicts and
+never decide them.
+
+In the paper's order:
+
+* :mod:`~lstpe.claims.table1`: learn-0.2 beats the common fixed PEs and matches 2d-fixed;
+* :mod:`~lstpe.claims.sigma`: small sigma generalises, large does not (Table 2);
+* :mod:`~lstpe.claims.attention`: attention similarity to 2d-fixed (Table 3, Fig. 4);
+* :mod:`~lstpe.claims.procrustes`: Procrustes distance to the 2-D PE (Fig. 10);
+* :mod:`~lstpe.claims.structure`: the 2-D structure of the PE (Fig. 3, our grid score);
+* :mod:`~lstpe.claims.noise`: robustness to embedding noise (Fig. 5);
+* :mod:`~lstpe.claims.humans`: similarity to people (Fig. 6);
+* :mod:`~lstpe.claims.optimizers`: SGD against Adam at small sigma (Table 4);
+* :mod:`~lstpe.claims.weight_decay`: weight decay (Tables 5-6);
+* :mod:`~lstpe.claims.brain`: the brain experiment (Fig. 4C).
+
+The vocabulary and the rule that weighs tests are :mod:`~lstpe.claims.verdicts`; what the
+claims read is :class:`~lstpe.claims.inputs.Inputs`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lstpe.claims import (
+    attention,
+    brain,
+    humans,
+    noise,
+    optimizers,
+    procrustes,
+    sigma,
+    structure,
+    table1,
+    weight_decay,
+)
+from lstpe.claims.inputs import Inputs
+from lstpe.claims.verdicts import VERDICTS, Test, Verdict, decide
+
+__all__ = ["CLAIMS", "VERDICTS", "Inputs", "Test", "Verdict", "decide", "judge_all",
+           "scorecard", "verdict_counts", "SCORECARD_COLUMNS"]
+
+CLAIMS = (table1, sigma, attention, procrustes, structure, noise, humans, optimizers,
+          weight_decay, brain)
+"""Every claim module, in the paper's order; each has ``CLAIM``, ``LINE``, ``WHERE`` and
+``judge(inputs) -> Verdict``."""
+
+SCORECARD_COLUMNS = ("claim", "verdict", "label", "at", "part", "evidence", "where", "id")
+
+
+def judge_all(x: Inputs) -> list[Verdict]:
+    """Every claim's verdict on ``x``; a preview (``x.paper_scale`` False) tests none."""
+    if not x.paper_scale:
+        return [Verdict(m.CLAIM, m.LINE, m.WHERE, "not testable yet",
+                        evidence="preview runs only: they show that the analysis runs, not "
+                                 "the claim") for m in CLAIMS]
+    return [m.judge(x) for m in CLAIMS]
+
+
+def scorecard(x: Inputs | list[Verdict]) -> pd.DataFrame:
+    """One row per claim (:data:`SCORECARD_COLUMNS`), ``verdict`` a categorical over
+    :data:`~lstpe.claims.verdicts.VERDICTS`."""
+    verdicts = judge_all(x) if isinstance(x, Inputs) else x
+    out = pd.DataFrame([v.row() for v in verdicts], columns=list(SCORECARD_COLUMNS))
+    out["verdict"] = pd.Categorical(out["verdict"], categories=list(VERDICTS))
+    return out
+
+
+def verdict_counts(card: pd.DataFrame) -> dict[str, int]:
+    """How many claims have each verdict (every verdict listed, zeros included)."""
+    counts = card["verdict"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in VERDICTS}

@@ -1,0 +1,101 @@
+"""Table 3 / Fig. 4: small-sigma models attend like 2d-fixed, and that similarity tracks
+accuracy.
+
+Tests, on the learnable PEs' attention maps against the 2d-fixed model of the same seed (the
+paper's cosine, :func:`lstpe.analysis.attention.table3`):
+
+* the trained cosine falls as sigma grows (Kendall's tau over units, permutation p);
+* it correlates with accuracy over sigma (Spearman over per-sigma means, the paper's Fig. 4B);
+* training is what makes small-sigma maps similar: the change from initialisation at
+  sigma <= 0.2 (exact sign-flip test over units); a significant fall contradicts it;
+* its level at sigma 0.1 and 0.2 against the paper's Table 3 (Welch against their 15 seeds;
+  the paper's models trained 4000 epochs, ours the stored units' epochs, and the long units'
+  cosine at their last epoch is quoted beside it).
+
+In this repository the models of one seed share every weight but the PE
+(``lstpe.nn.architecture.PE_STREAM``), so their maps start almost equal; the cosine at
+initialisation is the baseline every trained value is read against.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lstpe.analysis import evidence as ev
+from lstpe.analysis.paper_compare import load_paper_tables
+from lstpe.analysis.seed_stats import rank_correlation, sign_flip_test
+from lstpe.claims._common import pval, trend
+from lstpe.claims.inputs import Inputs, have
+from lstpe.claims.verdicts import Test, Verdict, decide, untestable
+
+CLAIM = "attention"
+LINE = ("small-sigma models attend like 2d-fixed, and the similarity tracks accuracy "
+        "(Table 3, Fig. 4)")
+WHERE = "07_inside_the_models.ipynb"
+SMALL: tuple[float, ...] = (0.1, 0.2)
+
+
+def paper_table3() -> pd.DataFrame:
+    """The paper's Table 3: ``sigma, mean, sd, n`` of the attention cosine."""
+    p = load_paper_tables().query("table == '3' and metric == 'attention_cosine'")
+    return p[["sigma", "mean", "sd", "n"]].astype({"sigma": float}).reset_index(drop=True)
+
+
+def learned_change(t3: pd.DataFrame, t3_init: pd.DataFrame, col: str = "cosine_paper"
+                   ) -> pd.DataFrame:
+    """Per small-sigma model: ``init``, ``final`` and ``change`` of ``col``."""
+    keys = ["pe", "sigma", "seed"]
+    m = t3[keys + [col]].merge(t3_init[keys + [col]], on=keys, suffixes=("", "_init"))
+    m = m[m["sigma"].isin(SMALL)]
+    return m.assign(init=m[col + "_init"], final=m[col], change=m[col] - m[col + "_init"])
+
+
+def judge(x: Inputs) -> Verdict:
+    """The verdict (module docstring); ``numbers``: ``change`` (per small-sigma model),
+    ``level`` (our cells against Table 3), ``rho``."""
+    if not have(x.table3) or x.table3["sigma"].nunique() < 2:
+        return untestable(CLAIM, LINE, WHERE, "fewer than two stored sigmas")
+    t = x.table3.dropna(subset=["cosine_paper"])
+    tr = ev.trend_row(t["sigma"], t["cosine_paper"], claim=CLAIM).iloc[0]
+    tests = [trend(tr, "falls", "cosine falls over sigma", "the trained cosine over σ")]
+    acc = t.merge(x.final[["pe", "seed", "accuracy"]], on=["pe", "seed"])
+    rho = rank_correlation(acc, "cosine_paper") if acc["sigma"].nunique() >= 3 else None
+    if rho is not None:
+        ok = rho["pvalue"] < ev.ALPHA
+        tests.append(Test("cosine tracks accuracy",
+                          "open" if not ok else "supports" if rho["rho"] > 0 else "contradicts",
+                          f"Spearman ρ(cosine, accuracy) = {rho['rho']:+.2f} over "
+                          f"{rho['n']} sigmas ({pval(rho['pvalue'])})"))
+    ch = learned_change(t, x.table3_init) if have(x.table3_init) else pd.DataFrame()
+    if len(ch) >= 2:
+        mean, p = sign_flip_test(ch["change"])
+        outcome = "open" if p >= ev.ALPHA else "supports" if mean > 0 else "contradicts"
+        tests.append(Test("training raises the small-sigma cosine", outcome,
+                          f"σ ≤ 0.2: {ch['init'].mean():.3f} at initialisation → "
+                          f"{ch['final'].mean():.3f} trained, change {mean:+.3f} over "
+                          f"{len(ch)} units (sign-flip {pval(p)}); the init is near 1 because "
+                          "one seed's models share every weight but the PE"))
+    ref = paper_table3().set_index("sigma")
+    vals = {s: g["cosine_paper"].to_numpy(float) for s, g in t.groupby("sigma") if s in SMALL}
+    refs = {s: ev.Reference(float(ref.loc[s, "mean"]), float(ref.loc[s, "sd"]),
+                            int(ref.loc[s, "n"]), "paper@4000") for s in vals}
+    level = ev.evidence_rows({f"learn-{s:g}": v for s, v in vals.items()},
+                             {f"learn-{s:g}": r for s, r in refs.items()}, claim=CLAIM,
+                             value_range=(-1.0, 1.0)) if vals else pd.DataFrame()
+    if len(level):
+        differs = level["verdict"].eq("differs")
+        long = ""
+        if have(x.mechanism_long) and "cosine" in x.mechanism_long:
+            ml = x.mechanism_long[x.mechanism_long["sigma"].isin(SMALL)]
+            long = "; long units at epoch {}: {}".format(
+                int(ml["epoch"].min()), ", ".join(f"σ = {r.sigma:g} {r.cosine:.3f}"
+                                                  for r in ml.itertuples()))
+        tests.append(Test("the paper's Table 3 level", "contradicts" if differs.any() else
+                          "supports" if level["verdict"].eq("equivalent").all() else "open",
+                          "; ".join(f"{r.cell} {r.mean:.3f} against the paper's "
+                                    f"{r.authors_mean:.3f} ({r.verdict})"
+                                    for r in level.itertuples()) + long))
+    verdict, part = decide(tests)
+    return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests,
+                   "; ".join(t.text for t in tests),
+                   {"change": ch, "level": level, "rho": rho})

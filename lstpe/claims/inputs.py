@@ -1,0 +1,80 @@
+"""What every claim reads, typed once: :class:`Inputs`.
+
+The claims sit between :mod:`lstpe.experiments` (the stored units) and :mod:`lstpe.chapters`
+(the pages). A page, or ``lstpe.chapters.claims.claims_card``, measures the stored runs once
+and hands this record to :func:`lstpe.claims.scorecard`; each claim module reads the fields it
+needs and says ``not testable yet`` where a field is empty. Every frame is one row per model
+(or per unit and snapshot) with the columns named here; shapes are rows x columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+__all__ = ["Inputs"]
+
+
+@dataclass
+class Inputs:
+    """The measured units every claim reads.
+
+    Attributes:
+        final: one row per stored model of Tables 1-2: ``pe, seed, accuracy, epoch``
+            (validation accuracy with dropout on, as the authors evaluated it).
+        paper_scale: the runs are the authors' recipe (a preview tests no claim).
+        structure: :func:`lstpe.analysis.pe_structure.stored_structure` of Table 2: one row
+            per (model, block), ``sigma, block, score_dpe, p_dpe, score_final, p_final,
+            init_share, epoch``.
+        table3 / table3_init: :func:`lstpe.analysis.attention.table3` after training / at
+            initialisation (learnable PEs): ``pe, sigma, seed, cosine_paper``.
+        procrustes / procrustes_init: the learnable PEs' Procrustes alignment to 2d-fixed,
+            averaged over blocks (``attention.average_layers(procrustes.pe_alignment(...))``):
+            ``pe, sigma, seed, distance, distance_normalized``.
+        noise: :func:`lstpe.analysis.claim_tables.noise_loss_per_model` of Tables 1-2:
+            ``pe, seed, clean, noisy, loss`` (``attrs["noise_max"]``).
+        similarity: :func:`lstpe.analysis.humans.human_similarity`, one row per PE:
+            ``pe, spearman, spearman_p``.
+        table1_long: :func:`lstpe.chapters.long_mechanism.table1_long`: Table 1's PEs past
+            epoch 200 (``pe, seeds, epoch, val_200, val_last, train_200, train_last``).
+        mechanism_epoch: the epoch every mechanism long unit has published (0: none).
+        mechanism_long: their :func:`lstpe.analysis.long_runs.long_summary` (``pe, sigma,
+            seed, epoch, init_share, p_final, moved_after, cosine_at, cosine``).
+        adam4 / sgd4: Table 4's Adam / SGD units: ``pe, seed, accuracy`` (val with dropout),
+            None or empty where none is stored.
+        optimizer_units: stored 200-epoch units per run of Tables 4-6 (``table4/sgd``, ...).
+        witness: :func:`lstpe.chapters.long_mechanism.weight_decay_witness` (AdamW long units
+            beside their Adam twins; empty: none).
+        brain_runs: paper-scale brain runs stored.
+    """
+
+    final: pd.DataFrame
+    paper_scale: bool = True
+    structure: pd.DataFrame | None = None
+    table3: pd.DataFrame | None = None
+    table3_init: pd.DataFrame | None = None
+    procrustes: pd.DataFrame | None = None
+    procrustes_init: pd.DataFrame | None = None
+    noise: pd.DataFrame | None = None
+    similarity: pd.DataFrame | None = None
+    table1_long: pd.DataFrame | None = None
+    mechanism_epoch: int = 0
+    mechanism_long: pd.DataFrame | None = None
+    adam4: pd.DataFrame | None = None
+    sgd4: pd.DataFrame | None = None
+    optimizer_units: dict[str, int] = field(default_factory=dict)
+    witness: pd.DataFrame | None = None
+    brain_runs: int = 0
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the stored Tables 1-2 units (their largest; 0 when none)."""
+        if "epoch" not in self.final or self.final["epoch"].isna().all():
+            return 0
+        return int(self.final["epoch"].max())
+
+
+def have(frame: pd.DataFrame | None) -> bool:
+    """Whether a field holds rows."""
+    return frame is not None and len(frame) > 0
