@@ -208,7 +208,7 @@ def _paper_row(table: str, pe: str, metric: str = "val_acc") -> pd.Series:
 
 def test_constants_and_columns():
     assert ss.MIN_SEEDS_FOR_CI == 2 and st.EQUIVALENCE_MARGIN == 0.05
-    assert set(pc.VERDICTS) == {"equivalent", "different", "inconclusive", "n=1"}
+    assert set(pc.VERDICTS) == {"equivalent", "differs", "inconclusive", "n=1"}
     p = pc.load_paper_tables()
     cmp = pc.compare_to_paper(synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")]),
                               1)
@@ -325,7 +325,7 @@ def test_means_two_tenths_apart_are_different():
     p3 = p[p["table"] == "3"]
     ours3 = synthetic_ours(p3, shift=-0.2).rename(columns={"accuracy": "cosine"})
     c3 = pc.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
-    assert (c3["verdict"] == "different").all() and (c3["p_diff"] < 1e-6).all()
+    assert (c3["verdict"] == "differs").all() and (c3["p_diff"] < 1e-6).all()
     np.testing.assert_allclose(c3["diff"], -0.2)
     # a significant difference smaller than the margin is still within it: equivalent
     row = _paper_row("3", "learn-0.2", "attention_cosine")  # 0.838 +- 0.016
@@ -333,7 +333,7 @@ def test_means_two_tenths_apart_are_different():
     c = pc.compare_to_paper(d, 3, metric="attention_cosine", value="cosine").iloc[0]
     assert c["p_diff"] < 0.05 and c["verdict"] == "equivalent"
     assert pc.compare_to_paper(d, 3, metric="attention_cosine", value="cosine",
-                               margin=0.01).iloc[0]["verdict"] == "different"
+                               margin=0.01).iloc[0]["verdict"] == "differs"
 
 
 def test_intervals_stay_inside_zero_one():
@@ -367,17 +367,17 @@ def test_compare_to_paper_on_matching_synthetic_table_and_plot():
     np.testing.assert_allclose(cmp["diff"], 0.0, atol=1e-12)
     np.testing.assert_allclose(cmp["sd"], cmp["paper_sd"], rtol=1e-10)
     assert (cmp["n"] == 15).all()
-    # exact agreement: equivalent where the SDs allow it, never "different"
-    assert not (cmp["verdict"] == "different").any()
+    # exact agreement: equivalent where the SDs allow it, never "differs"
+    assert not (cmp["verdict"] == "differs").any()
     small = cmp["paper_sd"] <= 0.05
     assert (cmp.loc[small, "verdict"] == "equivalent").all()
     assert (cmp.loc[cmp["paper_sd"] >= 0.1, "verdict"] == "inconclusive").all()
     far = pc.compare_to_paper(synthetic_ours(p2, shift=-0.3), table=2)
     np.testing.assert_allclose(far["diff"], -0.3)
-    assert (far["verdict"] == "different").all()
+    assert (far["verdict"] == "differs").all()
     # the plot: one series per verdict present, then the paper; legend outside the axes
     mixed = cmp.iloc[:5].copy()
-    mixed["verdict"] = ["equivalent", "different", "equivalent", "inconclusive",
+    mixed["verdict"] = ["equivalent", "differs", "equivalent", "inconclusive",
                         "n=1"]
     mixed.loc[4, ["ci_low", "ci_high"]] = np.nan
     ax = plots.plot_vs_paper(mixed)

@@ -149,9 +149,11 @@ def _top_level_names(path: Path) -> tuple[set[str], set[str], list[str]]:
     return defined, imported, exported
 
 
-ENTRY_POINTS = {"main", "setup"}
+ENTRY_POINTS = {"main", "setup", "CLAIM", "LINE", "WHERE", "judge"}
 """Names the protocol fixes: ``main`` of a ``python -m`` module (``lstpe.cli``,
-``lstpe.repo``), ``setup`` of a Sphinx extension and of a chapter (``lstpe.chapters.notebook``)."""
+``lstpe.repo``), ``setup`` of a Sphinx extension and of a chapter (``lstpe.chapters.notebook``),
+and the four every claim module of :mod:`lstpe.claims` defines (its scorecard loops over
+them)."""
 
 
 def test_each_public_name_has_one_home() -> None:

@@ -33,7 +33,7 @@ def _x(final: pd.DataFrame, **kw) -> C.Inputs:
     (("open", "open"), "not shown"), ((), "not testable yet")])
 def test_decide_weighs_support_against_contradiction(outcomes, verdict):
     tests = [verdicts.Test(str(i), o, "") for i, o in enumerate(outcomes)]
-    assert verdicts.decide(tests)[0] == verdict
+    assert verdicts.weigh(tests)[0] == verdict
     with pytest.raises(ValueError, match="'maybe'"):
         verdicts.Test("a", "maybe", "")
 
@@ -52,8 +52,8 @@ def test_table1_a_difference_from_2d_fixed_contradicts_the_paper():
                 "2d-fixed": 0.99})
     v = table1.judge(_x(f))
     assert v.verdict == "partly shown"
-    assert v.label == ("partly shown (above 6 of 6 fixed PEs; contradicted: no difference "
-                       "from 2d-fixed)")
+    assert v.label == ("partly shown at epoch 200 (above 6 of 6 fixed PEs; contradicted: no "
+                       "difference from 2d-fixed)")
 
 
 def test_table1_reads_single_contrasts_with_holm_and_names_pes_still_rising():

@@ -13,7 +13,7 @@ computed with training, :mod:`lstpe.training.noise`):
   Holm's adjustment, the exact sign-flip test of paired changes
 - :mod:`lstpe.analysis.paper_compare` the paper's tables and
   :func:`~lstpe.analysis.paper_compare.compare_to_paper` (verdict per row: equivalent /
-  different / inconclusive / n=1, with the minimum detectable difference)
+  differs / inconclusive / n=1, with the minimum detectable difference)
 - :mod:`lstpe.analysis.plots`       plotting helpers for those tables
 - :mod:`lstpe.analysis.curves`      learning curves over epochs (separate module)
 - :mod:`lstpe.analysis.networks`    distances between the token PEs of one model (plain by

@@ -18,10 +18,9 @@ import math
 from importlib import resources
 
 import pandas as pd
-from scipy import stats
 
 from lstpe.analysis.paper_compare import load_paper_tables
-from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
+from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, ttest_from_summary
 from lstpe.nn.encodings import parse_pe
 
 __all__ = ["authors_logs", "authors_at", "compare_with_authors", "AUTHORS_LOGS_FILE",
@@ -191,8 +190,7 @@ def compare_with_authors(final: pd.DataFrame, epoch: int = 200, phase: str = "va
         elif n < MIN_SEEDS_FOR_CI:
             note = _NOTE_FEW
         else:
-            p = float(stats.ttest_ind_from_stats(mean, sd, n, a_mean, a_sd, a_n,
-                                                 equal_var=False).pvalue)
+            p = ttest_from_summary(mean, sd, n, a_mean, a_sd, int(a_n)).pvalue
         rows.append({
             "pe": pe, "n_ours": n, "ours_mean": mean, "ours_sd": sd,
             "ours_epoch": (eps[0] if len(eps) == 1 else ", ".join(map(str, eps))) if eps

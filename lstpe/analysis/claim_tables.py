@@ -36,9 +36,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from lstpe.analysis import evidence as ev
+from lstpe.analysis import seed_tests as st
 
 __all__ = ["noise_loss_per_model", "noise_evidence", "NOISE_PAIRS", "model_human_agreement",
            "human_evidence", "R_MARGIN", "POOLED", "network_evidence", "Z_MARGIN", "NETWORK_PAIRS"]
@@ -75,11 +75,8 @@ def _exact(value: float, label: str, cells: Sequence[str]) -> dict[str, ev.Refer
 
 def _one_sample_mdd(x: np.ndarray, alpha: float = ev.ALPHA, power: float = 0.8) -> float:
     """Smallest true shift from an exact reference a one-sample t-test detects with ``power``."""
-    if x.size < 2:
-        return math.nan
-    nu = x.size - 1
-    return float((stats.t.ppf(1 - alpha / 2, nu) + stats.t.ppf(power, nu))
-                 * x.std(ddof=1) / math.sqrt(x.size))
+    return st.mdd(float(x.std(ddof=1)), x.size, None, alpha, power) if x.size >= 2 \
+        else math.nan
 
 
 def _against(values: dict[str, np.ndarray], value: float, label: str, claim: str,

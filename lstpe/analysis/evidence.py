@@ -49,10 +49,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from lstpe.analysis import seed_tests as st
-from lstpe.analysis.seed_stats import mean_ci
+from lstpe.analysis.seed_stats import mean_ci, t_half
 
 __all__ = [
     "Reference", "evidence_rows", "contrast_rows", "trend_row", "CLAIMS", "claim_table",
@@ -115,7 +114,7 @@ class Reference:
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
         """The t interval of the reference's mean."""
-        half = float(stats.t.ppf((1 + level) / 2, self.n - 1)) * self.sd / math.sqrt(self.n)
+        half = t_half(self.sd, self.n, level)
         return self.mean - half, self.mean + half
 
 

@@ -2,7 +2,7 @@ r"""The comparison of our per-seed results with the paper's tables.
 
 * :func:`load_paper_tables`, :func:`compare_to_paper`: the paper's Tables 1-6 in long form,
   and our per-seed results lined up against them with a verdict (``equivalent``,
-  ``different``, ``inconclusive``; ``n=1`` for a single model) that wide intervals cannot win,
+  ``differs``, ``inconclusive``; ``n=1`` for a single model) that wide intervals cannot win,
   and the smallest difference the seeds could resolve (``mdd``).
 
 The means, SDs and t intervals over seeds come from :mod:`lstpe.analysis.seed_stats`, the TOST
@@ -42,7 +42,7 @@ METRIC_RANGE: dict[str, tuple[float, float]] = {
 """Range of each paper metric (accuracies; cosine of non-negative attention weights): our
 confidence intervals are clipped to it."""
 
-VERDICTS: tuple[str, ...] = ("equivalent", "different", "inconclusive", "n=1")
+VERDICTS: tuple[str, ...] = ("equivalent", "differs", "inconclusive", "n=1")
 """The values of :func:`compare_to_paper`'s ``verdict`` column (``n=1``: one model, no SD,
 so no interval and no test)."""
 
@@ -92,7 +92,7 @@ def _verdict(eq: Equivalence, alpha: float) -> str:
     if eq.p_equiv < alpha:
         return "equivalent"
     if eq.p_diff < alpha:
-        return "different"
+        return "differs"
     return "inconclusive"
 
 
@@ -114,7 +114,7 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
       earn it: with the paper's 15 seeds, an SD of 0.1 on both sides is already too noisy for
       a margin of 0.05. It can coexist with a significant difference smaller than the margin
       (see ``p_diff``).
-    * ``"different"``: otherwise, when the two-sided Welch test rejects equal means
+    * ``"differs"``: otherwise, when the two-sided Welch test rejects equal means
       (``p_diff < alpha``).
     * ``"inconclusive"``: neither.
     * ``"n=1"``: a single model (``"n=<n>: under min_seeds=<m>"`` where a caller asks for

@@ -148,7 +148,7 @@ def plot_similarity_matrix(matrix: pd.DataFrame, ax: Axes | None = None,
 
 VERDICT_STYLE: dict[str, dict[str, Any]] = {
     "equivalent": {"color": "tab:green", "marker": "o"},
-    "different": {"color": "tab:red", "marker": "X"},
+    "differs": {"color": "tab:red", "marker": "X"},
     "inconclusive": {"color": "tab:orange", "marker": "D"},
 }
 """Marker and colour of our points per verdict of

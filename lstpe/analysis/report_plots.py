@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from lstpe.analysis import style
-from lstpe.analysis.seed_stats import mean_ci
+from lstpe.analysis.seed_stats import mean_ci, t_half
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -47,7 +46,7 @@ def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataF
     a = authors[[p.startswith("learn-") for p in authors.index]].copy()
     a["sigma"] = [_sigma(p) for p in a.index]
     a = a.sort_values("sigma")
-    half = stats.t.ppf(0.975, a["n_seeds"] - 1) * a["acc_sd"] / np.sqrt(a["n_seeds"])
+    half = t_half(a["acc_sd"], a["n_seeds"])
     ax.fill_between(a["sigma"], (a["acc_mean"] - half).clip(0, 1),
                     (a["acc_mean"] + half).clip(0, 1), color="0.85",
                     label=f"authors @{epoch}, 95% CI")

@@ -34,7 +34,7 @@ from lstpe.nn.encodings import parse_pe
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
     "compare_pes", "with_accuracy", "rank_correlation", "for_ranking", "TIE_TOL",
-    "MIN_SEEDS_FOR_CI", "holm", "sign_flip_test",
+    "MIN_SEEDS_FOR_CI", "holm", "sign_flip_test", "t_half",
 ]
 
 MIN_SEEDS_FOR_CI = 2
@@ -70,8 +70,17 @@ def mean_ci(x: Sequence[float], level: float = 0.95) -> tuple[float, float, floa
     m = float(a.mean())
     if a.size < 2:
         return m, math.nan, math.nan
-    half = stats.t.ppf((1 + level) / 2, a.size - 1) * a.std(ddof=1) / math.sqrt(a.size)
+    half = t_half(a.std(ddof=1), a.size, level)
     return m, m - half, m + half
+
+
+def t_half(sd: Any, n: Any, level: float = 0.95) -> Any:
+    """Half-width of the Student-t interval of a mean from its SD and n (scalars or arrays of
+    one shape): :math:`t_{n-1,(1+\ell)/2}\, s/\sqrt n`."""
+    _check_level(level)
+    n = np.asarray(n, dtype=np.float64)
+    half = stats.t.ppf((1 + level) / 2, n - 1) * np.asarray(sd, dtype=np.float64) / np.sqrt(n)
+    return float(half) if np.ndim(half) == 0 else half
 
 
 def summarize(table: pd.DataFrame, value: str = "accuracy", by: str | Sequence[str] = "pe",

@@ -453,22 +453,28 @@ def trend_test(x: Sequence[float], y: Sequence[float], n_perm: int = 20_000, see
 # --------------------------------------------------------------------------- power
 
 
-def mdd(sd: float, n_a: int, n_b: int, alpha: float = 0.05, power: float = 0.8) -> float:
+def mdd(sd: float, n_a: int, n_b: int | None = None, alpha: float = 0.05,
+        power: float = 0.8) -> float:
     r"""The smallest true difference of means a two-sided two-sample t-test at level ``alpha``
     detects with probability ``power``, for a common SD ``sd`` and ``n_a``, ``n_b`` seeds:
     :math:`(t_{1-\alpha/2,\nu} + t_{\text{power},\nu})\,\sigma\sqrt{1/n_a + 1/n_b}`,
     :math:`\nu = n_a + n_b - 2` (a t test rejects when :math:`|\hat\delta| > t_{1-\alpha/2}
     \,se`; a true :math:`\delta` puts :math:`\hat\delta/se` about :math:`\delta/se` away from
     0, so it exceeds the critical value with probability ``power`` when
-    :math:`\delta/se = t_{1-\alpha/2} + t_\text{power}`).
+    :math:`\delta/se = t_{1-\alpha/2} + t_\text{power}`). ``n_b=None``: the one-sample test
+    against an exact reference (:math:`\nu = n_a - 1`, :math:`se = \sigma/\sqrt{n_a}`).
 
     Raises:
-        ValueError: ``sd < 0``, ``n_a + n_b < 3``, alpha or power outside (0, 1).
+        ValueError: ``sd < 0``, too few seeds (``n_a + n_b < 3``; one-sample ``n_a < 2``),
+            alpha or power outside (0, 1).
     """
-    if not (sd >= 0 and n_a >= 1 and n_b >= 1 and n_a + n_b >= 3 and 0 < alpha < 1
-            and 0 < power < 1):
-        raise ValueError(f"need sd >= 0, n_a + n_b >= 3, alpha and power in (0, 1); got "
-                         f"sd={sd}, n=({n_a}, {n_b}), alpha={alpha}, power={power}")
-    nu = n_a + n_b - 2
-    return float((stats.t.ppf(1 - alpha / 2, nu) + stats.t.ppf(power, nu))
-                 * sd * math.sqrt(1 / n_a + 1 / n_b))
+    one = n_b is None
+    nb = 0 if one else n_b
+    if not (sd >= 0 and n_a >= 1 and (one or nb >= 1) and n_a + nb >= (2 if one else 3)
+            and 0 < alpha < 1 and 0 < power < 1):
+        raise ValueError(f"need sd >= 0, n_a + n_b >= 3 (one sample: n_a >= 2), alpha and "
+                         f"power in (0, 1); got sd={sd}, n=({n_a}, {n_b}), alpha={alpha}, "
+                         f"power={power}")
+    nu = n_a - 1 if one else n_a + nb - 2
+    scale = math.sqrt(1 / n_a) if one else math.sqrt(1 / n_a + 1 / nb)
+    return float((stats.t.ppf(1 - alpha / 2, nu) + stats.t.ppf(power, nu)) * sd * scale)

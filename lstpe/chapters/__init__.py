@@ -32,9 +32,7 @@ from lstpe.chapters.tables import (
     compact,
     compare_splits,
     complexity_table,
-    constant_cosine,
     human_table,
-    noise_loss,
 )
 from lstpe.chapters.text import (
     N_PAPER_SEEDS,
@@ -50,6 +48,6 @@ __all__ = [
     "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_setup", "run_facts",
     "show_runs",
     "SPLIT_LABELS", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
-    "noise_loss", "human_table", "constant_cosine", "init_vs_final", "accuracy_correlations",
+    "human_table", "init_vs_final", "accuracy_correlations",
     "WithStatic", "with_static", "sigma_explorer", "sigma_grid",
 ]

@@ -68,11 +68,6 @@ def init_vs_final(init: pd.DataFrame, final: pd.DataFrame, values: str | Sequenc
     return out
 
 
-SMALL_CHANGE = 0.01
-"""A change below this fraction of the value at initialisation (at every group) is called
-small by :func:`init_final_sentence`: an ordering resting on it is read off the third digit."""
-
-
 def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFrame, str]],
                           history: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """Spearman correlation across sigma (per-sigma means) of each measure with the models'
@@ -97,9 +92,3 @@ def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFra
                                                 history), col) for t in (trained, init))
         rows.append({"measure": name, **r, "rho at init.": r0["rho"]})
     return pd.DataFrame(rows).set_index("measure")
-
-
-_SPLIT_WORDS = {"val_dropout": "validation accuracy as the authors evaluated it (dropout on)",
-                "val": "validation accuracy (eval mode)"}
-
-

@@ -6,10 +6,7 @@
   did, its training accuracy against our running training accuracy), with the other evaluation
   beside it, and the columns formatted so that the table fits the page;
 * :func:`complexity_table`: accuracy per relational complexity;
-* :func:`noise_loss`: accuracy per noise level and the accuracy lost to
-  the largest one;
-* :func:`human_table`, :func:`constant_cosine`: the models-and-humans table in a
-  few columns, and the cosine any constant model reaches.
+* :func:`human_table`: the models-and-humans table in a few columns.
 
 Our numbers beside the authors' logs and beside initialisation are in
 :mod:`lstpe.chapters.baselines`.
@@ -25,7 +22,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
 from lstpe.analysis.chance import chance_test
@@ -36,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SPLIT_LABELS", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
-    "noise_loss", "human_table", "constant_cosine",
+    "human_table",
 ]
 
 SPLIT_LABELS: dict[str, str] = {
@@ -181,39 +177,7 @@ def complexity_table(exp: Run, pes: Sequence[str] | None = None,
 # --------------------------------------------------------------------------- learned PEs
 
 
-def noise_loss(noise: pd.DataFrame, condition: str = "all",
-               pes: Sequence[str] | None = None) -> pd.DataFrame:
-    """Mean accuracy over seeds per PE at the smallest and the largest noise std, and the
-    accuracy lost between them (``loss``; positive = noise hurts). Three columns, so the table
-    fits a page; :func:`lstpe.analysis.plots.plot_noise_heatmap` shows every level.
-
-    Args:
-        noise: :func:`lstpe.training.noise.noise_robustness` table (``noise, pe, condition,
-        accuracy``).
-        pes: row order (default: first seen).
-    Raises:
-        ValueError: no rows for ``condition``, or fewer than two noise levels.
-    """
-    r = noise[noise["condition"].astype(str) == condition]
-    if r.empty:
-        raise ValueError(f"no rows for condition {condition!r}")
-    t = r.pivot_table(index="pe", columns="noise", values="accuracy", aggfunc="mean")
-    if t.shape[1] < 2:
-        raise ValueError("need at least two noise levels")
-    t = t.loc[[p for p in (pes or dict.fromkeys(r["pe"])) if p in t.index]]
-    lo, hi = min(t.columns), max(t.columns)
-    t = t[[lo, hi]].copy()
-    t["loss"] = t[lo] - t[hi]
-    t.columns = [f"noise {c:g}" if not isinstance(c, str) else c for c in t.columns]
-    t.index.name = "pe"
-    return t
-
-
 # --------------------------------------------------------------------------- humans
-
-
-PAPER_ROBUST_SIGMAS = (0.1, 0.6)
-"""The range of sigma the earlier version of the paper found most robust to embedding noise."""
 
 
 def human_table(sim: pd.DataFrame, by: str = "pe", digits: int = 3) -> pd.DataFrame:
@@ -229,16 +193,6 @@ def human_table(sim: pd.DataFrame, by: str = "pe", digits: int = 3) -> pd.DataFr
     out.index = t[by].to_numpy()
     out.index.name = by
     return out
-
-
-def constant_cosine(human: Sequence[float] | pd.Series) -> float:
-    """Cosine between the people's per-puzzle accuracy and *any* constant vector: the score a
-    model gets that finds every puzzle equally hard (0.985 for the 108 puzzles), the floor
-    against which a model's cosine means something."""
-    h = np.asarray(human, dtype=np.float64)
-    if h.ndim != 1 or h.size == 0 or not np.linalg.norm(h) > 0:
-        raise ValueError("need a non-empty, non-zero vector of accuracies")
-    return float(h.sum() / (math.sqrt(h.size) * np.linalg.norm(h)))
 
 
 # --------------------------------------------------------------------------- takeaways

@@ -14,7 +14,7 @@ from __future__ import annotations
 import platform
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from lstpe.store.results import Run
@@ -34,12 +34,6 @@ N_PAPER_SEEDS = 15
 
 def _cfg(exp: Run) -> dict:
     return getattr(exp, "config", None) or {}
-
-
-def _names(labels: Iterable[Any], limit: int = 12) -> str:
-    labels = [str(x) for x in labels]
-    more = f" and {len(labels) - limit} more" if len(labels) > limit else ""
-    return ", ".join(labels[:limit]) + more
 
 
 PRINT_WIDTH = 76
@@ -82,11 +76,6 @@ def _epochs_reason(run: Run, epochs: int) -> str:
         return (f"the campaign's units stop at {epochs}, an epoch the authors logged, and are "
                 f"compared with their logs there first; {reg}")
     return reg
-
-
-def _span(lo: int, hi: int) -> str:
-    """A count that may vary as a short label: ``3`` (``lo == hi``) or ``3-5``."""
-    return f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
 def _grouped(pairs: Iterable[tuple[str, str]]) -> str:

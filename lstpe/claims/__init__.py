@@ -39,9 +39,9 @@ from lstpe.claims import (
     weight_decay,
 )
 from lstpe.claims.inputs import Inputs
-from lstpe.claims.verdicts import VERDICTS, Test, Verdict, decide
+from lstpe.claims.verdicts import SCORE_VERDICTS, Test, Verdict, weigh
 
-__all__ = ["CLAIMS", "VERDICTS", "Inputs", "Test", "Verdict", "decide", "judge_all",
+__all__ = ["CLAIMS", "SCORE_VERDICTS", "Inputs", "Test", "Verdict", "weigh", "judge_all",
            "scorecard", "verdict_counts", "SCORECARD_COLUMNS"]
 
 CLAIMS = (table1, sigma, attention, procrustes, structure, noise, humans, optimizers,
@@ -63,14 +63,14 @@ def judge_all(x: Inputs) -> list[Verdict]:
 
 def scorecard(x: Inputs | list[Verdict]) -> pd.DataFrame:
     """One row per claim (:data:`SCORECARD_COLUMNS`), ``verdict`` a categorical over
-    :data:`~lstpe.claims.verdicts.VERDICTS`."""
+    :data:`~lstpe.claims.verdicts.SCORE_VERDICTS`."""
     verdicts = judge_all(x) if isinstance(x, Inputs) else x
     out = pd.DataFrame([v.row() for v in verdicts], columns=list(SCORECARD_COLUMNS))
-    out["verdict"] = pd.Categorical(out["verdict"], categories=list(VERDICTS))
+    out["verdict"] = pd.Categorical(out["verdict"], categories=list(SCORE_VERDICTS))
     return out
 
 
 def verdict_counts(card: pd.DataFrame) -> dict[str, int]:
     """How many claims have each verdict (every verdict listed, zeros included)."""
     counts = card["verdict"].value_counts()
-    return {v: int(counts.get(v, 0)) for v in VERDICTS}
+    return {v: int(counts.get(v, 0)) for v in SCORE_VERDICTS}

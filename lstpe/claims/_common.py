@@ -14,8 +14,11 @@ from lstpe.analysis.seed_stats import holm
 from lstpe.analysis.seed_tests import equivalence_test_from_summary
 from lstpe.claims.verdicts import Test
 
+SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
+"""The paper's small sigmas (its Table 3's 'sigma <= 0.2')."""
 
-def pval(p: float) -> str:
+
+def p_phrase(p: float) -> str:
     """``p = 0.008``, ``p < 0.0001``."""
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
 
@@ -60,8 +63,8 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "") -> Test:
         outcome = "supports"
     held = "p_holm" in r and pd.notna(r["p_holm"])
     text = (f"{r['a']} − {r['b']} = {r['diff']:+.3f} (n = {int(r['n_a'])} + {int(r['n_b'])}, "
-            f"exact {pval(r['p_perm'])}" + (f", Holm {pval(p)}" if held else "")
-            + (f", within ±{MARGIN:g}: TOST {pval(pe)}" if want == 0 and pd.notna(pe) else "")
+            f"exact {p_phrase(r['p_perm'])}" + (f", Holm {p_phrase(p)}" if held else "")
+            + (f", within ±{MARGIN:g}: TOST {p_phrase(pe)}" if want == 0 and pd.notna(pe) else "")
             + ")")
     return Test(name, outcome, text + (f"; {note}" if note else ""))
 
@@ -73,4 +76,4 @@ def trend(r: pd.Series, want: str, name: str, what: str) -> Test:
     outcome = "supports" if word == want else "open" if word == "no trend shown" \
         else "contradicts"
     return Test(name, outcome, f"{what}: Kendall τ = {r['statistic']:+.2f} over "
-                               f"{int(r['n_a'])} units ({pval(r['p_perm'])})")
+                               f"{int(r['n_a'])} units ({p_phrase(r['p_perm'])})")

@@ -24,15 +24,14 @@ import pandas as pd
 from lstpe.analysis import evidence as ev
 from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.analysis.seed_stats import rank_correlation, sign_flip_test
-from lstpe.claims._common import pval, trend
+from lstpe.claims._common import SMALL_SIGMAS, p_phrase, trend
 from lstpe.claims.inputs import Inputs, have
-from lstpe.claims.verdicts import Test, Verdict, decide, untestable
+from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
 CLAIM = "attention"
 LINE = ("small-sigma models attend like 2d-fixed, and the similarity tracks accuracy "
         "(Table 3, Fig. 4)")
 WHERE = "07_inside_the_models.ipynb"
-SMALL: tuple[float, ...] = (0.1, 0.2)
 
 
 def paper_table3() -> pd.DataFrame:
@@ -46,7 +45,7 @@ def learned_change(t3: pd.DataFrame, t3_init: pd.DataFrame, col: str = "cosine_p
     """Per small-sigma model: ``init``, ``final`` and ``change`` of ``col``."""
     keys = ["pe", "sigma", "seed"]
     m = t3[keys + [col]].merge(t3_init[keys + [col]], on=keys, suffixes=("", "_init"))
-    m = m[m["sigma"].isin(SMALL)]
+    m = m[m["sigma"].isin(SMALL_SIGMAS)]
     return m.assign(init=m[col + "_init"], final=m[col], change=m[col] - m[col + "_init"])
 
 
@@ -65,7 +64,7 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("cosine tracks accuracy",
                           "open" if not ok else "supports" if rho["rho"] > 0 else "contradicts",
                           f"Spearman ρ(cosine, accuracy) = {rho['rho']:+.2f} over "
-                          f"{rho['n']} sigmas ({pval(rho['pvalue'])})"))
+                          f"{rho['n']} sigmas ({p_phrase(rho['pvalue'])})"))
     ch = learned_change(t, x.table3_init) if have(x.table3_init) else pd.DataFrame()
     if len(ch) >= 2:
         mean, p = sign_flip_test(ch["change"])
@@ -73,10 +72,11 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("training raises the small-sigma cosine", outcome,
                           f"σ ≤ 0.2: {ch['init'].mean():.3f} at initialisation → "
                           f"{ch['final'].mean():.3f} trained, change {mean:+.3f} over "
-                          f"{len(ch)} units (sign-flip {pval(p)}); the init is near 1 because "
-                          "one seed's models share every weight but the PE"))
+                          f"{len(ch)} units (sign-flip {p_phrase(p)}); the init is near 1 "
+                          "because one seed's models share every weight but the PE"))
     ref = paper_table3().set_index("sigma")
-    vals = {s: g["cosine_paper"].to_numpy(float) for s, g in t.groupby("sigma") if s in SMALL}
+    vals = {s: g["cosine_paper"].to_numpy(float) for s, g in t.groupby("sigma")
+            if s in SMALL_SIGMAS}
     refs = {s: ev.Reference(float(ref.loc[s, "mean"]), float(ref.loc[s, "sd"]),
                             int(ref.loc[s, "n"]), "paper@4000") for s in vals}
     level = ev.evidence_rows({f"learn-{s:g}": v for s, v in vals.items()},
@@ -86,7 +86,7 @@ def judge(x: Inputs) -> Verdict:
         differs = level["verdict"].eq("differs")
         long = ""
         if have(x.mechanism_long) and "cosine" in x.mechanism_long:
-            ml = x.mechanism_long[x.mechanism_long["sigma"].isin(SMALL)]
+            ml = x.mechanism_long[x.mechanism_long["sigma"].isin(SMALL_SIGMAS)]
             long = "; long units at epoch {}: {}".format(
                 int(ml["epoch"].min()), ", ".join(f"σ = {r.sigma:g} {r.cosine:.3f}"
                                                   for r in ml.itertuples()))
@@ -95,7 +95,7 @@ def judge(x: Inputs) -> Verdict:
                           "; ".join(f"{r.cell} {r.mean:.3f} against the paper's "
                                     f"{r.authors_mean:.3f} ({r.verdict})"
                                     for r in level.itertuples()) + long))
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests,
                    "; ".join(t.text for t in tests),
                    {"change": ch, "level": level, "rho": rho})

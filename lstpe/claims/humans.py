@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from lstpe.analysis.evidence import ALPHA
 from lstpe.analysis.seed_stats import holm
-from lstpe.claims._common import pval
+from lstpe.claims._common import p_phrase
 from lstpe.claims.inputs import Inputs, have
-from lstpe.claims.verdicts import Test, Verdict, decide, untestable
+from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
 CLAIM = "humans"
 LINE = "models and people find the same puzzles hard, learn-0.2 most (Fig. 6)"
@@ -32,12 +32,12 @@ def judge(x: Inputs, best: str = "learn-0.2") -> Verdict:
     top = s.loc[s["spearman"].idxmax()]
     pos = r["spearman"] > 0 and r["p_holm"] < ALPHA
     tests = [Test(f"{best} follows people", "supports" if pos else "open",
-                  f"{best} ρ = {r['spearman']:.2f} ({pval(r['spearman_p'])}, Holm over "
-                  f"{len(s)} PEs {pval(r['p_holm'])}; the paper: {PAPER_RHO})"),
+                  f"{best} ρ = {r['spearman']:.2f} ({p_phrase(r['spearman_p'])}, Holm over "
+                  f"{len(s)} PEs {p_phrase(r['p_holm'])}; the paper: {PAPER_RHO})"),
              Test(f"{best} closest to people", "supports" if top["pe"] == best else "open",
                   f"highest: {top['pe']} ρ = {top['spearman']:.2f}")]
     n_pass = int((s["p_holm"] < ALPHA).sum())
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     text = "; ".join(t.text for t in tests) + (
         f"; {n_pass} of {len(s)} PEs correlate with people after Holm")
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text, {"table": s})

@@ -14,7 +14,7 @@ from __future__ import annotations
 from lstpe.analysis import claim_tables as ct
 from lstpe.claims._common import adjust, contrast, trend
 from lstpe.claims.inputs import Inputs, have
-from lstpe.claims.verdicts import Verdict, decide, untestable
+from lstpe.claims.verdicts import Verdict, untestable, weigh
 
 CLAIM = "noise"
 LINE = "small-sigma learnable PEs are the most robust to embedding noise (Fig. 5)"
@@ -49,6 +49,6 @@ def judge(x: Inputs) -> Verdict:
         + "; ".join(t.text for t in tests)
         + (f"; learn-2 starts from {clean['learn-2']:.3f} without noise (chance 0.25)"
            if "learn-2" in clean else ""))
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
                    {"cells": cells, "rows": rows, "worst": worst})

@@ -12,7 +12,7 @@ from lstpe.analysis import evidence as ev
 from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.claims._common import adjust, contrast
 from lstpe.claims.inputs import Inputs, have
-from lstpe.claims.verdicts import Verdict, decide, untestable
+from lstpe.claims.verdicts import Verdict, untestable, weigh
 
 CLAIM = "sgd"
 LINE = "SGD removes the harm of a very small sigma that Adam shows (Table 4)"
@@ -45,6 +45,6 @@ def judge(x: Inputs) -> Verdict:
                                    claim=CLAIM))
     tests = [contrast(r, +1, f"SGD above Adam at {r['a'].split()[1]}")
              for _, r in rows.iterrows() if r["verdict"] != "not run"]
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests,
                    "; ".join(t.text for t in tests), {"rows": rows})

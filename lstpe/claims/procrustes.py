@@ -21,14 +21,13 @@ import pandas as pd
 
 from lstpe.analysis import evidence as ev
 from lstpe.analysis.seed_stats import sign_flip_test
-from lstpe.claims._common import pval, trend
+from lstpe.claims._common import SMALL_SIGMAS, p_phrase, trend
 from lstpe.claims.inputs import Inputs, have
-from lstpe.claims.verdicts import Test, Verdict, decide, untestable
+from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
 CLAIM = "procrustes"
 LINE = "small-sigma PEs are closer to the 2-D PE, by training (Procrustes, Fig. 10)"
 WHERE = "07_inside_the_models.ipynb"
-SMALL: tuple[float, ...] = (0.1, 0.2)
 
 
 def judge(x: Inputs) -> Verdict:
@@ -48,7 +47,7 @@ def judge(x: Inputs) -> Verdict:
         i = x.procrustes_init[keys + ["distance"]]
         by["init"] = i.groupby("sigma")["distance"].mean()
         ch = t[keys + ["distance"]].merge(i, on=keys, suffixes=("", "_init"))
-        ch = ch[ch["sigma"].isin(SMALL)].assign(change=lambda d: d["distance"]
+        ch = ch[ch["sigma"].isin(SMALL_SIGMAS)].assign(change=lambda d: d["distance"]
                                                 - d["distance_init"])
     if len(ch) >= 2:
         mean, p = sign_flip_test(ch["change"])
@@ -56,11 +55,11 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("training brings small-sigma PEs closer", outcome,
                           f"σ ≤ 0.2: distance {ch['distance_init'].mean():.2f} at "
                           f"initialisation → {ch['distance'].mean():.2f} trained (change "
-                          f"{mean:+.3f} over {len(ch)} units, sign-flip {pval(p)})"))
+                          f"{mean:+.3f} over {len(ch)} units, sign-flip {p_phrase(p)})"))
     text = "; ".join(t.text for t in tests)
     if "init" in by:
         text += "; per σ, trained (init): " + ", ".join(
             f"{s:g}: {r.trained:.1f} ({r.init:.1f})" for s, r in by.iterrows())
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
                    {"change": ch, "by_sigma": by})

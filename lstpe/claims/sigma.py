@@ -19,7 +19,7 @@ import pandas as pd
 from lstpe.analysis import evidence as ev
 from lstpe.claims._common import adjust, contrast, with_equivalence
 from lstpe.claims.inputs import Inputs
-from lstpe.claims.verdicts import Verdict, decide, untestable
+from lstpe.claims.verdicts import Verdict, untestable, weigh
 
 CLAIM = "sigma"
 LINE = "small sigma generalises, large sigma does not (Table 2)"
@@ -65,7 +65,7 @@ def judge(x: Inputs) -> Verdict:
                       f"{r['a']} {'above' if WANT[(r['a'], r['b'])] else 'level with'} "
                       f"{r['b']}") for _, r in rows.iterrows()]
     s = shape(x.final)
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     text = "; ".join(t.text for t in tests)
     if s:
         text += (f"; the curve: within {PLATEAU} of its best ({s['best']:.3f} at σ = "

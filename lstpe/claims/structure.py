@@ -10,13 +10,13 @@ beside them (the verdict stays with the stored units, at every seed).
 from __future__ import annotations
 
 from lstpe.analysis.evidence import ALPHA
+from lstpe.claims._common import SMALL_SIGMAS
 from lstpe.claims.inputs import Inputs, have
-from lstpe.claims.verdicts import Test, Verdict, decide, untestable
+from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
 CLAIM = "structure"
 LINE = "small-sigma PEs learn the task's 2-D structure (Fig. 3; our grid score)"
 WHERE = "07_inside_the_models.ipynb"
-SMALL: tuple[float, ...] = (0.1, 0.2)
 
 
 def _count(ok: int, n: int, name: str, text: str) -> Test:
@@ -26,7 +26,7 @@ def _count(ok: int, n: int, name: str, text: str) -> Test:
 def judge(x: Inputs, block: int = 0) -> Verdict:
     """The verdict (module docstring) of ``block``."""
     s = x.structure
-    t = s[(s["block"] == block) & s["sigma"].isin(SMALL)] if have(s) else None
+    t = s[(s["block"] == block) & s["sigma"].isin(SMALL_SIGMAS)] if have(s) else None
     if t is None or t.empty:
         return untestable(CLAIM, LINE, WHERE, "no stored learnable unit at σ ≤ 0.2")
     n = len(t)
@@ -49,6 +49,6 @@ def judge(x: Inputs, block: int = 0) -> Verdict:
                  f"{long['init_share'].min():.0%} to {long['init_share'].max():.0%} of the PE, "
                  f"the final PE is 2-D in {int((long['p_final'] < ALPHA).sum())} of "
                  f"{len(long)}")
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
                    {"dpe": dpe, "final": fin, "n": n})

@@ -20,7 +20,7 @@ from lstpe.analysis import evidence as ev
 from lstpe.analysis.evidence import ALPHA
 from lstpe.claims._common import adjust, contrast, with_equivalence
 from lstpe.claims.inputs import Inputs, have
-from lstpe.claims.verdicts import Verdict, decide, untestable
+from lstpe.claims.verdicts import Verdict, untestable, weigh
 
 CLAIM = "table1"
 LINE = "a learnable PE (learn-0.2) beats every common fixed PE and matches 2d-fixed (Table 1)"
@@ -69,7 +69,7 @@ def judge(x: Inputs) -> Verdict:
         tests.append(contrast(by["2d-fixed"], 0,
                               "no difference from 2d-fixed",
                               "the paper: no difference, t(13) = 0.96, p = 0.35"))
-    verdict, part = decide(tests)
+    verdict, part = weigh(tests)
     above = [t.name for t in tests if t.outcome == "supports" and t.name.startswith("above")]
     if verdict == "partly shown":
         part = f"above {len(above)} of {len([b for b in COMMON if b in by])} fixed PEs"

@@ -2,7 +2,7 @@
 
 A claim of the paper is checked by a few :class:`Test`\\ s, each of which ``supports`` the
 claim, ``contradicts`` it (a significant effect the other way, or a difference where the paper
-finds none) or is ``open`` (neither shown at this n). :func:`decide` weighs them:
+finds none) or is ``open`` (neither shown at this n). :func:`weigh` weighs them:
 
 * ``shown``: every test supports the claim;
 * ``partly shown``: some support it, others are open or contradict it (``part`` names the
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["VERDICTS", "OUTCOMES", "Test", "Verdict", "decide", "untestable"]
+__all__ = ["SCORE_VERDICTS", "OUTCOMES", "Test", "Verdict", "weigh", "untestable"]
 
-VERDICTS: tuple[str, ...] = ("shown", "partly shown", "contradicted", "not shown",
+SCORE_VERDICTS: tuple[str, ...] = ("shown", "partly shown", "contradicted", "not shown",
                              "not testable yet")
 """Every verdict word, in the order the scorecard counts them."""
 
@@ -50,7 +50,7 @@ class Test:
 @dataclass
 class Verdict:
     """A claim's verdict: ``claim`` (its id), ``line`` (the paper's claim in one line),
-    ``where`` (the chapter with its evidence), ``verdict`` (:data:`VERDICTS`), ``at`` (the
+    ``where`` (the chapter with its evidence), ``verdict`` (:data:`SCORE_VERDICTS`), ``at`` (the
     epoch the units reached; 0: none), ``part`` (for ``partly shown``: the tests that hold),
     ``tests``, ``evidence`` (the numbers in one paragraph) and ``numbers`` (named values a page
     glues into its own sentences)."""
@@ -68,15 +68,15 @@ class Verdict:
     @property
     def label(self) -> str:
         """The verdict as the scorecard prints it: ``contradicted at epoch 200``, ``partly
-        shown (above 6 of 6 fixed PEs; contradicted: no difference from 2d-fixed)``, ``not
-        testable yet``."""
+        shown at epoch 200 (above 6 of 6 fixed PEs; contradicted: no difference from
+        2d-fixed)``, ``not testable yet``."""
         against = [t.name for t in self.tests if t.outcome == "contradicts"]
+        head = self.verdict + (f" at epoch {self.at}" if self.at and self.verdict in
+                               ("shown", "partly shown", "contradicted") else "")
         if self.verdict == "partly shown" and self.part:
-            return f"partly shown ({self.part}" + (
+            return f"{head} ({self.part}" + (
                 f"; contradicted: {', '.join(against)}" if against else "") + ")"
-        if self.verdict in ("contradicted", "shown", "partly shown") and self.at:
-            return f"{self.verdict} at epoch {self.at}"
-        return self.verdict
+        return head
 
     def row(self) -> dict[str, Any]:
         """The scorecard's row: claim, verdict, label, at, part, evidence, where, id."""
@@ -85,13 +85,13 @@ class Verdict:
                 "where": self.where, "id": self.claim}
 
 
-def decide(tests: Sequence[Test]) -> tuple[str, str]:
+def weigh(tests: Sequence[Test]) -> tuple[str, str]:
     """The verdict of ``tests`` (module docstring) and the part that holds (the names of the
     supporting tests where some do not).
 
-    >>> decide([Test("a", "supports", ""), Test("b", "contradicts", "")])
+    >>> weigh([Test("a", "supports", ""), Test("b", "contradicts", "")])
     ('partly shown', 'a')
-    >>> decide([Test("a", "open", ""), Test("b", "contradicts", "")])
+    >>> weigh([Test("a", "open", ""), Test("b", "contradicts", "")])
     ('contradicted', '')
     """
     if not tests:
