@@ -179,3 +179,20 @@ def test_missing_or_malformed_file(tmp_path, monkeypatch, fresh_cache):
         al.authors_logs()
 
 
+
+
+def test_lagging_seeds_reads_a_spread_as_a_few_slow_seeds():
+    from math import comb
+
+    from lstpe.analysis.authors_logs import lagging_seeds
+
+    # 13 seeds at 0.99 and 2 at 0.6: the mixture is found again from its mean and SD
+    vals = [0.99] * 13 + [0.6] * 2
+    m = sum(vals) / 15
+    sd = (sum((v - m) ** 2 for v in vals) / 14) ** 0.5
+    r = lagging_seeds(m, sd, 15, 0.99, 5)
+    assert r["k"] == 2 and abs(r["slow"] - 0.6) < 1e-9 and abs(r["sd_model"] - sd) < 1e-9
+    assert r["p_all_fast"] == comb(13, 5) / comb(15, 5)
+    assert math.isnan(lagging_seeds(0.9, 0.1, 15, 0.8, 5)["k"])  # ours below: nothing lags
+    with pytest.raises(ValueError, match="draws"):
+        lagging_seeds(0.9, 0.1, 15, 0.99, 16)

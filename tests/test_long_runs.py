@@ -99,7 +99,9 @@ def test_the_long_unit_reproduces_the_ordinary_run_of_its_seed(trained):
                                        ("test", "train", "val", "val_dropout")} | \
         {"accuracy: train_running": 2}  # a running accuracy needs an epoch of training
     assert m.loc["accuracy: val", "diff_last"] == 0
-    assert m.loc["accuracy: test", "diff_last"] > 0  # 64 puzzles mid-run, all at the end
+    assert m.loc["accuracy: test", "diff_last"] != 0  # 64 puzzles mid-run, all at the end
+    # the difference at the epoch is the two accuracies shown beside it, signed
+    assert (acc["diff_last"] == acc["long_at"] - acc["stored_at"]).all()
 
 
 def test_fragment_match_measures_a_known_difference(trained):
@@ -107,10 +109,12 @@ def test_fragment_match_measures_a_known_difference(trained):
     pe = frag.artifacts["pe_final"][0].clone()
     pe[0, 3, 5] += 0.25  # block 0, cell 3, dimension 5
     h = frag.history.copy()
-    h.loc[(h["split"] == "val") & (h["epoch"] == 1), "accuracy"] += 0.125
+    h.loc[(h["split"] == "val") & (h["epoch"] == 1) & (h["condition"] == "all"),
+          "accuracy"] += 0.125
+    h.loc[(h["split"] == "val") & (h["epoch"] == 1) & (h["condition"] == "1"), "accuracy"] += 0.5
     m = lr.fragment_match(long, h, frag.artifacts["pe_init"][0], pe, 2).set_index("quantity")
     assert m.loc["PE at 2", "diff_last"] == pytest.approx(0.25, abs=1e-6)
-    assert m.loc["accuracy: val", "diff_before"] == pytest.approx(0.125)
+    assert m.loc["accuracy: val", "diff_before"] == pytest.approx(0.125)  # condition all only
     with pytest.raises(ValueError, match="no PE snapshot at epoch 200"):
         lr.fragment_match(long, h, frag.artifacts["pe_init"][0], pe)
 

@@ -23,8 +23,8 @@ from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, ttest_from_summary
 from lstpe.nn.encodings import parse_pe
 
-__all__ = ["authors_logs", "authors_at", "compare_with_authors", "AUTHORS_LOGS_FILE",
-           "AUTHORS_LOGS_COLUMNS", "SPLIT_TO_PHASE"]
+__all__ = ["authors_logs", "authors_at", "compare_with_authors", "lagging_seeds",
+           "AUTHORS_LOGS_FILE", "AUTHORS_LOGS_COLUMNS", "SPLIT_TO_PHASE"]
 
 AUTHORS_LOGS_FILE = "authors_logs_summary.csv"
 """Name of the vendored table under ``lstpe/data/``."""
@@ -202,3 +202,35 @@ def compare_with_authors(final: pd.DataFrame, epoch: int = 200, phase: str = "va
     out = pd.DataFrame(rows).join(paper, on="pe")
     out["paper_table"] = out["paper_table"].fillna("")
     return out
+
+
+def lagging_seeds(mean: float, sd: float, n: float, fast: float, draws: float
+                  ) -> dict[str, float]:
+    """A reading of a cell whose spread over the authors' ``n`` seeds is a few seeds lagging:
+    the two-point mixture of ``n - k`` seeds at ``fast`` (our mean) and ``k`` at the level that
+    keeps the authors' ``mean``, with ``k`` the one whose SD comes closest to theirs
+    (``sd``); and the chance that ``draws`` seeds drawn from such a mixture miss every lagging
+    seed, ``C(n - k, draws) / C(n, draws)``.
+
+    Returns:
+        ``k``, ``slow`` (the lagging level), ``sd_model`` (the mixture's SD, ddof = 1) and
+        ``p_all_fast``, all NaN where the reference is not below ``fast`` or an input is
+        missing. A model of the spread, not a measurement of the authors' seeds (their
+        per-seed logs are summarised as means and SDs only).
+    """
+    none = dict.fromkeys(("k", "slow", "sd_model", "p_all_fast"), math.nan)
+    if not all(map(math.isfinite, (mean, sd, n, fast, draws))) or not fast > mean:
+        return none  # nothing lags behind a reference at or above ours (or none logged)
+    n, draws = int(n), int(draws)
+    if not (n >= 2 and 1 <= draws <= n):
+        raise ValueError(f"need n >= 2 and 1 <= draws <= n; got n={n}, draws={draws}")
+    best: dict[str, float] = {}
+    for k in range(1, n):
+        slow = (n * mean - (n - k) * fast) / k
+        if slow < 0:
+            continue
+        sd_k = math.sqrt(((n - k) * (fast - mean) ** 2 + k * (slow - mean) ** 2) / (n - 1))
+        if not best or abs(sd_k - sd) < abs(best["sd_model"] - sd):
+            best = {"k": k, "slow": slow, "sd_model": sd_k,
+                    "p_all_fast": math.comb(n - k, draws) / math.comb(n, draws)}
+    return best

@@ -32,6 +32,7 @@ is undefined unless the value equals it, and the verdict says ``n=1``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,6 +40,7 @@ import pandas as pd
 
 from lstpe.analysis import evidence as ev
 from lstpe.analysis import seed_tests as st
+from lstpe.analysis.seed_stats import holm
 
 __all__ = ["noise_loss_per_model", "noise_evidence", "NOISE_PAIRS", "model_human_agreement",
            "human_evidence", "R_MARGIN", "POOLED", "network_evidence", "Z_MARGIN", "NETWORK_PAIRS"]
@@ -87,6 +89,8 @@ def _against(values: dict[str, np.ndarray], value: float, label: str, claim: str
                             margin=margin, value_range=value_range)
     rows["authors_n"] = math.nan  # an exact reference: no seeds
     rows["mdd"] = [_one_sample_mdd(np.asarray(values[c], float)) for c in rows["cell"]]
+    rows["why"] = [re.sub(r"MDD [-0-9.]+", f"MDD {m:.2f}", w) if isinstance(w, str) else w
+                   for w, m in zip(rows["why"], rows["mdd"], strict=True)]  # the one-sample MDD
     one = (rows["n"] == 1) & (rows["authors_sd"] == 0)
     rows.loc[one, "verdict"] = "n=1"
     rows.loc[one, "why"] = "n=1: one model, no spread to test it by"
@@ -199,11 +203,28 @@ def model_human_agreement(correct: pd.DataFrame, people: pd.DataFrame) -> pd.Dat
     return out
 
 
+def _holm_cells(cells: pd.DataFrame, alpha: float = ev.ALPHA) -> pd.DataFrame:
+    """Per-PE cells read one by one: ``p_holm`` is Holm's adjustment of ``p_diff`` over the
+    cells tested, and a ``differs`` whose adjusted p is not below ``alpha`` becomes
+    ``inconclusive`` (its ``why`` gives both p)."""
+    out = cells.copy()
+    ran = out["p_diff"].notna()
+    out["p_holm"] = math.nan
+    out.loc[ran, "p_holm"] = holm(out.loc[ran, "p_diff"].to_numpy(float))
+    lost = (out["verdict"] == "differs") & ~(out["p_holm"] < alpha)
+    out.loc[lost, "why"] = [f"p = {p:.3f}, Holm over {int(ran.sum())} PEs {h:.3f}"
+                            for p, h in out.loc[lost, ["p_diff", "p_holm"]].to_numpy()]
+    out.loc[lost, "verdict"] = "inconclusive"
+    return out
+
+
 def human_evidence(agreement: pd.DataFrame, best: str = "learn-0.2",
                    margin: float = R_MARGIN, pooled: str | None = POOLED
                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each PE's model-human correlation ``r`` against 0 (errors at random puzzles), and
-    ``best`` (the paper's most human-like PE) against every other PE.
+    ``best`` (the paper's most human-like PE) against every other PE. The per-PE tests are
+    read one by one, so their verdicts carry Holm's adjustment over the PEs (``p_holm``;
+    the pooled cell is one test and keeps its own p).
 
     A PE whose every model solves every puzzle has no ``r``: its row's verdict is
     ``ceiling`` (no errors to place). ``pooled``: the name of a last cell holding every model's
@@ -224,6 +245,7 @@ def human_evidence(agreement: pd.DataFrame, best: str = "learn-0.2",
         cells = pd.concat([cells, extra], ignore_index=True)
         order = list(dict.fromkeys(agreement["pe"]))
         cells = cells.set_index("cell").loc[order].reset_index()
+    cells = _holm_cells(cells)
     if pooled and len(every) >= 2:
         all_rows = _against({pooled: every["r"].to_numpy(float)}, 0.0, "errors at random",
                             claim, margin, (-1.0, 1.0))

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["MATCH_COLUMNS", "SUMMARY_COLUMNS", "snapshot_table", "alignment_table",
            "attention_table", "over_epochs", "long_summary", "fragment_match", "plot_long"]
 
-MATCH_COLUMNS = ("quantity", "epochs", "diff_before", "diff_last", "scale")
+MATCH_COLUMNS = ("quantity", "epochs", "long_at", "stored_at", "diff_before", "diff_last",
+                 "scale")
 """Columns of :func:`fragment_match`."""
 
 
@@ -225,11 +226,13 @@ def fragment_match(long: Mapping[str, Any], fragment_history: pd.DataFrame,
             ``accuracy``), that one model's rows.
         fragment_pe_init, fragment_pe_final: (L, n, d) its PE at 0 and at ``epoch``.
     Returns:
-        :data:`MATCH_COLUMNS`, one row per split (``accuracy: <split>``) and two PE rows
-        (``PE at 0``, ``PE at <epoch>``): ``epochs`` compared, ``diff_before`` the largest
-        absolute difference before ``epoch`` (PE rows: NaN), ``diff_last`` at ``epoch`` (PE
-        rows: the largest absolute entry difference), ``scale`` the largest absolute value
-        of the stored side (1 for accuracies), so ``diff / scale`` is relative.
+        :data:`MATCH_COLUMNS`, one row per split (``accuracy: <split>``, over every puzzle:
+        condition ``all``) and two PE rows (``PE at 0``, ``PE at <epoch>``): ``epochs``
+        compared, ``long_at`` and ``stored_at`` the two units' accuracy at ``epoch`` (PE rows:
+        NaN), ``diff_before`` the largest absolute difference before ``epoch`` (PE rows: NaN),
+        ``diff_last`` at ``epoch``, ``long_at - stored_at`` (PE rows: the largest absolute
+        entry difference), ``scale`` the largest absolute value of the stored side (1 for
+        accuracies), so ``diff / scale`` is relative.
     Raises:
         ValueError: missing snapshots, shapes that differ, or no common history row.
     """
@@ -243,18 +246,24 @@ def fragment_match(long: Mapping[str, Any], fragment_history: pd.DataFrame,
     m = a.merge(b.astype({"condition": str}), on=key, suffixes=("", "_stored"))
     if m.empty:
         raise ValueError("the long unit and the stored unit share no history row")
-    m["d"] = (m["accuracy"] - m["accuracy_stored"]).abs()
+    m = m[m["condition"] == "all"]
+    m["d"] = m["accuracy"] - m["accuracy_stored"]
     rows = []
     for split, g in m.groupby("split", sort=True):
-        before, last = g[g["epoch"] < epoch]["d"], g[g["epoch"] == epoch]["d"]
+        before, last = g[g["epoch"] < epoch], g[g["epoch"] == epoch]
         rows.append({"quantity": f"accuracy: {split}", "epochs": int(g["epoch"].nunique()),
-                     "diff_before": float(before.max()) if len(before) else np.nan,
-                     "diff_last": float(last.max()) if len(last) else np.nan, "scale": 1.0})
+                     "long_at": float(last["accuracy"].iloc[0]) if len(last) else np.nan,
+                     "stored_at": float(last["accuracy_stored"].iloc[0]) if len(last)
+                     else np.nan,
+                     "diff_before": float(before["d"].abs().max()) if len(before) else np.nan,
+                     "diff_last": float(last["d"].iloc[0]) if len(last) else np.nan,
+                     "scale": 1.0})
     for e, ref in ((0, fragment_pe_init), (epoch, fragment_pe_final)):
         r = as_array(ref, "fragment PE", ndim=3)
         if r.shape != pe.shape[1:]:
             raise ValueError(f"stored PE {r.shape} and snapshots {pe.shape[1:]} differ")
-        rows.append({"quantity": f"PE at {e}", "epochs": 1, "diff_before": np.nan,
+        rows.append({"quantity": f"PE at {e}", "epochs": 1, "long_at": np.nan,
+                     "stored_at": np.nan, "diff_before": np.nan,
                      "diff_last": float(np.abs(pe[eps.index(e)] - r).max()),
                      "scale": float(np.abs(r).max())})
     return pd.DataFrame(rows, columns=list(MATCH_COLUMNS))

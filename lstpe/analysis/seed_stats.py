@@ -75,7 +75,7 @@ def mean_ci(x: Sequence[float], level: float = 0.95) -> tuple[float, float, floa
 
 
 def t_half(sd: Any, n: Any, level: float = 0.95) -> Any:
-    """Half-width of the Student-t interval of a mean from its SD and n (scalars or arrays of
+    r"""Half-width of the Student-t interval of a mean from its SD and n (scalars or arrays of
     one shape): :math:`t_{n-1,(1+\ell)/2}\, s/\sqrt n`."""
     _check_level(level)
     n = np.asarray(n, dtype=np.float64)
