@@ -141,6 +141,22 @@ def test_similarity_to_reference_mean_pairing_and_init():
     assert r["cosine"] == pytest.approx(cos(init[3][:, 0], init[1][:, 0]))
 
 
+def test_other_seed_pairing_meets_the_reference_of_the_next_seed():
+    """Models 0, 1: 2d-fixed seeds 1, 2; models 2, 3: learn-0.2 seeds 1, 2. With
+    ``other-seed`` seed 1 meets 2d-fixed seed 2 and seed 2 wraps round to seed 1."""
+    arts = make_artifacts()
+    maps = arts["val_attention"].numpy()
+    t = att.similarity_to_reference(arts, pairing="other-seed", pes=["learn-0.2"])
+    r = t[t["layer"] == 0].set_index("model")
+    assert r.loc[2, "cosine"] == pytest.approx(cos(maps[2][:, 0], maps[1][:, 0]))
+    assert r.loc[3, "cosine"] == pytest.approx(cos(maps[3][:, 0], maps[0][:, 0]))
+    assert r.loc[2, "cosine"] < 1.0  # not the exact copy the seed pairing meets
+    one = {"labels": ["2d-fixed", "learn-0.2"], "seeds": [1, 1],
+           **{k: arts[k][[0, 2]] for k in ("val_attention", "val_attention_init")}}
+    with pytest.raises(ValueError, match="two seeds or more"):
+        att.similarity_to_reference(one, pairing="other-seed")
+
+
 def test_similarity_to_reference_float16_identical_is_exact():
     arts = make_artifacts()
     arts["val_attention"] = arts["val_attention"].to(torch.float16)

@@ -95,7 +95,12 @@ __all__ = [
 ]
 
 METRICS: tuple[str, ...] = ("cosine", "jsd")
-PAIRINGS: tuple[str, ...] = ("seed", "mean")
+PAIRINGS: tuple[str, ...] = ("seed", "mean", "other-seed")
+"""How a model meets its reference: ``seed`` the reference of its own seed (in this repo they
+share every weight but the PE), ``mean`` the reference's maps averaged over seeds,
+``other-seed`` the reference of the next stored seed (cyclically): independent attention
+weights, the starting point of the authors' code, where a learnable PE draws from the global
+generator before its block's weights and 2d-fixed does not."""
 TABLE3_VARIANTS: tuple[str, ...] = ("paper", "ours")
 """Table 3 variants: ``paper`` (the authors' code conventions, :func:`layer_mean_scores`) and
 ``ours`` (per block, then the mean over blocks)."""
@@ -327,7 +332,13 @@ def _reference_pairs(artifacts: Mapping[str, Any], reference: str, pairing: str,
     if pes is not None:
         models = pd.concat([select_pe(models, p) for p in pes]).drop_duplicates("model")
     ref_by_seed = dict(zip(ref_rows["seed"], ref_rows["model"], strict=True))
-    if pairing == "seed":
+    if pairing == "other-seed":
+        seeds = sorted(ref_by_seed)
+        if len(seeds) < 2:
+            raise ValueError(f"pairing='other-seed' needs {reference} models of two seeds or "
+                             f"more; stored: {seeds}")
+        ref_by_seed = {s: ref_by_seed[seeds[(i + 1) % len(seeds)]] for i, s in enumerate(seeds)}
+    if pairing in ("seed", "other-seed"):
         missing = sorted(set(models["seed"]) - set(ref_by_seed))
         if missing:
             raise ValueError(

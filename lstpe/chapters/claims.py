@@ -73,6 +73,8 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     lm = long_mechanism(results_dir, reference=t2, every=False)
     learn = t2.final("val").query("pe_name == 'learn'")["pe"].unique()
     t3_0, t3 = (attention.table3(t2.artifacts, stage=s, pes=learn) for s in ("init", "final"))
+    other = attention.table3(t2.artifacts, stage="init", pes=learn, pairing="other-seed") \
+        if t2.final("val").query("pe == '2d-fixed'")["seed"].nunique() >= 2 else None
     pr, pr0 = (_learn(attention.average_layers(procrustes.pe_alignment(t2.artifacts, stage=s)))
                for s in ("final", "init"))
     noise = [r.tables["noise"] for r in (t1, t2) if "noise" in r.tables]
@@ -80,7 +82,7 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     paper_scale = all(runs[n].manifest.get("kind") == "campaign-merge"
                       for n in ("table1", "table2"))
     x = C.Inputs(final=final, paper_scale=paper_scale, structure=structure, table3=t3,
-                 table3_init=t3_0, procrustes=pr, procrustes_init=pr0,
+                 table3_init=t3_0, table3_init_other=other, procrustes=pr, procrustes_init=pr0,
                  noise=noise_loss_per_model(pd.concat(noise)) if noise else None,
                  similarity=similarity, table1_long=table1_long(results_dir),
                  mechanism_epoch=lm.reached, mechanism_long=lm.summary,

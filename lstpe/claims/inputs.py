@@ -28,7 +28,9 @@ class Inputs:
             per (model, block), ``sigma, block, score_dpe, p_dpe, score_final, p_final,
             init_share, epoch``.
         table3 / table3_init: :func:`lstpe.analysis.attention.table3` after training / at
-            initialisation (learnable PEs): ``pe, sigma, seed, cosine_paper``.
+            initialisation (learnable PEs): ``pe, sigma, seed, cosine_paper``;
+            ``table3_init_other``: at initialisation against another seed's 2d-fixed
+            (``pairing="other-seed"``: independent attention weights, as in the authors' code).
         procrustes / procrustes_init: the learnable PEs' Procrustes alignment to 2d-fixed,
             averaged over blocks (``attention.average_layers(procrustes.pe_alignment(...))``):
             ``pe, sigma, seed, distance, distance_normalized``.
@@ -54,6 +56,7 @@ class Inputs:
     structure: pd.DataFrame | None = None
     table3: pd.DataFrame | None = None
     table3_init: pd.DataFrame | None = None
+    table3_init_other: pd.DataFrame | None = None
     procrustes: pd.DataFrame | None = None
     procrustes_init: pd.DataFrame | None = None
     noise: pd.DataFrame | None = None
