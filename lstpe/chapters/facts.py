@@ -1,0 +1,149 @@
+"""The numbers a chapter's hand-written paragraph glues in, one function per paragraph.
+
+A results page writes its finding by hand, as an f-string; the lookups, fallbacks and
+formatting behind each number live here, so that the page's hidden cells hold prose and not
+logic. Each function returns a dict of formatted strings (``"–"`` where a cell is not stored).
+Nothing here decides a claim: verdicts come from :mod:`lstpe.claims`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from lstpe.chapters import findings as fd
+
+__all__ = ["table1_facts", "table1_long_facts", "noise_facts", "witness_facts",
+           "adam_column_facts"]
+
+
+def table1_facts(verdict: Any, claim: pd.DataFrame) -> dict[str, str]:
+    """Chapter 5's paragraph: ``verdict`` of :mod:`lstpe.claims.table1`, ``claim`` the
+    chapter's evidence table (:func:`lstpe.analysis.evidence.claim_table`). Keys: ``above``
+    (the common fixed PEs learn-0.2 is shown above), ``p_above`` (the largest p among them,
+    Holm's where the claim reads them one by one), ``open`` (the contrasts not shown, with
+    their intervals; empty when none), ``label`` (the verdict) and ``refs`` (the rows by their
+    verdict against their reference)."""
+    rows = verdict.numbers.get("rows")
+    if rows is None or rows.empty:
+        return {"above": "no other PE", "p_above": "–", "open": "", "label": verdict.label,
+                "refs": "–"}
+    common = rows[rows["b"] != "2d-fixed"].set_index("b")
+    p = common["p_holm"] if "p_holm" in common and common["p_holm"].notna().any() \
+        else common["p_perm"]
+    up = [t.name[6:] for t in verdict.tests if t.name.startswith("above ")
+          and t.outcome == "supports"]
+    rest = [b for b in common.index if b not in up]
+    return {"above": fd.names(up, "no other PE"),
+            "p_above": fd.pval(p.loc[up].max()) if up else "–",
+            "open": "; ".join(f"`{b}` {fd.contrast_ci(common.loc[b])} (exact "
+                              f"{fd.pval(common.loc[b, 'p_perm'])})" for b in rest),
+            "label": verdict.label,
+            "refs": fd.grouped({v if v != "inconclusive" else "inconclusive at its n":
+                                fd.having(claim, v)
+                                for v in ("equivalent", "differs", "inconclusive")})}
+
+
+def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
+    """Chapter 5's paragraph on Table 1's long units (``t1``:
+    :func:`lstpe.chapters.long_mechanism.table1_long` indexed by PE); None when none is
+    stored. Keys: ``n`` (seeds per PE, the fewest), ``epoch`` (the epoch all reached),
+    ``fit`` (the PEs whose running training accuracy is 0.99 or more there), ``d1_200``,
+    ``d1_last``, ``d1_paper`` (1d-fixed's running training accuracy), ``moved`` (each PE's
+    validation accuracy at 200 and at ``epoch``, with the paper's)."""
+    if t1.empty:
+        return None
+    d1 = t1.loc["1d-fixed"] if "1d-fixed" in t1.index else None
+    return {"n": str(int(t1["seeds"].min())), "epoch": str(int(t1["epoch"].min())),
+            "fit": fd.names(list(t1.index[t1["train_last"] >= 0.99])),
+            "d1_200": f"{d1['train_200']:.3f}" if d1 is not None else "–",
+            "d1_last": f"{d1['train_last']:.3f}" if d1 is not None else "–",
+            "d1_paper": f"{d1['paper_train']:.3f}" if d1 is not None else "–",
+            "moved": "; ".join(f"`{pe}` {r.val_200:.3f} → {r.val_last:.3f} (paper "
+                               f"{r.paper_val:.3f} ± {r.paper_val_sd:.3f})"
+                               for pe, r in t1.iterrows())}
+
+
+def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
+                verdict: Any) -> dict[str, Any]:
+    """Chapter 8's noise paragraph: ``cells, con`` from
+    :func:`lstpe.analysis.claim_tables.noise_evidence`, ``losses`` its input, ``verdict`` the
+    noise claim's (:mod:`lstpe.claims.noise`). Keys: ``x`` (the largest noise std),
+    ``worst`` and ``loss`` (PE -> its mean loss with its 95% CI), ``equivalent`` (the PEs whose
+    loss is within the margin of none), ``margin``, ``vs`` ((a, b) -> the contrast's phrase),
+    ``trend``, ``tau``, ``p_trend``, ``clean_2`` (learn-2's accuracy without noise),
+    ``label``."""
+    c = cells.set_index("cell")
+    loss = {pe: fd.ci(*c.loc[pe, ["mean", "ci_low", "ci_high"]]) for pe in c.index}
+    rows = verdict.numbers.get("rows", con)
+    vs = {(r["a"], r["b"]): f"{fd.contrast_ci(r)}, exact {fd.pval(r['p_perm'])}"
+          + (f", Holm {fd.pval(r['p_holm'])}" if pd.notna(r.get("p_holm")) else "")
+          + f": {r['verdict']}" for _, r in rows.iterrows()}
+    tr = con[con["b"] == ""]
+    t = tr.iloc[0] if len(tr) else None
+    clean = losses.groupby("pe")["clean"].mean()
+    return {"x": f"{losses.attrs['noise_max']:g}", "worst": c["mean"].idxmax(),
+            "loss": _Missing(loss), "equivalent": fd.names(fd.having(cells, "equivalent")),
+            "margin": f"{cells['margin'].iloc[0]:g}", "vs": _Missing(vs, "not in these runs"),
+            "trend": {"falls": "falls", "rises": "rises"}.get(
+                t["verdict"] if t is not None else "", "shows no trend"),
+            "tau": f"{t['statistic']:+.2f}" if t is not None else "–",
+            "p_trend": fd.pval(t["p_perm"]) if t is not None else "–",
+            "clean_2": f"{clean.get('learn-2', float('nan')):.3f}", "label": verdict.label}
+
+
+class _Missing(dict):
+    """A dict that answers a missing key with a placeholder (a PE these runs lack)."""
+
+    def __init__(self, data: dict, missing: str = "–") -> None:
+        super().__init__(data)
+        self.missing = missing
+
+    def __missing__(self, key: object) -> str:
+        return self.missing
+
+
+def witness_facts(wit: pd.DataFrame, tenth: float) -> dict[str, str] | None:
+    """Chapter 8's weight-decay witness paragraph (``wit``:
+    :func:`lstpe.chapters.long_mechanism.weight_decay_witness`; ``tenth``: the epochs the decay
+    alone needs to shrink a PE to a tenth). None when no AdamW unit is published. Keys:
+    ``at`` (the last AdamW epoch), ``{optimizer}_{sigma}_{column}`` for optimizer ``adam`` /
+    ``adamw``, sigma ``0.2`` / ``2`` and column ``norm_ratio`` / ``decay_only`` /
+    ``accuracy``, ``shrink`` (how the norm follows the decay alone), ``gap`` (AdamW − Adam at
+    sigma 2) and ``tenth``."""
+    if not len(wit):
+        return None
+    at = int(wit.loc[wit["optimizer"] == "adamw", "epoch"].max())
+    w = wit[wit["epoch"] == at].set_index(["optimizer", "sigma"])
+    out = {f"{o}_{s:g}_{col}": format(w.loc[(o, s), col], ".3f")
+           for o in ("adam", "adamw") for s in (0.2, 2.0)
+           for col in ("norm_ratio", "decay_only", "accuracy") if (o, s) in w.index}
+    off = (wit["norm_ratio"] - wit["decay_only"])[wit["optimizer"] == "adamw"].abs().max()
+    d2 = w.loc[("adamw", 2.0), "accuracy"] - w.loc[("adam", 2.0), "accuracy"]
+    out.update(at=str(at), tenth=f"{tenth:.0f}",
+               shrink=(f"as the decay alone predicts (within {off:.3f} at every snapshot)"
+                       if off < 0.02 else "but not as the decay alone predicts"),
+               gap=f", AdamW − Adam {d2:+.3f} at σ = 2"
+               + (": no rescue yet" if abs(d2) < 0.05 else ""))
+    return out
+
+
+def adam_column_facts(col: pd.DataFrame, stored: bool, sgd_stored: bool) -> dict[str, Any]:
+    """Chapter 8's sentence on Table 4's Adam column (``col``:
+    :func:`lstpe.chapters.tables.beside_paper` indexed by PE; ``stored``: the units are the
+    authors' recipe; ``sgd_stored``: Table 4's SGD side is too). Keys: ``stored`` (both
+    ``stored`` and a row to show), ``cells`` (each small sigma's mean with its clipped 95% CI,
+    n and the paper's value), ``rank`` (``rank`` / ``do not rank``: our means in the paper's
+    order), ``sgd``."""
+    small = col.loc[[p for p in ("learn-0.01", "learn-0.05", "learn-0.1") if p in col.index]]
+
+    def cell(x: pd.Series) -> str:
+        lo, hi = max(x["ci_low"], 0), min(x["ci_high"], 1)  # an accuracy's interval, clipped
+        return fd.ci(x["mean"], lo, hi) if x["n"] > 1 else f"{x['mean']:.3f}"
+
+    return {"stored": bool(stored and len(small)),
+            "cells": "; ".join(f"`{pe}` {cell(x)} (n = {x['n']:.0f}; paper {x['paper']:.3f})"
+                               for pe, x in small.iterrows()),
+            "rank": "rank" if list(small["mean"]) == sorted(small["mean"]) else "do not rank",
+            "sgd": "stored" if sgd_stored else "not stored yet"}
