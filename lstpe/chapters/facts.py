@@ -14,7 +14,8 @@ import pandas as pd
 
 from lstpe.chapters import findings as fd
 
-__all__ = ["table1_facts", "table1_long_facts", "noise_facts", "witness_facts",
+__all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_facts",
+           "mechanism_facts", "noise_facts", "witness_facts",
            "adam_column_facts"]
 
 
@@ -147,3 +148,80 @@ def adam_column_facts(col: pd.DataFrame, stored: bool, sgd_stored: bool) -> dict
                                for pe, x in small.iterrows()),
             "rank": "rank" if list(small["mean"]) == sorted(small["mean"]) else "do not rank",
             "sgd": "stored" if sgd_stored else "not stored yet"}
+
+
+def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame) -> dict[str, str]:
+    """Chapter 6's paragraph: ``claim`` and ``contrasts`` of the sweep
+    (:func:`lstpe.analysis.evidence.claim_table` / ``contrast_table``). Keys: ``trend`` (the
+    trend over sigma in words, or that there are too few sigmas), ``vs2d`` (the learnable PEs
+    grouped by their contrast with 2d-fixed) and ``refs`` (grouped by their verdict against
+    the authors' logs)."""
+    t = contrasts[contrasts["b"] == ""]
+    trend = "has too few values of σ for a trend" if t.empty else (
+        f"over σ: **{t['verdict'].iloc[0]}** (Kendall τ = {t['statistic'].iloc[0]:.2f} over "
+        f"{t['n_a'].iloc[0]:.0f} units at {t['n_b'].iloc[0]:.0f} values of σ, permutation "
+        f"{fd.pval(t['p_perm'].iloc[0])})")
+    to2d = contrasts[contrasts["b"] == "2d-fixed"]
+    p_low = to2d.loc[to2d["verdict"] == "lower", "p_perm"].max()
+    vs2d = fd.grouped({f"below (exact p, the largest {fd.pval(p_low)})":
+                       fd.having(to2d, "lower", "a"),
+                       "not shown different": fd.having(to2d, "no difference shown", "a"),
+                       "above": fd.having(to2d, "higher", "a")})
+    learn = claim[claim["cell"] != "2d-fixed"]
+    labels = {"equivalent": f"equivalent within ±{learn['margin'].max():g}",
+              "differs": "differs", "inconclusive": "inconclusive at its n"}
+    refs = fd.grouped({k: fd.having(learn, v) for v, k in labels.items()})
+    return {"trend": trend, "vs2d": vs2d,
+            "refs": refs + ("" if fd.having(learn, "differs") else "; none differs")}
+
+
+def learned_part_facts(part: pd.DataFrame) -> dict[str, str]:
+    """Chapter 6's line on the learned part (``part``:
+    :func:`lstpe.analysis.learned_part.by_sigma`). Keys: ``where`` (the sigmas whose update
+    beats its permutation null in every, some or no unit), ``scores`` (the mean grid score
+    where every unit does), ``p_max`` (Fisher's combined p, the largest of those) and
+    ``init_min`` (the smallest share of the final PE the init carries from sigma 0.2 up)."""
+    every, none = part["n_below"] == part["n"], part["n_below"] == 0
+    groups = {"in every unit": every, "in some units": ~(every | none), "in none": none}
+    where = "; ".join(f"{k} at σ = {fd.names([f'{s:g}' for s in part.loc[m, 'sigma']], code=False)}"
+                      for k, m in groups.items() if m.any())
+    return {"where": where,
+            "scores": ", ".join(f"{r.score_mean:.2f} at σ = {r.sigma:g}"
+                                for r in part[every].itertuples()) or "–",
+            "p_max": fd.pval(part.loc[every, "p_fisher"].max()) if every.any() else "–",
+            "init_min": f"{part.loc[part['sigma'] >= 0.2, 'init_share_min'].min():.0%}"}
+
+
+def mechanism_facts(mech: pd.DataFrame) -> dict[str, str]:
+    """Chapter 7's paragraph on the mechanism table (``mech``:
+    :func:`lstpe.analysis.mechanism.mechanism_table`, one row per sigma). Keys (formatted):
+    ``s0``, ``s1``, ``sb``, ``sN`` (the smallest, second, third and largest sigma);
+    ``dpe0`` / ``dpe1`` (the learned part's median grid score at ``s0`` / ``s1``, with its range
+    and the units beating their null, ``x/n``); ``dpe_big`` (its range and count from ``sb``
+    up); ``init0`` (the init's share of the final PE at ``s0``), ``init_big`` (its smallest from
+    ``sb`` up), ``final0`` (the final PE's median grid score at ``s0``); ``cos_init``,
+    ``cos_trained``, ``cos_paper``, ``pr_init``, ``pr_trained`` (Table 3's cosine and the
+    Procrustes distance from ``s0`` to ``sN``)."""
+    m = mech.set_index("sigma")
+    lo, hi, big = m.iloc[0], m.iloc[-1], m.iloc[2:]
+    one = m.iloc[min(1, len(m) - 1)]
+
+    def rng(x: pd.Series, c: str) -> str:
+        return f"{x[c + '_min']:.2f} to {x[c + '_max']:.2f}"
+
+    def span(c: str, f: str) -> str:
+        return f"{format(lo[c], f)} to {format(hi[c], f)}"
+
+    return {"s0": f"{m.index[0]:g}", "s1": f"{m.index[min(1, len(m) - 1)]:g}",
+            "sb": f"{m.index[min(2, len(m) - 1)]:g}", "sN": f"{m.index[-1]:g}",
+            "dpe0": f"{lo.dpe_median:.2f} ({rng(lo, 'dpe')}; {lo.dpe_below:.0f}/{lo.n:.0f} units)",
+            "dpe1": f"{one.dpe_median:.2f} ({one.dpe_below:.0f}/{one.n:.0f})",
+            "dpe_big": (f"between {big.dpe_min.min():.2f} and {big.dpe_max.max():.2f} "
+                        f"({big.dpe_below.sum():.0f}/{big.n.sum():.0f} units)") if len(big)
+            else "–",
+            "init0": rng(lo, "init_share"),
+            "init_big": f"{big.init_share_min.min():.2f}" if len(big) else "–",
+            "final0": f"{lo.final_median:.2f}", "cos_init": span("cos_init", ".3f"),
+            "cos_trained": span("cos_trained", ".3f"), "cos_paper": span("cos_paper", ".3f"),
+            "pr_init": span("procrustes_init", ".2f"),
+            "pr_trained": span("procrustes_trained", ".2f")}

@@ -1,0 +1,93 @@
+"""The numbers chapters glue into their paragraphs (:mod:`lstpe.chapters.facts`): each
+lookup against the table it reads, and the fallbacks a page meets when a cell is not stored."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lstpe.analysis import claim_tables as ct
+from lstpe.analysis import evidence as ev
+from lstpe.chapters import facts
+from lstpe.claims import Inputs, noise, table1
+
+SEEDS = (1, 2, 3, 4, 5)
+
+
+def _final(acc: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"pe": pe, "seed": s, "accuracy": a + 0.001 * i, "epoch": 200}
+                         for pe, a in acc.items() for i, s in enumerate(SEEDS)])
+
+
+def test_table1_facts_name_the_pes_shown_and_the_rest():
+    f = _final({"learn-0.2": 0.95, "relative": 0.95, "random": 0.5, "2d-fixed": 0.99})
+    v = table1.judge(Inputs(final=f))
+    out = facts.table1_facts(v, ev.claim_table("learnable_beats_fixed", f))
+    assert out["above"] == "`random`" and out["p_above"] == "p = 0.016"  # Holm, two PEs
+    assert out["open"].startswith("`relative` +0.000") and out["label"] == v.label
+    empty = facts.table1_facts(table1.judge(Inputs(final=_final({"nope": 0.3}))),
+                               ev.claim_table("learnable_beats_fixed", _final({"nope": 0.3})))
+    assert empty["above"] == "no other PE"
+
+
+def test_table1_long_facts_read_the_long_units():
+    t1 = pd.DataFrame([{"pe": "1d-fixed", "seeds": 2, "epoch": 1000, "val_200": 0.79,
+                        "val_last": 0.81, "train_200": 0.96, "train_last": 0.998,
+                        "paper_val": 0.781, "paper_val_sd": 0.185, "paper_train": 0.999},
+                       {"pe": "nope", "seeds": 1, "epoch": 800, "val_200": 0.34,
+                        "val_last": 0.35, "train_200": 0.49, "train_last": 0.5,
+                        "paper_val": 0.334, "paper_val_sd": 0.02, "paper_train": 0.509}]
+                      ).set_index("pe")
+    out = facts.table1_long_facts(t1)
+    assert (out["n"], out["epoch"], out["fit"]) == ("1", "800", "`1d-fixed`")
+    assert out["d1_200"] == "0.960" and "`nope` 0.340 → 0.350" in out["moved"]
+    assert facts.table1_long_facts(t1.iloc[:0]) is None
+
+
+def test_noise_facts_fall_back_where_a_pe_is_missing():
+    rows = [{"pe": pe, "seed": k, "clean": 0.9, "loss": loss + 0.001 * k}
+            for pe, loss in (("learn-0.2", 0.05), ("learn-2", 0.01)) for k in SEEDS]
+    losses = pd.DataFrame(rows)
+    losses.attrs["noise_max"] = 0.1
+    cells, con = ct.noise_evidence(losses)
+    v = noise.judge(Inputs(final=_final({}), noise=losses))
+    out = facts.noise_facts(cells, con, losses, v)
+    assert out["x"] == "0.1" and out["worst"] == "learn-0.2"
+    assert out["loss"]["2d-fixed"] == "–" and out["vs"][("learn-0.1", "learn-2")] == \
+        "not in these runs"
+    assert out["vs"][("learn-0.2", "learn-2")].endswith(": higher")
+    assert out["trend"] == "falls" and out["clean_2"] == "0.900"  # learn-2 loses less
+
+
+def test_sigma_and_mechanism_facts():
+    f = _final({"2d-fixed": 0.99, "learn-0.2": 0.95, "learn-2": 0.4})
+    out = facts.sigma_facts(ev.claim_table("small_sigma_generalises", f),
+                            ev.contrast_table("small_sigma_generalises", f))
+    assert "Kendall τ" in out["trend"] and "`learn-0.2` and `learn-2`" in out["vs2d"]
+    one = _final({"2d-fixed": 0.99, "learn-0.2": 0.95})
+    assert facts.sigma_facts(ev.claim_table("small_sigma_generalises", one),
+                             ev.contrast_table("small_sigma_generalises", one)
+                             )["trend"] == "has too few values of σ for a trend"
+    cols = {c: [0.1, 0.2] for c in ("dpe_median", "dpe_min", "dpe_max", "init_share_min",
+                                     "init_share_max", "final_median", "cos_init",
+                                     "cos_trained", "cos_paper", "procrustes_init",
+                                     "procrustes_trained")}
+    mech = pd.DataFrame({"sigma": [0.1, 2.0], "dpe_below": [5, 0], "n": [5, 5], **cols})
+    out = facts.mechanism_facts(mech)
+    assert (out["s0"], out["s1"], out["sN"]) == ("0.1", "2", "2")
+    assert out["dpe0"] == "0.10 (0.10 to 0.10; 5/5 units)" and out["dpe_big"] == "–"
+    assert out["cos_init"] == "0.100 to 0.200"
+
+
+def test_adam_column_facts():
+    col = pd.DataFrame({"n": [3, 1], "mean": [0.45, 0.8], "ci_low": [-0.1, float("nan")],
+                        "ci_high": [1.2, float("nan")], "paper": [0.588, 0.836]},
+                       index=pd.Index(["learn-0.01", "learn-0.05"], name="pe"))
+    out = facts.adam_column_facts(col, True, False)
+    assert out["stored"] and out["rank"] == "rank" and out["sgd"] == "not stored yet"
+    assert "`learn-0.01` 0.450 [0.000, 1.000] (n = 3; paper 0.588)" in out["cells"]
+    assert "`learn-0.05` 0.800 (n = 1" in out["cells"]  # one unit: no interval
+    assert not facts.adam_column_facts(col, False, False)["stored"]
+
+
+def test_witness_facts_none_without_adamw():
+    assert facts.witness_facts(pd.DataFrame(columns=["optimizer", "epoch"]), 3600.0) is None
