@@ -249,7 +249,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             from lstpe.experiments import lease as ls
 
             t = ls.lease_plan(args.minutes, args.results)
-            print(t.to_string(index=False))
+            for r in t.itertuples():  # one block per chunk: what, whether it fits, and why
+                print(f"{r.chunk}: {'trains' if r.fits else 'waits'} ({r.models} models in the "
+                      f"chunk, {r.predicted_s} s predicted)\n  units: {r.units}\n  why: {r.why}")
             print(f"(seconds predicted by the step-time fit of {t.attrs.get('record')}, measured "
                   f"on an {t.attrs.get('gpu')}; after {ls.SETUP_S:g} s of measuring: "
                   f"{t.attrs.get('model_epochs', 0)} model-epochs. lstpe campaign lease "

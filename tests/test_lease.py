@@ -94,3 +94,18 @@ def test_the_plan_is_the_measured_fit_applied_to_the_open_chunks(tmp_path):
     assert t.attrs["model_epochs"] == 6000
     with pytest.raises(FileNotFoundError, match="no lease record"):
         ls.lease_plan(9, tmp_path)
+
+
+def test_the_newest_record_is_the_one_that_started_last_whatever_its_gpu(tmp_path):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    fit = {"a": 0.002, "b": 0.0007, "e": 0.006, "capture": 0.2}
+    for name, started in (("lease_NVIDIA_H200_x.json", "2026-11-26T23:28:44Z"),
+                          ("lease_NVIDIA_H100_x.json", "2026-11-27T02:05:05Z"),
+                          ("lease_Z_no_fit.json", "2027-01-01T00:00:00Z")):
+        rec = {"started": started, "gpu": name.split("_")[2]}
+        rec.update({"fit": fit} if "no_fit" not in name else {})
+        (bench / name).write_text(json.dumps(rec))
+    assert ls.last_record(tmp_path)["gpu"] == "H100"  # not the H200 that sorts after it
+    t = ls.lease_plan(9, tmp_path, record=ls.last_record(tmp_path))
+    assert t["why"].str.len().gt(0).all()  # every chunk says why it is in the plan

@@ -275,13 +275,13 @@ def _finish(summary: dict[str, Any], out: Path, results: Path, t_start: float
 
 
 def last_record(results_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """The newest lease record with a step-time fit (``results/benchmarks/lease_*.json``)."""
+    """The newest lease record with a step-time fit (``results/benchmarks/lease_*.json``),
+    by the time it started (its ``started``), whatever its GPU's name."""
     results = Path(results_dir) if results_dir is not None else default_results_dir()
-    for path in sorted((results / "benchmarks").glob("lease_*.json"), reverse=True):
-        rec = json.loads(path.read_text())
-        if rec.get("fit"):
-            return {**rec, "path": str(path)}
-    return None
+    recs = [{**json.loads(p.read_text()), "path": str(p)}
+            for p in (results / "benchmarks").glob("lease_*.json")]
+    recs = [r for r in recs if r.get("fit")]
+    return max(recs, key=lambda r: str(r.get("started", ""))) if recs else None
 
 
 def lease_plan(minutes: float, results_dir: str | Path | None = None,
@@ -296,7 +296,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
                                 "no step-time fit measured on a GPU yet")
     groups = open_groups(results_dir)
     if not groups:
-        return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits"])
+        return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits", "why"])
     cfg = groups[0][1][0].config()
     evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
     taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
@@ -305,7 +305,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
         m = n + len(units)  # the chunk's models if this group joins the ones taken before it
         rows.append({"chunk": name, "units": ", ".join(u.key for u in units), "models": m,
                      "predicted_s": round(predict_seconds(m, rec["fit"], evals, TARGET, spe)),
-                     "fits": i in taken})
+                     "fits": i in taken, "why": lu.find_chunk(name, TARGET).reason})
         n += len(units) if i in taken else 0
     table = pd.DataFrame(rows)
     table.attrs.update({"record": rec["path"], "gpu": rec.get("gpu"),
