@@ -382,7 +382,7 @@ def test_compare_to_paper_on_matching_synthetic_table_and_plot():
     mixed.loc[4, ["ci_low", "ci_high"]] = np.nan
     ax = plots.plot_vs_paper(mixed)
     labels = ax.get_legend_handles_labels()[1]
-    assert labels == ["ours (mean, 95% CI): equivalent", "ours (mean, 95% CI): different",
+    assert labels == ["ours (mean, 95% CI): equivalent", "ours (mean, 95% CI): differs",
                       "ours (mean, 95% CI): inconclusive", "ours (mean): n=1",
                       "paper (mean ± SD, 15 seeds)"]
     assert len(ax.containers) == 5
