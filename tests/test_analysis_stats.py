@@ -497,3 +497,15 @@ def test_for_ranking_ties_equal_counts_even_at_a_rounding_boundary():
     r = ss.for_ranking([c, a, math.nan, b])
     assert r[1] == r[3] and r[0] > r[1] and math.isnan(r[2])
     assert list(sps.rankdata(r[[0, 1, 3]])) == [3.0, 1.5, 1.5]
+
+
+def test_holm_against_a_hand_computation_and_tests_that_did_not_run():
+    from lstpe.analysis.seed_stats import holm, sign_flip_test
+
+    # sorted 0.01, 0.03, 0.04 times 3, 2, 1: 0.03, 0.06, 0.04 -> monotone 0.03, 0.06, 0.06
+    np.testing.assert_allclose(holm([0.04, 0.01, 0.03]), [0.06, 0.03, 0.06])
+    got = holm([0.04, np.nan, 0.01, 0.03])  # a NaN neither counts in m nor moves
+    assert np.isnan(got[1])
+    np.testing.assert_allclose(got[[0, 2, 3]], [0.06, 0.03, 0.06])
+    assert holm([0.9, 0.8]).max() == 1.0  # capped
+    assert sign_flip_test([1.0, 2.0, 3.0]) == (2.0, 0.25)  # 2 of the 8 flips as extreme

@@ -207,12 +207,9 @@ def _holm_cells(cells: pd.DataFrame, alpha: float = ev.ALPHA) -> pd.DataFrame:
     """Per-PE cells read one by one: ``p_holm`` is Holm's adjustment of ``p_diff`` over the
     cells tested, and a ``differs`` whose adjusted p is not below ``alpha`` becomes
     ``inconclusive`` (its ``why`` gives both p)."""
-    out = cells.copy()
-    ran = out["p_diff"].notna()
-    out["p_holm"] = math.nan
-    out.loc[ran, "p_holm"] = holm(out.loc[ran, "p_diff"].to_numpy(float))
+    out = cells.assign(p_holm=holm(cells["p_diff"].to_numpy(float)))
     lost = (out["verdict"] == "differs") & ~(out["p_holm"] < alpha)
-    out.loc[lost, "why"] = [f"p = {p:.3f}, Holm over {int(ran.sum())} PEs {h:.3f}"
+    out.loc[lost, "why"] = [f"p = {p:.3f}, Holm over {int(out['p_diff'].notna().sum())} PEs {h:.3f}"
                             for p, h in out.loc[lost, ["p_diff", "p_holm"]].to_numpy()]
     out.loc[lost, "verdict"] = "inconclusive"
     return out

@@ -358,17 +358,21 @@ def holm(p: Sequence[float]) -> np.ndarray:
     """Holm's step-down adjusted p-values (same order as ``p``): the k-th smallest is
     multiplied by ``m - k + 1``, made monotone and capped at 1. Rejecting where the adjusted p
     is below alpha keeps the chance of any false rejection among the ``m`` at most alpha.
+    NaN entries (tests that did not run) stay NaN and do not count in ``m``.
 
     >>> holm([0.01, 0.04, 0.03]).round(3).tolist()
     [0.03, 0.06, 0.06]
+    >>> holm([0.01, float("nan"), 0.03]).round(3).tolist()
+    [0.02, nan, 0.03]
     """
     x = np.asarray(p, dtype=np.float64)
-    if x.size == 0:
-        return x
-    order = np.argsort(x)
-    adj = np.minimum(np.maximum.accumulate(x[order] * (x.size - np.arange(x.size))), 1.0)
-    out = np.empty_like(adj)
-    out[order] = adj
+    out = np.full_like(x, np.nan)
+    ran = np.flatnonzero(~np.isnan(x))
+    if ran.size == 0:
+        return out
+    order = ran[np.argsort(x[ran])]
+    m = ran.size
+    out[order] = np.minimum(np.maximum.accumulate(x[order] * (m - np.arange(m))), 1.0)
     return out
 
 

@@ -25,11 +25,7 @@ def p_phrase(p: float) -> str:
 
 def adjust(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with ``p_holm``: Holm's adjustment of ``p_perm`` over the rows that ran."""
-    out = rows.copy()
-    ran = out["p_perm"].notna()
-    out["p_holm"] = math.nan
-    out.loc[ran, "p_holm"] = holm(out.loc[ran, "p_perm"].to_numpy(float))
-    return out
+    return rows.assign(p_holm=holm(rows["p_perm"].to_numpy(float)))
 
 
 def with_equivalence(rows: pd.DataFrame, vals: Mapping[str, np.ndarray],
