@@ -33,8 +33,7 @@ def table1_facts(verdict: Any, claim: pd.DataFrame) -> dict[str, str]:
     common = rows[rows["b"] != "2d-fixed"].set_index("b")
     p = common["p_holm"] if "p_holm" in common and common["p_holm"].notna().any() \
         else common["p_perm"]
-    up = [t.name[6:] for t in verdict.tests if t.name.startswith("above ")
-          and t.outcome == "supports"]
+    up = verdict.numbers["above"]
     rest = [b for b in common.index if b not in up]
     return {"above": fd.names(up, "no other PE"),
             "p_above": fd.pval(p.loc[up].max()) if up else "–",

@@ -18,6 +18,11 @@ SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
 """The paper's small sigmas (its Table 3's 'sigma <= 0.2')."""
 
 
+def values_by_pe(frame: pd.DataFrame, value: str = "accuracy") -> dict[str, np.ndarray]:
+    """PE -> its models' ``value`` (n,), from one row per model (``pe``, ``value``)."""
+    return {str(pe): g[value].to_numpy(float) for pe, g in frame.groupby("pe")}
+
+
 def p_phrase(p: float) -> str:
     """``p = 0.008``, ``p < 0.0001``."""
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
@@ -51,13 +56,13 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "") -> Test:
     name = name or f"{r['a']} vs {r['b']}"
     if r.get("verdict") == "not run" or pd.isna(r.get("diff")):
         return Test(name, "open", f"{name}: not run")
-    p = r["p_holm"] if "p_holm" in r and pd.notna(r["p_holm"]) else r["p_perm"]
+    held = "p_holm" in r and pd.notna(r["p_holm"])
+    p = r["p_holm"] if held else r["p_perm"]
     sign = (1 if r["diff"] > 0 else -1) if p < ALPHA else 0
     outcome = ("open" if sign == 0 else "supports" if sign == want else "contradicts")
     pe = r.get("p_equiv", math.nan)
     if want == 0 and sign == 0 and pd.notna(pe) and pe < ALPHA:
         outcome = "supports"
-    held = "p_holm" in r and pd.notna(r["p_holm"])
     text = (f"{r['a']} − {r['b']} = {r['diff']:+.3f} (n = {int(r['n_a'])} + {int(r['n_b'])}, "
             f"exact {p_phrase(r['p_perm'])}" + (f", Holm {p_phrase(p)}" if held else "")
             + (f", within ±{MARGIN:g}: TOST {p_phrase(pe)}" if want == 0 and pd.notna(pe) else "")

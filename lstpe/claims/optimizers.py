@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from lstpe.analysis import evidence as ev
 from lstpe.analysis.paper_compare import load_paper_tables
-from lstpe.claims._common import adjust, contrast
+from lstpe.claims._common import adjust, contrast, values_by_pe
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.verdicts import Verdict, untestable, weigh
 
@@ -38,10 +38,9 @@ def judge(x: Inputs) -> Verdict:
         return untestable(CLAIM, LINE, WHERE,
                           f"no SGD unit stored ({adam_side(x.adam4)}); SGD's long units are "
                           "planned (lstpe campaign plan --device cuda)", until=4000)
-    vals = {("sgd", pe): g["accuracy"].to_numpy(float) for pe, g in x.sgd4.groupby("pe")}
-    vals.update({("adam", pe): g["accuracy"].to_numpy(float) for pe, g in x.adam4.groupby("pe")})
-    flat = {f"{o} {pe}": v for (o, pe), v in vals.items()}
-    rows = adjust(ev.contrast_rows(flat, [(f"sgd {pe}", f"adam {pe}") for pe in SIGMAS],
+    vals = {f"{o} {pe}": v for o, frame in (("sgd", x.sgd4), ("adam", x.adam4))
+            for pe, v in values_by_pe(frame).items()}
+    rows = adjust(ev.contrast_rows(vals, [(f"sgd {pe}", f"adam {pe}") for pe in SIGMAS],
                                    claim=CLAIM))
     tests = [contrast(r, +1, f"SGD above Adam at {r['a'].split()[1]}")
              for _, r in rows.iterrows() if r["verdict"] != "not run"]

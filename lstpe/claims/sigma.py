@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis import evidence as ev
-from lstpe.claims._common import adjust, contrast, with_equivalence
+from lstpe.claims._common import adjust, contrast, values_by_pe, with_equivalence
 from lstpe.claims.inputs import Inputs
 from lstpe.claims.verdicts import Verdict, untestable, weigh
 
@@ -55,7 +55,7 @@ def shape(final: pd.DataFrame) -> dict[str, float]:
 def judge(x: Inputs) -> Verdict:
     """The verdict (module docstring); ``numbers``: ``rows`` (the three contrasts with
     Holm's p) and ``shape``."""
-    vals = {pe: g["accuracy"].to_numpy(float) for pe, g in x.final.groupby("pe")}
+    vals = values_by_pe(x.final)
     c = ev.contrast_table("small_sigma_generalises", x.final)
     rows = c[[(a, b) in WANT for a, b in zip(c["a"], c["b"], strict=True)]]
     rows = with_equivalence(adjust(rows[rows["verdict"] != "not run"]), vals)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from lstpe.analysis import evidence as ev
 from lstpe.analysis.evidence import ALPHA
-from lstpe.claims._common import adjust, contrast, with_equivalence
+from lstpe.claims._common import adjust, contrast, values_by_pe, with_equivalence
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.verdicts import Verdict, untestable, weigh
 
@@ -51,28 +51,30 @@ def still_rising(x: Inputs, best: float | None = None) -> dict[str, str]:
 
 
 def judge(x: Inputs) -> Verdict:
-    """The verdict (module docstring); ``numbers``: the contrasts with Holm's p (``rows``)
-    and the PEs still rising (``rising``)."""
+    """The verdict (module docstring); ``numbers``: the contrasts with Holm's p (``rows``),
+    the PEs still rising (``rising``) and the common fixed PEs learn-0.2 is shown above
+    (``above``)."""
     c = ev.contrast_table("learnable_beats_fixed", x.final)
-    vals = {pe: g["accuracy"].to_numpy(float) for pe, g in x.final.groupby("pe")}
+    vals = values_by_pe(x.final)
     c = with_equivalence(c[c["verdict"] != "not run"], vals)
-    common = c["b"].isin(COMMON)
-    if not (c.loc[common, "p_perm"] < ALPHA).all():  # read one by one: Holm over the six
-        c = pd.concat([adjust(c[common]), c[~common]], ignore_index=True)
+    is_common = c["b"].isin(COMMON)
+    if not (c.loc[is_common, "p_perm"] < ALPHA).all():  # read one by one: Holm over the six
+        c = pd.concat([adjust(c[is_common]), c[~is_common]], ignore_index=True)
     if c.empty:
         return untestable(CLAIM, LINE, WHERE, "no stored learn-0.2 unit or no fixed PE")
     best = vals.get("learn-0.2")
     rising = still_rising(x, float(best.mean()) if best is not None else None)
     by = {r["b"]: r for _, r in c.iterrows()}
-    tests = [contrast(by[b], +1, f"above {b}", rising.get(b, "")) for b in COMMON if b in by]
+    common = [b for b in COMMON if b in by]
+    tests = [contrast(by[b], +1, f"above {b}", rising.get(b, "")) for b in common]
     if "2d-fixed" in by:
         tests.append(contrast(by["2d-fixed"], 0,
                               "no difference from 2d-fixed",
                               "the paper: no difference, t(13) = 0.96, p = 0.35"))
     verdict, part = weigh(tests)
-    above = [t.name for t in tests if t.outcome == "supports" and t.name.startswith("above")]
+    above = [b for b, t in zip(common, tests, strict=False) if t.outcome == "supports"]
     if verdict == "partly shown":
-        part = f"above {len(above)} of {len([b for b in COMMON if b in by])} fixed PEs"
+        part = f"above {len(above)} of {len(common)} fixed PEs"
     text = "; ".join(t.text for t in tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
-                   {"rows": c, "rising": rising})
+                   {"rows": c, "rising": rising, "above": above})
