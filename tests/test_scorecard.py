@@ -74,6 +74,9 @@ def test_sigma_tests_the_papers_contrasts_and_describes_the_curve():
     assert "learn-0.2 − learn-1 = +0.151" in v.evidence
     s = v.numbers["shape"]
     assert (s["plateau_to"], s["drop_from"], s["drop_to"]) == (0.5, 1.5, 2.0)
+    # a low smallest sigma (Table 4's 0.01 under Adam) does not end the plateau before it starts
+    low = sigma.shape(_final({"learn-0.01": 0.5, **sig}))
+    assert (low["best_sigma"], low["plateau_to"]) == (0.2, 0.5)
     flat = {k: 0.9 for k in sig}
     assert sigma.judge(_x(_final(flat, spread=0.02))).verdict == "partly shown"  # 0.1 ~ 0.2
 

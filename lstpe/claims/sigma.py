@@ -33,17 +33,17 @@ PLATEAU = 0.05
 
 def shape(final: pd.DataFrame) -> dict[str, float]:
     """The sigma curve of the learnable PEs' mean accuracy: ``best`` (its sigma and mean),
-    ``plateau_to`` (the largest sigma whose mean is within :data:`PLATEAU` of the best, with
-    every smaller sigma), ``drop`` (the largest fall between neighbouring stored sigmas) with
-    ``drop_from`` and ``drop_to``."""
+    ``plateau_to`` (how far the plateau reaches: the largest sigma up to which every mean from
+    the best sigma on stays within :data:`PLATEAU` of the best), ``drop`` (the largest fall
+    between neighbouring stored sigmas) with ``drop_from`` and ``drop_to``."""
     learn = final[final["pe"].astype(str).str.startswith("learn-")]
     m = learn.groupby(learn["pe"].str.split("-").str[1].astype(float))["accuracy"].mean()
     m = m.sort_index()
     if len(m) < 2:
         return {}
-    best = float(m.max())
-    within = (m >= best - PLATEAU).to_numpy()
-    plateau = m.index[int(np.argmin(within)) - 1] if not within.all() else m.index[-1]
+    best, top = float(m.max()), int(np.argmax(m.to_numpy()))
+    within = (m.iloc[top:] >= best - PLATEAU).to_numpy()  # from the best sigma upwards
+    plateau = m.index[top + (len(within) if within.all() else int(np.argmin(within))) - 1]
     falls = -np.diff(m.to_numpy())
     i = int(np.argmax(falls))
     return {"best_sigma": float(m.idxmax()), "best": best, "plateau_to": float(plateau),
