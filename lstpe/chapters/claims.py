@@ -37,13 +37,29 @@ class Claims:
     card: pd.DataFrame        # one row per claim: lstpe.claims.SCORECARD_COLUMNS
     verdicts: list[C.Verdict]  # each claim's verdict with its tests and numbers
     inputs: C.Inputs          # what the claims read
-    final: pd.DataFrame       # one row per stored model of Tables 1-2 (pe, seed, accuracy...)
-    structure: pd.DataFrame   # pe_structure.stored_structure of the Table 2 run
-    similarity: pd.DataFrame  # per-puzzle similarity to people, one row per PE of both runs
     stored: pd.DataFrame      # campaign_status.stored_units
     long: pd.DataFrame        # campaign_status.long_table
-    mechanism_epoch: int      # the epoch all the mechanism's long units have published
-    mechanism_long: LongMechanism  # those long units at epochs 0, 200 and their last
+    mechanism_long: LongMechanism  # the mechanism's long units at epochs 0, 200 and their last
+
+    @property
+    def final(self) -> pd.DataFrame:
+        """One row per stored model of Tables 1-2 (``pe, seed, accuracy, epoch``)."""
+        return self.inputs.final
+
+    @property
+    def structure(self) -> pd.DataFrame:
+        """:func:`lstpe.analysis.pe_structure.stored_structure` of the Table 2 run."""
+        return self.inputs.structure
+
+    @property
+    def similarity(self) -> pd.DataFrame:
+        """Per-puzzle similarity to people, one row per PE of both runs."""
+        return self.inputs.similarity
+
+    @property
+    def mechanism_epoch(self) -> int:
+        """The epoch all the mechanism's long units have published (0: none)."""
+        return self.inputs.mechanism_epoch
 
 
 def runs_human_similarity(runs: Iterable[Run]) -> pd.DataFrame:
@@ -65,33 +81,39 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     t1, t2 = runs["table1"], runs["table2"]
     final = pd.concat([t1.final("val_dropout"), t2.final("val_dropout")]).drop_duplicates(
         ["pe", "seed"])
-    structure = pe_structure.stored_structure([t2])
-    similarity = runs_human_similarity([t2, t1])
     stored, long = cs.stored_units(results_dir), cs.long_table(results_dir)
-    optim = {r: int(stored["unit"].str.startswith(r + "/").sum()) if len(stored) else 0
-             for r in OPTIMIZER_RUNS}
     lm = long_mechanism(results_dir, reference=t2, every=False)
-    learn = t2.final("val").query("pe_name == 'learn'")["pe"].unique()
-    t3_0, t3 = (attention.table3(t2.artifacts, stage=s, pes=learn) for s in ("init", "final"))
-    other = attention.table3(t2.artifacts, stage="init", pes=learn, pairing="other-seed") \
-        if t2.final("val").query("pe == '2d-fixed'")["seed"].nunique() >= 2 else None
-    pr, pr0 = (_learn(attention.average_layers(procrustes.pe_alignment(t2.artifacts, stage=s)))
-               for s in ("final", "init"))
-    noise = [r.tables["noise"] for r in (t1, t2) if "noise" in r.tables]
-    adam = runs.get("table4/adam")
-    paper_scale = all(runs[n].manifest.get("kind") == "campaign-merge"
-                      for n in ("table1", "table2"))
-    x = C.Inputs(final=final, paper_scale=paper_scale, structure=structure, table3=t3,
-                 table3_init=t3_0, table3_init_other=other, procrustes=pr, procrustes_init=pr0,
-                 noise=noise_loss_per_model(pd.concat(noise)) if noise else None,
-                 similarity=similarity, table1_long=table1_long(results_dir),
-                 mechanism_epoch=lm.reached, mechanism_long=lm.summary,
-                 adam4=adam.final("val_dropout") if adam is not None and
-                 adam.manifest.get("kind") == "campaign-merge" else None,
-                 optimizer_units=optim, witness=weight_decay_witness(results_dir))
+    x = C.Inputs(final=final, structure=pe_structure.stored_structure([t2]),
+                 similarity=runs_human_similarity([t2, t1]), mechanism_epoch=lm.reached,
+                 mechanism_long=lm.summary,
+                 paper_scale=all(runs[n].manifest.get("kind") == "campaign-merge"
+                                 for n in ("table1", "table2")))
+    if x.paper_scale:  # what only the claims read: a preview tests none of them
+        _measure_claims(x, t1, t2, runs.get("table4/adam"), stored, results_dir)
     verdicts = C.judge_all(x)
-    return Claims(C.scorecard(verdicts), verdicts, x, final, structure, similarity, stored,
-                  long, lm.reached, lm)
+    return Claims(C.scorecard(verdicts), verdicts, x, stored, long, lm)
+
+
+def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.DataFrame,
+                    results_dir: str | Path | None) -> None:
+    """Fill the fields of ``x`` that only the claims read (Table 3, Procrustes, noise, the
+    long units of Table 1 and of weight decay, Tables 4-6)."""
+    learn = t2.final("val").query("pe_name == 'learn'")["pe"].unique()
+    x.table3_init, x.table3 = (attention.table3(t2.artifacts, stage=s, pes=learn)
+                               for s in ("init", "final"))
+    if t2.final("val").query("pe == '2d-fixed'")["seed"].nunique() >= 2:
+        x.table3_init_other = attention.table3(t2.artifacts, stage="init", pes=learn,
+                                               pairing="other-seed")
+    x.procrustes, x.procrustes_init = (
+        _learn(attention.average_layers(procrustes.pe_alignment(t2.artifacts, stage=s)))
+        for s in ("final", "init"))
+    noise = [r.tables["noise"] for r in (t1, t2) if "noise" in r.tables]
+    x.noise = noise_loss_per_model(pd.concat(noise)) if noise else None
+    x.table1_long, x.witness = table1_long(results_dir), weight_decay_witness(results_dir)
+    if adam is not None and adam.manifest.get("kind") == "campaign-merge":
+        x.adam4 = adam.final("val_dropout")
+    x.optimizer_units = {r: int(stored["unit"].str.startswith(r + "/").sum()) if len(stored)
+                         else 0 for r in OPTIMIZER_RUNS}
 
 
 def claims_markdown(card: pd.DataFrame) -> str:
