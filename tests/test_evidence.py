@@ -294,3 +294,15 @@ def test_shift_interval_bisects_large_groups_to_the_scanned_answer(monkeypatch):
     assert st.shift_interval(x, y) == pytest.approx(scanned)
     lo, hi = st.shift_interval(rng.normal(0.3, 0.1, 9), rng.normal(0.0, 0.1, 9))
     assert 0 < lo < 0.3 < hi < 0.6
+
+
+def test_an_exact_reference_gets_the_one_sample_mdd():
+    x = [0.10, 0.12, 0.15, 0.11, 0.13]
+    rows = ev.evidence_rows({"a": x}, {"a": ev.Reference(0.0, 0.0, 2, "no loss")},
+                            margin=0.01).set_index("cell")
+    sd = float(np.std(x, ddof=1))
+    want = (stats.t.ppf(0.975, 4) + stats.t.ppf(0.8, 4)) * sd / np.sqrt(5)  # closed form
+    assert rows.loc["a", "mdd"] == pytest.approx(want) == pytest.approx(st.mdd(sd, 5))
+    assert rows.loc["a", "verdict"] == "differs"
+    one = ev.evidence_rows({"a": [0.1]}, {"a": ev.Reference(0.0, 0.0, 2, "no loss")})
+    assert np.isnan(one["mdd"].iloc[0])  # one model: no SD to size it by

@@ -32,14 +32,12 @@ is undefined unless the value equals it, and the verdict says ``n=1``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from lstpe.analysis import evidence as ev
-from lstpe.analysis import seed_tests as st
 from lstpe.analysis.seed_stats import holm
 
 __all__ = ["noise_loss_per_model", "noise_evidence", "NOISE_PAIRS", "model_human_agreement",
@@ -75,12 +73,6 @@ def _exact(value: float, label: str, cells: Sequence[str]) -> dict[str, ev.Refer
     return {c: ev.Reference(value, 0.0, _PLACEHOLDER_N, label) for c in cells}
 
 
-def _one_sample_mdd(x: np.ndarray, alpha: float = ev.ALPHA, power: float = 0.8) -> float:
-    """Smallest true shift from an exact reference a one-sample t-test detects with ``power``."""
-    return st.mdd(float(x.std(ddof=1)), x.size, None, alpha, power) if x.size >= 2 \
-        else math.nan
-
-
 def _against(values: dict[str, np.ndarray], value: float, label: str, claim: str,
              margin: float, value_range: tuple[float, float],
              seeds: dict[str, list[int]] | None = None) -> pd.DataFrame:
@@ -88,9 +80,6 @@ def _against(values: dict[str, np.ndarray], value: float, label: str, claim: str
     rows = ev.evidence_rows(values, _exact(value, label, cells), claim=claim, seeds=seeds,
                             margin=margin, value_range=value_range)
     rows["authors_n"] = math.nan  # an exact reference: no seeds
-    rows["mdd"] = [_one_sample_mdd(np.asarray(values[c], float)) for c in rows["cell"]]
-    rows["why"] = [re.sub(r"MDD [-0-9.]+", f"MDD {m:.2f}", w) if isinstance(w, str) else w
-                   for w, m in zip(rows["why"], rows["mdd"], strict=True)]  # the one-sample MDD
     one = (rows["n"] == 1) & (rows["authors_sd"] == 0)
     rows.loc[one, "verdict"] = "n=1"
     rows.loc[one, "why"] = "n=1: one model, no spread to test it by"

@@ -147,7 +147,8 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
         ``epoch``, ``mean``, ``ci_low``, ``ci_high`` (t interval, NaN for n < 2),
         ``authors_mean/sd/n``, ``paper_mean/sd``, ``ref`` (the reference tested against),
         ``diff`` (ours - ref) with ``diff_low/high``, ``p_diff`` (Welch; single-case for n=1),
-        ``p_equiv`` (TOST within ``margin``), ``mdd`` (reference SD, our n vs its n),
+        ``p_equiv`` (TOST within ``margin``), ``mdd`` (reference SD, our n vs its n; against
+        an exact reference, SD 0, the one-sample test's with our SD),
         ``test``, ``verdict`` (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with
         the numbers).
     """
@@ -176,12 +177,21 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
         else:
             d = st.welch_vs_reference(x, ref.mean, ref.sd, ref.n, margin, level)
             row.update(diff=d.diff, diff_low=d.low, diff_high=d.high, p_diff=d.p,
-                       p_equiv=d.p_equiv, test=d.test, mdd=st.mdd(ref.sd, x.size, ref.n, alpha))
+                       p_equiv=d.p_equiv, test=d.test, mdd=_row_mdd(x, ref, alpha))
             row.update(_verdict(d, x.size, margin, alpha, row["mdd"]))
             if a is None and authors:
                 row["why"] += f" (vs {ref.label}: no authors' log)"
         rows.append(row)
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+def _row_mdd(x: np.ndarray, ref: Reference, alpha: float) -> float:
+    """A row's minimum detectable difference: with the reference's SD against its n seeds;
+    against an exact reference (SD 0: no loss, errors at random) the one-sample test's, with
+    our SD (NaN for one model)."""
+    if ref.sd > 0:
+        return st.mdd(ref.sd, x.size, ref.n, alpha)
+    return st.mdd(float(x.std(ddof=1)), x.size, None, alpha) if x.size >= 2 else math.nan
 
 
 def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dict[str, str]:
