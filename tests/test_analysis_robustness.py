@@ -83,15 +83,33 @@ def test_noise_changes_predictions_and_is_reproducible(model, val):
 
 
 def test_repeats_average_the_single_draws(model, val):
-    # repeat r of level i uses generator seed  seed + 1000 i + r
-    one = rob.noise_robustness(model, val, noise_levels=[0.5], include_zero=False, seed=0)
-    two = rob.noise_robustness(model, val, noise_levels=[0.5], include_zero=False, seed=1)
+    # repeat r of a model of seed s draws from a generator seeded by noise_seed(seed, x, r, s)
     both = rob.noise_robustness(model, val, noise_levels=[0.5], include_zero=False, seed=0,
                                 repeats=2)
-    np.testing.assert_allclose(both["accuracy"],
-                               (one["accuracy"].to_numpy() + two["accuracy"].to_numpy()) / 2,
-                               rtol=1e-12)
+    acc = []
+    for rep in (0, 1):
+        g = [torch.Generator().manual_seed(rob.noise_seed(0, 0.5, rep, s)) for s in model.seeds]
+        with torch.no_grad():
+            logits = model(val.x, embed_noise_std=0.5, generator=g)
+        acc.append(np.asarray(score(logits, val.y, val.vectors)["all"][0], dtype=np.float64))
+    got = both[both["condition"] == "all"].sort_values("model")["accuracy"].to_numpy()
+    np.testing.assert_allclose(got, (acc[0] + acc[1]) / 2, rtol=1e-12)
     assert set(both["repeats"]) == {2}
+
+
+def test_a_models_noise_does_not_depend_on_its_batch(model, val):
+    """Model 3 (learn-0.2, seed 1) alone and inside the 4-model batch: the same weights
+    (weights follow the PE and seed) and now the same noise, so the same accuracies."""
+    alone = BatchedLSTTransformer(PES[3:], SEEDS[3:], CFG).eval()
+    torch.testing.assert_close(alone.pe(), model.pe()[3:])
+    kw = dict(noise_levels=[0.3, 1.0], include_zero=False, seed=5)
+    a = rob.noise_robustness(alone, val, **kw)
+    b = rob.noise_robustness(model, val, **kw)
+    b = b[b["model"] == 3].reset_index(drop=True)
+    np.testing.assert_array_equal(a["accuracy"].to_numpy(), b["accuracy"].to_numpy())
+    # models of one seed see one draw: learn-0.2 and 2d-fixed of seed 0 are paired
+    assert rob.noise_seed(5, 0.3, 0, 0) != rob.noise_seed(5, 0.3, 0, 1) != \
+        rob.noise_seed(5, 1.0, 0, 1)
 
 
 def test_model_ids_from_artifacts(model, val):

@@ -376,7 +376,7 @@ class BatchedLSTTransformer(StackedModels):
         x: torch.Tensor,
         return_attention: bool = False,
         embed_noise_std: float = 0.0,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | Sequence[torch.Generator] | None = None,
         dropout_keys: torch.Tensor | None = None,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Run all M models.
@@ -385,7 +385,9 @@ class BatchedLSTTransformer(StackedModels):
             x: (M, B, n, 5) a different batch per model, or (B, n, 5) the same batch for all.
             return_attention: also return attention weights.
             embed_noise_std: std of Gaussian noise added to the token embeddings (robustness).
-            generator: for that noise.
+            generator: for that noise: one generator for the whole (M, B, n, d) draw, or one
+                per model, each drawing its model's (B, n, d) noise, so that a model's noise
+                does not depend on the other models of the batch.
             dropout_keys: see :meth:`StackedModels.blocks` (None: no dropout).
         Returns:
             logits (M, B, 4) [and attention (M, B, L, n, n), averaged over heads].
@@ -403,8 +405,14 @@ class BatchedLSTTransformer(StackedModels):
         if embed_noise_std < 0:
             raise ValueError(f"embed_noise_std must be >= 0, got {embed_noise_std}")
         if embed_noise_std > 0:
-            noise = torch.randn(h.shape, generator=generator, device="cpu").to(h.device)
-            h = h + embed_noise_std * noise
+            if isinstance(generator, Sequence):
+                if len(generator) != M:
+                    raise ValueError(f"{len(generator)} noise generators for {M} models")
+                noise = torch.stack([torch.randn(h.shape[1:], generator=g, device="cpu")
+                                     for g in generator])
+            else:
+                noise = torch.randn(h.shape, generator=generator, device="cpu")
+            h = h + embed_noise_std * noise.to(h.device)
         # Only the last token is read out: without attention maps to return, the last block is
         # computed for it alone (same logits, ~1/4 fewer FLOPs at L=4).
         h, maps = self.blocks(h, return_attention, last_token_only=not return_attention,

@@ -3,8 +3,12 @@ r"""Noise robustness (paper Fig. 5 / Appendix Fig. A9).
 Gaussian noise :math:`\mathcal N(0, x^2)` (std ``x``) is added to every token embedding
 (after the linear embedding, before the first PE) and validation accuracy is re-evaluated, for
 :math:`x \in \{0.02, 0.04, 0.06, 0.08, 0.1\}` as in the paper, plus ``x = 0`` (the noiseless
-accuracy) by default. Every model gets its own noise draw; draws are reproducible from ``seed``
-(one ``torch.Generator`` per noise level and repeat) and are averaged over ``repeats``.
+accuracy) by default. Every model gets its own noise draw, from its own ``torch.Generator``
+seeded by (``seed``, the noise level, the repeat, the model's seed) (:func:`noise_seed`): the
+draw does not depend on which other models share its batch, and models of one seed (different
+PEs) see the same noise, so their losses are paired. Accuracies are averaged over ``repeats``.
+Units trained before this scheme drew one tensor for their whole chunk (their manifests lack
+``noise_draw``); both are independent Gaussian draws, so the statistics read them alike.
 """
 
 from __future__ import annotations
@@ -20,10 +24,13 @@ from lstpe.lst import validation_split
 from lstpe.nn.model import BatchedLSTTransformer
 from lstpe.training.task import score
 
-__all__ = ["NOISE_LEVELS", "noise_robustness"]
+__all__ = ["NOISE_LEVELS", "NOISE_DRAW", "noise_robustness", "noise_seed"]
 
 NOISE_LEVELS: tuple[float, ...] = (0.02, 0.04, 0.06, 0.08, 0.1)
 """The paper's noise standard deviations."""
+
+NOISE_DRAW = "per-model"
+"""How the noise is drawn (recorded in every manifest as ``noise_draw``)."""
 
 COLUMNS = ["noise", "model", "pe", "pe_name", "sigma", "seed", "condition", "accuracy",
            "repeats"]
@@ -50,6 +57,16 @@ def _model_ids(models: list[BatchedLSTTransformer],
             ids.append(index[(label, seed)])
         out.append(ids)
     return out
+
+
+def noise_seed(seed: int, noise: float, repeat: int, model_seed: int) -> int:
+    """The seed of one model's noise generator at one level and repeat: a function of those
+    four alone (the level in millionths), below 2**63."""
+    key = (int(seed), round(float(noise) * 1e6), int(repeat), int(model_seed))
+    h = 0
+    for k in key:
+        h = (h * 1_000_003 + k) % (2**61 - 1)
+    return h
 
 
 @torch.no_grad()
@@ -112,11 +129,12 @@ def noise_robustness(
         x = split.x.to(device)
         specs = model.specs
         try:
-            for li, noise in enumerate(levels):
+            for noise in levels:
                 n_rep = 1 if noise == 0 else repeats
                 acc: dict[str, torch.Tensor] = {}
                 for rep in range(n_rep):
-                    g = torch.Generator().manual_seed(int(seed) + 1000 * li + rep)
+                    g = [torch.Generator().manual_seed(noise_seed(seed, noise, rep, s))
+                         for s in model.seeds]
                     logits = torch.cat([
                         model(x[i:i + chunk], embed_noise_std=noise, generator=g).float()
                         for i in range(0, x.shape[0], chunk)], 1)

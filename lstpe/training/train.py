@@ -60,7 +60,7 @@ from lstpe.training.config import (
     load_data,
 )
 from lstpe.training.engine import LoopOptions, resolve_mode, run_chunk
-from lstpe.training.noise import noise_robustness
+from lstpe.training.noise import NOISE_DRAW, noise_robustness
 from lstpe.training.optim import StackedOptimizer
 from lstpe.training.task import (
     LSTTask,
@@ -272,6 +272,7 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
                                  repeats=base.noise_repeats)
     wall = time.perf_counter() - t0
     run_info = {"precision": precision_name(amp), "precision_reason": precision_why,
+                "noise_draw": NOISE_DRAW if noise is not None else None,
                 "tf32": bool(TF32) if device.type == "cuda" else None,
                 "eval_chunk": evals}
     done = _Bundle(history, models, arts, chunks, slots, splits, device, wall, earlier, mode,
