@@ -7,7 +7,7 @@ import pytest
 from lstpe import experiments as ex
 from lstpe.experiments import runs
 from lstpe.nn.architecture import ModelConfig
-from lstpe.runtime import PAPER_SEEDS, has_bf16
+from lstpe.runtime import PAPER_SEEDS
 
 
 def test_cpu_scale_is_the_papers_model_data_and_learning_rate():
@@ -16,7 +16,7 @@ def test_cpu_scale_is_the_papers_model_data_and_learning_rate():
     assert cpu.n_train is None and cpu.split == paper.split == "code"  # all 8100 puzzles
     assert cpu.lr == paper.lr == 1e-4 and cpu.batch_size == paper.batch_size == 128
     assert cpu.pes == paper.pes and cpu.optimizer == paper.optimizer == "adam"
-    assert cpu.amp == has_bf16() and cpu.seeds == list(PAPER_SEEDS[:3])
+    assert cpu.amp is False and cpu.seeds == list(PAPER_SEEDS[:3])  # fp32 unless a pair says
     assert cpu.epochs < paper.epochs
     assert cpu.checkpoint_every == 1  # a background run loses at most one epoch
     preview = ex.run_config("table1", "preview")

@@ -15,9 +15,12 @@ Presets (:func:`preset`):
   illustrate the pipeline; they are not the paper's.
 * ``cpu``: the paper's model, data and learning rate, trained on a CPU for :data:`CPU_EPOCHS`
   epochs and :data:`CPU_SEEDS` seeds, checkpointed every epoch: hours in the background. It
-  shows the early ordering of the PEs, not the converged numbers. Its precision follows the
-  machine (:func:`lstpe.runtime.has_bf16`): bf16 autocast only on a CPU with bf16
-  instructions, fp32 elsewhere (emulated bf16 is tens of times slower).
+  shows the early ordering of the PEs, not the converged numbers.
+
+Every preset trains in fp32, as the authors did. Mixed precision is asked for explicitly
+(``amp=True``, ``--amp``; :func:`lstpe.runtime.choose_amp` says which autocast dtype a device
+then uses) or decided by the campaign's precision pair (:func:`lstpe.experiments.precision.decide`,
+the one place that turns it on by itself).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import numpy as np
 
 from lstpe.nn.architecture import ModelConfig
 from lstpe.nn.encodings import PESpec, parse_pe
-from lstpe.runtime import PAPER_SEEDS, has_bf16
+from lstpe.runtime import PAPER_SEEDS
 
 PAPER_SIGMAS: tuple[float, ...] = tuple(round(0.1 * k, 1) for k in range(1, 21))
 """Table 2's sigmas 0.1, 0.2, ..., 2.0."""
@@ -465,8 +468,7 @@ def preset(name: str, **overrides: Any) -> TrainConfig:
         factor = PREVIEW_LR_FACTOR
     elif name == "cpu":
         base = dict(pes=["learn-0.2"], seeds=list(PAPER_SEEDS[:CPU_SEEDS]), epochs=CPU_EPOCHS,
-                    amp=has_bf16(), dense_until=CPU_EPOCHS, eval_train_max=1000,
-                    checkpoint_every=1,
+                    dense_until=CPU_EPOCHS, eval_train_max=1000, checkpoint_every=1,
                     max_models=15)
         factor = 1.0
     else:
