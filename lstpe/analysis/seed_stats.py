@@ -9,6 +9,7 @@ r"""Statistics over seeds: summaries with confidence intervals, t-tests and rank
   test gives t = 0.98, p = 0.34 (:func:`ttest_from_summary`), close to the report.
 * :func:`holm`: Holm's step-down adjustment of several p-values read as one claim's support.
 * :func:`sign_flip_test`: exact paired test of a mean change (every sign flip enumerated).
+* :func:`p_text`: a p value as the book prints it, the one format of every page and verdict.
 * :func:`rank_correlation`: Spearman correlation of an alignment measure with accuracy across
   sigma (per-sigma means, as in the paper's Fig. 4B / 10C) or across models.
 
@@ -34,10 +35,18 @@ from lstpe.nn.encodings import parse_pe
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
     "compare_pes", "with_accuracy", "rank_correlation", "for_ranking", "TIE_TOL",
-    "MIN_SEEDS_FOR_CI", "holm", "sign_flip_test", "t_half",
+    "MIN_SEEDS_FOR_CI", "holm", "sign_flip_test", "t_half", "p_text",
 ]
 
 MIN_SEEDS_FOR_CI = 2
+
+
+def p_text(p: float | None) -> str:
+    """``p = 0.0079`` / ``p = 0.024`` / ``p < 0.0001``: two significant digits below 0.01,
+    three decimals above; ``p –`` for a test that did not run (None or NaN)."""
+    if p is None or p != p:
+        return "p –"
+    return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}" if p < 0.01 else f"p = {p:.3f}"
 """Fewest seeds for an interval, a test and a verdict: an SD needs two. Everything the book
 computes from seeds states its n; small n shows as wide intervals and a large minimum
 detectable difference, not as a missing test."""

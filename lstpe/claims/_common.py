@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis.evidence import ALPHA, MARGIN
-from lstpe.analysis.seed_stats import holm
+from lstpe.analysis.seed_stats import holm, p_text
 from lstpe.analysis.seed_tests import equivalence_test_from_summary
 from lstpe.claims.verdicts import Test
 
@@ -21,11 +21,6 @@ SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
 def values_by_pe(frame: pd.DataFrame, value: str = "accuracy") -> dict[str, np.ndarray]:
     """PE -> its models' ``value`` (n,), from one row per model (``pe``, ``value``)."""
     return {str(pe): g[value].to_numpy(float) for pe, g in frame.groupby("pe")}
-
-
-def p_phrase(p: float) -> str:
-    """``p = 0.008``, ``p < 0.0001``."""
-    return "p < 0.0001" if p < 1e-4 else f"p = {p:.3f}" if p < 0.1 else f"p = {p:.2f}"
 
 
 def adjust(rows: pd.DataFrame) -> pd.DataFrame:
@@ -64,8 +59,8 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "") -> Test:
     if want == 0 and sign == 0 and pd.notna(pe) and pe < ALPHA:
         outcome = "supports"
     text = (f"{r['a']} − {r['b']} = {r['diff']:+.3f} (n = {int(r['n_a'])} + {int(r['n_b'])}, "
-            f"exact {p_phrase(r['p_perm'])}" + (f", Holm {p_phrase(p)}" if held else "")
-            + (f", within ±{MARGIN:g}: TOST {p_phrase(pe)}" if want == 0 and pd.notna(pe) else "")
+            f"exact {p_text(r['p_perm'])}" + (f", Holm {p_text(p)}" if held else "")
+            + (f", within ±{MARGIN:g}: TOST {p_text(pe)}" if want == 0 and pd.notna(pe) else "")
             + ")")
     return Test(name, outcome, text + (f"; {note}" if note else ""))
 
@@ -77,4 +72,4 @@ def trend(r: pd.Series, want: str, name: str, what: str) -> Test:
     outcome = "supports" if word == want else "open" if word == "no trend shown" \
         else "contradicts"
     return Test(name, outcome, f"{what}: Kendall τ = {r['statistic']:+.2f} over "
-                               f"{int(r['n_a'])} units ({p_phrase(r['p_perm'])})")
+                               f"{int(r['n_a'])} units ({p_text(r['p_perm'])})")

@@ -27,8 +27,8 @@ import pandas as pd
 
 from lstpe.analysis import evidence as ev
 from lstpe.analysis.paper_compare import load_paper_tables
-from lstpe.analysis.seed_stats import rank_correlation, sign_flip_test
-from lstpe.claims._common import SMALL_SIGMAS, p_phrase, trend
+from lstpe.analysis.seed_stats import p_text, rank_correlation, sign_flip_test
+from lstpe.claims._common import SMALL_SIGMAS, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
@@ -79,7 +79,7 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("cosine tracks accuracy",
                           "open" if not ok else "supports" if rho["rho"] > 0 else "contradicts",
                           f"Spearman ρ(cosine, accuracy) = {rho['rho']:+.2f} over "
-                          f"{rho['n']} sigmas ({p_phrase(rho['pvalue'])})"))
+                          f"{rho['n']} sigmas ({p_text(rho['pvalue'])})"))
     ch = learned_change(t, x.table3_init) if have(x.table3_init) else pd.DataFrame()
     if len(ch) >= 2:
         mean, p = sign_flip_test(ch["change"])
@@ -87,7 +87,7 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("training raises the small-sigma cosine", outcome,
                           f"σ ≤ 0.2: {ch['init'].mean():.3f} at initialisation → "
                           f"{ch['final'].mean():.3f} trained, change {mean:+.3f} over "
-                          f"{len(ch)} units (sign-flip {p_phrase(p)})" + _why_near_one(x)))
+                          f"{len(ch)} units (sign-flip {p_text(p)})" + _why_near_one(x)))
     ref = paper_table3().set_index("sigma")
     vals = {s: g["cosine_paper"].to_numpy(float) for s, g in t.groupby("sigma")
             if s in SMALL_SIGMAS}

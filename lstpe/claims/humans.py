@@ -10,8 +10,7 @@ learn-0.2's correlation is positive (Holm p < 0.05); no other PE's is higher.
 from __future__ import annotations
 
 from lstpe.analysis.evidence import ALPHA
-from lstpe.analysis.seed_stats import holm
-from lstpe.claims._common import p_phrase
+from lstpe.analysis.seed_stats import holm, p_text
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
@@ -32,8 +31,8 @@ def judge(x: Inputs, best: str = "learn-0.2") -> Verdict:
     top = s.loc[s["spearman"].idxmax()]
     pos = r["spearman"] > 0 and r["p_holm"] < ALPHA
     tests = [Test(f"{best} follows people", "supports" if pos else "open",
-                  f"{best} ρ = {r['spearman']:.2f} ({p_phrase(r['spearman_p'])}, Holm over "
-                  f"{len(s)} PEs {p_phrase(r['p_holm'])}; the paper: {PAPER_RHO})"),
+                  f"{best} ρ = {r['spearman']:.2f} ({p_text(r['spearman_p'])}, Holm over "
+                  f"{len(s)} PEs {p_text(r['p_holm'])}; the paper: {PAPER_RHO})"),
              Test(f"{best} closest to people", "supports" if top["pe"] == best else "open",
                   f"highest: {top['pe']} ρ = {top['spearman']:.2f}")]
     n_pass = int((s["p_holm"] < ALPHA).sum())

@@ -20,8 +20,8 @@ from __future__ import annotations
 import pandas as pd
 
 from lstpe.analysis import evidence as ev
-from lstpe.analysis.seed_stats import sign_flip_test
-from lstpe.claims._common import SMALL_SIGMAS, p_phrase, trend
+from lstpe.analysis.seed_stats import p_text, sign_flip_test
+from lstpe.claims._common import SMALL_SIGMAS, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
@@ -55,7 +55,7 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("training brings small-sigma PEs closer", outcome,
                           f"σ ≤ 0.2: distance {ch['distance_init'].mean():.2f} at "
                           f"initialisation → {ch['distance'].mean():.2f} trained (change "
-                          f"{mean:+.3f} over {len(ch)} units, sign-flip {p_phrase(p)})"))
+                          f"{mean:+.3f} over {len(ch)} units, sign-flip {p_text(p)})"))
     text = "; ".join(t.text for t in tests)
     if "init" in by:
         text += "; per σ, trained (init): " + ", ".join(
