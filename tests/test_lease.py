@@ -31,7 +31,7 @@ def tiny(monkeypatch):
 def test_the_lease_trains_what_finishes_and_packs_it(tiny, tmp_path):
     results, out = tmp_path / "results", tmp_path / "out"
     groups = ls.open_groups(results)[:2]
-    assert [g[0] for g in groups] == ["table1-2235", "table1-6312"]
+    assert [g.name for g in groups] == ["table1-2235", "table1-6312"]
     s = ls.lease(20, out, results, device="cpu", models=(1,), groups=groups, epochs=4,
                  table_scale="preview", log=lambda m: None)
     assert s["groups"] == ["table1-2235", "table1-6312"]  # 20 minutes: both fit
@@ -50,7 +50,7 @@ def test_the_lease_trains_what_finishes_and_packs_it(tiny, tmp_path):
                            capture_output=True, text=True, check=True).stdout.split()
     assert any(n.endswith("table1/rope/2235/e0004/manifest.json") for n in names)
     assert not any("_resume" in n or ".work" in n for n in names)
-    assert [g[0] for g in ls.open_groups(results)][:1] == ["table1-6068"]  # done: not again
+    assert [g.name for g in ls.open_groups(results)][:1] == ["table1-6068"]  # done: not again
 
 
 def test_a_wrong_prediction_pauses_at_the_deadline_with_segments_kept(tiny, tmp_path):
@@ -65,14 +65,14 @@ def test_a_wrong_prediction_pauses_at_the_deadline_with_segments_kept(tiny, tmp_
         s = ls.lease(1.5, tmp_path / "out", results, device="cpu", groups=groups,
                      epochs=400, skip_table=True, log=lambda m: None)
     assert s["finished"] is False and 0 < s["model_epochs"] < 6 * 400
-    unit = groups[0][1][0]
+    unit = groups[0].units[0]
     assert lu.load_long(unit, results)["epoch"] == lu.published_epoch(unit, results)
     assert list((tmp_path / "out").glob("results.tgz.*"))
 
 
 def test_choose_takes_each_group_in_order_while_the_chunk_still_finishes():
     fit = {"a": 0.002, "b": 0.0007, "e": 0.006, "capture": 0.2}
-    groups = [("a", (1,) * 6), ("b", (1,) * 6), ("c", (1,) * 4)]
+    groups = [lu.LongChunk(n, (1,) * k, 1000, 0, "test") for n, k in (("a", 6), ("b", 6), ("c", 4))]
     one = ls.predict_seconds(6, fit, 145, 1000, 64)
     assert one == pytest.approx(1000 * 64 * (0.002 + 0.0042) + 145 * 0.036 + 0.2)
     assert ls.choose(groups, fit, one, 145, 64) == [0]

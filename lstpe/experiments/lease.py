@@ -53,15 +53,12 @@ that are still training at epoch 200 (seeds 1-3), Table 4's SGD and Table 5's Ad
 then Table 1's seeds 4-5. Each chunk whole or not at all, from epoch 0."""
 
 
-def open_groups(results_dir: str | Path | None = None) -> list[tuple[str, tuple]]:
-    """(name, units) of the chunks of :data:`LEASE_ORDER` none of whose units has a
-    published segment, in that order."""
-    out = []
-    for name in LEASE_ORDER:
-        c = lu.find_chunk(name, TARGET)
-        if all(lu.published_epoch(u, results_dir) == 0 for u in c.units):
-            out.append((name, c.units))
-    return out
+def open_groups(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
+    """The chunks of :data:`LEASE_ORDER` (their :data:`TARGET`-epoch legs) none of whose units
+    has a published segment, in that order."""
+    chunks = [lu.find_chunk(name, TARGET) for name in LEASE_ORDER]
+    return [c for c in chunks
+            if all(lu.published_epoch(u, results_dir) == 0 for u in c.units)]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -175,15 +172,15 @@ def fit_steps(small: dict[str, float], large: dict[str, float]) -> dict[str, flo
             "capture": large["s_capture"]}
 
 
-def choose(groups: Sequence[tuple[str, tuple]], fit: dict[str, float], seconds: float,
+def choose(groups: Sequence[lu.LongChunk], fit: dict[str, float], seconds: float,
            n_evals: int, steps_per_epoch: int, epochs: int = TARGET) -> list[int]:
     """Indices of the groups trained together: each in order, taken where the chunk with it
     is still predicted to finish ``epochs`` in ``seconds``, passed over where not (so a card
     too slow for the first group trains a smaller one rather than nothing)."""
     n, taken = 0, []
-    for i, (_, units) in enumerate(groups):
-        if predict_seconds(n + len(units), fit, n_evals, epochs, steps_per_epoch) <= seconds:
-            n += len(units)
+    for i, g in enumerate(groups):
+        if predict_seconds(n + len(g.units), fit, n_evals, epochs, steps_per_epoch) <= seconds:
+            n += len(g.units)
             taken.append(i)
     return taken
 
@@ -229,8 +226,8 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         if not todo:
             log("lease: no open group to train")
             return _finish(summary, out, results, t_start)
-        cfgs_all = [u.config(device=device, checkpoint_every=0) for _, us in todo for u in us]
-        small = step_seconds(cfgs_all[:len(todo[0][1])], dev)
+        cfgs_all = [u.config(device=device, checkpoint_every=0) for g in todo for u in g.units]
+        small = step_seconds(cfgs_all[:len(todo[0].units)], dev)
         large = step_seconds(cfgs_all, dev)
         fit = fit_steps(small, large)
         evals = n_evals(cfgs_all[0], 0, epochs)
@@ -238,17 +235,17 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         left = end - time.monotonic() - LEASE_MARGIN_S
         taken = [todo[i] for i in choose(todo, fit, left, evals, spe, epochs)]
         summary.update({"fit": fit, "measured": [small, large], "seconds_for_training": left,
-                        "groups": [why for why, _ in taken]})
+                        "groups": [g.name for g in taken]})
         log(f"lease: step {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e3:.3f} ms/model; "
             f"{left:.0f} s for training: {len(taken)} of {len(todo)} groups fit "
-            f"({', '.join(why for why, _ in taken) or 'none'})")
+            f"({', '.join(g.name for g in taken) or 'none'})")
         if not taken:
             return _finish(summary, out, results, t_start)
-        units = tuple(u for _, us in taken for u in us)
+        units = tuple(u for g in taken for u in g.units)
         n = len(units)
         summary["predicted_s"] = predict_seconds(n, fit, evals, epochs, spe)
         chunk = lu.LongChunk(f"lease-{summary['started'][:10]}", units, epochs, 0,
-                             "a GPU lease: " + ", ".join(why for why, _ in taken),
+                             "a GPU lease: " + ", ".join(g.name for g in taken),
                              snapshots="sparse")
         t0 = time.monotonic()
         done = lu.train_chunk(chunk, end - LEASE_MARGIN_S / 3, results, dev, amp=False,
@@ -297,19 +294,19 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     groups = open_groups(results_dir)
     if not groups:
         return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits", "why"])
-    cfg = groups[0][1][0].config()
+    cfg = groups[0].units[0].config()
     evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
     taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
     rows, n = [], 0
-    for i, (name, units) in enumerate(groups):
-        m = n + len(units)  # the chunk's models if this group joins the ones taken before it
-        rows.append({"chunk": name, "units": ", ".join(u.key for u in units), "models": m,
+    for i, g in enumerate(groups):
+        m = n + len(g.units)  # the chunk's models if this group joins the ones taken before it
+        rows.append({"chunk": g.name, "units": ", ".join(u.key for u in g.units), "models": m,
                      "predicted_s": round(predict_seconds(m, rec["fit"], evals, TARGET, spe)),
-                     "fits": i in taken, "why": lu.find_chunk(name, TARGET).reason})
-        n += len(units) if i in taken else 0
+                     "fits": i in taken, "why": g.reason})
+        n += len(g.units) if i in taken else 0
     table = pd.DataFrame(rows)
     table.attrs.update({"record": rec["path"], "gpu": rec.get("gpu"),
-                        "model_epochs": sum(len(groups[i][1]) for i in taken) * TARGET})
+                        "model_epochs": sum(len(groups[i].units) for i in taken) * TARGET})
     return table
 
 
