@@ -3,11 +3,17 @@ lookup against the table it reads, and the fallbacks a page meets when a cell is
 
 from __future__ import annotations
 
+import math
+from types import SimpleNamespace
+
+import numpy as np
 import pandas as pd
 
+from lstpe import lst
 from lstpe.analysis import claim_tables as ct
 from lstpe.analysis import evidence as ev
 from lstpe.chapters import facts
+from lstpe.chapters import findings as fd
 from lstpe.claims import Inputs, noise, table1
 
 SEEDS = (1, 2, 3, 4, 5)
@@ -82,12 +88,57 @@ def test_adam_column_facts():
     col = pd.DataFrame({"n": [3, 1], "mean": [0.45, 0.8], "ci_low": [-0.1, float("nan")],
                         "ci_high": [1.2, float("nan")], "paper": [0.588, 0.836]},
                        index=pd.Index(["learn-0.01", "learn-0.05"], name="pe"))
-    out = facts.adam_column_facts(col, True, False)
-    assert out["stored"] and out["rank"] == "rank" and out["sgd"] == "not stored yet"
+    paper, preview = SimpleNamespace(scale="paper"), SimpleNamespace(scale="preview")
+    out = facts.adam_column_facts(col, {"adam": paper, "sgd": preview})
+    assert out["rank"] == "rank" and out["sgd"] == "not stored yet"
     assert "`learn-0.01` 0.450 [0.000, 1.000] (n = 3; paper 0.588)" in out["cells"]
     assert "`learn-0.05` 0.800 (n = 1" in out["cells"]  # one unit: no interval
-    assert not facts.adam_column_facts(col, False, False)["stored"]
+    assert facts.adam_column_facts(col, {"adam": preview, "sgd": preview}) is None
+    falling = col.assign(mean=[0.8, 0.45])  # a larger sigma below a smaller one
+    assert facts.adam_column_facts(falling, {"adam": paper, "sgd": paper})["rank"] == \
+        "do not rank"
 
 
-def test_witness_facts_none_without_adamw():
-    assert facts.witness_facts(pd.DataFrame(columns=["optimizer", "epoch"]), 3600.0) is None
+def test_witness_facts():
+    assert facts.witness_facts(pd.DataFrame(columns=["optimizer", "epoch"])) is None
+    rows = [{"optimizer": o, "sigma": s, "epoch": e, "norm_ratio": r, "decay_only": d,
+             "accuracy": a}
+            for o, r0, a in (("adam", 1.0, 0.3), ("adamw", 0.9, 0.31))
+            for s in (0.2, 2.0) for e, r, d in ((0, 1.0, 1.0), (400, r0, 0.9 if o == "adamw"
+                                                               else 1.0))]
+    wit = pd.DataFrame(rows)
+    wit.attrs["decay"] = {"lr": 1e-4, "weight_decay": 0.1, "steps_per_epoch": 64}
+    out = facts.witness_facts(wit)
+    assert out["at"] == "400" and out["adamw_02_norm_ratio"] == "0.900"
+    assert out["adam_2_norm_ratio"] == "1.000" and "within 0.000" in out["shrink"]
+    assert out["gap"] == ", AdamW − Adam +0.010 at σ = 2: no rescue yet"
+    # the decay alone, 0.1 * 1e-4 per step, 64 steps an epoch: a tenth after ln(10) / 6.4e-4
+    assert abs(float(out["tenth"]) - math.log(10) / 6.4e-4) < 2
+
+
+def test_human_facts_read_the_evidence():
+    people = lst.human_accuracy()[["id", "accuracy"]]
+    ids = people["id"].to_numpy()
+    hard = people.set_index("id")["accuracy"].rank().to_numpy() <= 30  # the 30 hardest
+    rows = []
+    for pe, flip in (("learn-0.2", 0), ("random", 40)):
+        for seed in SEEDS:
+            ok = ~hard.copy()
+            ok[(seed * 7 + np.arange(flip)) % len(ok)] ^= True  # random's errors elsewhere
+            rows += [{"pe": pe, "seed": seed, "id": i, "correct": float(c)}
+                     for i, c in zip(ids, ok, strict=True)]
+    agree = ct.model_human_agreement(pd.DataFrame(rows), people)
+    cells, con = ct.human_evidence(agree)
+    cx = pd.DataFrame({"1": [0.9, 0.5, 0.8], "2": [0.8, 0.6, 0.7], "3": [0.7, 0.4, 0.6],
+                       "falls": [True, False, True]},
+                      index=pd.Index(["learn-0.2", "random", "people"], name="pe"))
+    out = facts.human_facts(cells, con, agree, cx)
+    assert "`learn-0.2`" in out["differs"] and out["n_holm"] == "2"
+    assert out["r"]["learn-0.2"].startswith("0.") and out["r"]["nope"] == "–"
+    assert (out["falls"], out["rest"], out["h3"]) == ("`learn-0.2`", "`random`", "0.60")
+    assert out["models"] == "10" and out["top_pe"] in ("learn-0.2", "random")
+
+
+def test_md_facts_fills_a_template_or_says_what_is_missing():
+    assert fd.md_facts("at {epoch}", {"epoch": "200"}).data == "at 200"
+    assert fd.md_facts("at {epoch}", None, "nothing yet").data == "nothing yet"

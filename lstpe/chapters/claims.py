@@ -124,3 +124,52 @@ def claims_markdown(card: pd.DataFrame) -> str:
             f"[chapter {int(r.where[:2])}]({r.where}) |" for r in card.itertuples()]
     return ("| the paper's claim | verdict | evidence | where |\n| --- | --- | --- | --- |\n"
             + "\n".join(rows))
+
+
+def report_facts(cl: Claims, table2: Run) -> dict[str, str]:
+    """The numbers chapter 11's opening paragraph glues in (``cl`` from :func:`claims_card`,
+    ``table2`` the page's sweep): ``at`` (the units' epoch); learn-0.2 against learn-2
+    (``pair_ci``, ``pair_p``) and against sigma 1 (``one_ci``, ``one_p``); the sigma curve's
+    shape (``plateau_to``, ``drop``, ``drop_from``, ``drop_to``); Table 1 (``n_above`` of
+    ``n_common`` fixed PEs, ``open`` the rest, ``gt_abs`` / ``gt_side`` / ``gt_p`` against
+    2d-fixed); ``noise_label``, ``noise_worst``; ``n_dpe`` of ``n_small`` small-sigma units
+    whose learned part is grid-shaped and the init's median share ``init_share``;
+    ``long_line`` (:func:`lstpe.chapters.long_mechanism.long_line`); ``rho`` (learn-0.2's
+    Spearman with people); ``untested`` (the claims not testable yet); ``n_sigmas`` and
+    ``sigmas`` (the learnable sigmas ``table2`` stores)."""
+    from lstpe.chapters import findings as fd
+    from lstpe.chapters.long_mechanism import long_line
+
+    v = {x.claim: x for x in cl.verdicts}
+    r1, r2 = (v[k].numbers["rows"].set_index("b") for k in ("table1", "sigma"))
+    gt, pair, one = r1.loc["2d-fixed"], r2.loc["learn-2"], r2.loc["learn-1"]
+    shape, above = v["sigma"].numbers["shape"], v["table1"].numbers["above"]
+    common = [b for b in r1.index if b != "2d-fixed"]
+    small = cl.structure.query("block == 0 and sigma <= 0.2")
+    card = cl.card
+    sig = sorted(table2.final("val_dropout").query("pe_name == 'learn'")["sigma"].unique())
+    return {"at": str(v["sigma"].at), "pair_ci": fd.contrast_ci(pair),
+            "pair_p": fd.pval(pair["p_perm"]), "one_ci": fd.contrast_ci(one),
+            "one_p": fd.pval(one["p_perm"]), "plateau_to": f"{shape['plateau_to']:g}",
+            "drop": f"{shape['drop']:.3f}", "drop_from": f"{shape['drop_from']:g}",
+            "drop_to": f"{shape['drop_to']:g}", "n_above": str(len(above)),
+            "n_common": str(len(common)),
+            "open": ", ".join(b for b in common if b not in above) or "none",
+            "gt_abs": f"{abs(gt['diff']):.3f}", "gt_side": "below" if gt["diff"] < 0 else "above",
+            "gt_p": fd.pval(gt["p_perm"]), "noise_label": v["noise"].label,
+            "noise_worst": str(v["noise"].numbers["worst"]),
+            "n_dpe": str(int((small["p_dpe"] < 0.05).sum())), "n_small": str(len(small)),
+            "init_share": f"{small['init_share'].median():.0%}",
+            "long_line": long_line(cl.mechanism_long),
+            "rho": f"{cl.similarity.set_index('pe').loc['learn-0.2', 'spearman']:.2f}",
+            "untested": "; ".join(card.loc[card["verdict"] == "not testable yet", "claim"])
+            or "none", "n_sigmas": str(len(sig)), "sigmas": ", ".join(f"{x:g}" for x in sig)}
+
+
+def counts_facts(card: pd.DataFrame) -> dict[str, str]:
+    """The intro's sentence on the scorecard ``card``: ``parts`` (its rows), each verdict's
+    count under its own key with spaces as underscores (``shown``, ``partly_shown``, ...),
+    and ``is_are`` (the verb for the count of ``shown``)."""
+    n = C.verdict_counts(card)
+    out = {k.replace(" ", "_"): str(v) for k, v in n.items()}
+    return {**out, "parts": str(len(card)), "is_are": "is" if n["shown"] == 1 else "are"}

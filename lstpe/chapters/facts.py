@@ -8,10 +8,13 @@ Nothing here decides a claim: verdicts come from :mod:`lstpe.claims`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
+from lstpe.analysis import long_runs
+from lstpe.analysis.authors_logs import lagging_seeds
 from lstpe.chapters import findings as fd
 
 __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_facts",
@@ -19,30 +22,53 @@ __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_fac
            "adam_column_facts"]
 
 
-def table1_facts(verdict: Any, claim: pd.DataFrame) -> dict[str, str]:
-    """Chapter 5's paragraph: ``verdict`` of :mod:`lstpe.claims.table1`, ``claim`` the
-    chapter's evidence table (:func:`lstpe.analysis.evidence.claim_table`). Keys: ``above``
-    (the common fixed PEs learn-0.2 is shown above), ``p_above`` (the largest p among them,
-    Holm's where the claim reads them one by one), ``open`` (the contrasts not shown, with
-    their intervals; empty when none), ``label`` (the verdict) and ``refs`` (the rows by their
-    verdict against their reference)."""
+def table1_facts(verdict: Any, claim: pd.DataFrame,
+                 contrasts: pd.DataFrame | None = None) -> dict[str, str]:
+    """Chapter 5's paragraph: ``verdict`` of :mod:`lstpe.claims.table1`, ``claim`` and
+    ``contrasts`` the chapter's evidence tables (:func:`lstpe.analysis.evidence.claim_table`,
+    ``contrast_table``). Keys: ``above`` (the common fixed PEs learn-0.2 is shown above),
+    ``p_above`` (the largest p among them, Holm's where the claim reads them one by one),
+    ``open`` (the contrasts not shown, with their intervals; ``none`` when none), ``label``
+    (the verdict), ``refs`` (the rows by their verdict against their reference); for the rows
+    ``learn-0.2`` (``l_``) and ``2d-fixed`` (``fx_``): ``epoch``, ``ci`` (mean [95% CI]),
+    ``n``, ``verdict``, ``ref`` (its reference), ``p_equiv`` (TOST) and ``margin``; and
+    ``c2_ci``, ``c2_p``, ``c2_verdict`` (learn-0.2 − 2d-fixed, exact p)."""
+    out = {**_row_facts(claim, "learn-0.2", "l_"), **_row_facts(claim, "2d-fixed", "fx_")}
+    c = contrasts.set_index("b") if contrasts is not None else pd.DataFrame()
+    if "2d-fixed" in c.index:
+        c2 = c.loc["2d-fixed"]
+        out.update(c2_ci=fd.contrast_ci(c2), c2_p=fd.pval(c2["p_perm"]), c2_verdict=c2["verdict"])
     rows = verdict.numbers.get("rows")
     if rows is None or rows.empty:
-        return {"above": "no other PE", "p_above": "–", "open": "", "label": verdict.label,
-                "refs": "–"}
+        return _Missing({**out, "above": "no other PE", "p_above": "–", "open": "none",
+                         "label": verdict.label, "refs": "–"})
     common = rows[rows["b"] != "2d-fixed"].set_index("b")
     p = common["p_holm"] if "p_holm" in common and common["p_holm"].notna().any() \
         else common["p_perm"]
     up = verdict.numbers["above"]
     rest = [b for b in common.index if b not in up]
-    return {"above": fd.names(up, "no other PE"),
-            "p_above": fd.pval(p.loc[up].max()) if up else "–",
-            "open": "; ".join(f"`{b}` {fd.contrast_ci(common.loc[b])} (exact "
-                              f"{fd.pval(common.loc[b, 'p_perm'])})" for b in rest),
-            "label": verdict.label,
-            "refs": fd.grouped({v if v != "inconclusive" else "inconclusive at its n":
-                                fd.having(claim, v)
-                                for v in ("equivalent", "differs", "inconclusive")})}
+    return _Missing({**out, "above": fd.names(up, "no other PE"),
+                     "p_above": fd.pval(p.loc[up].max()) if up else "–",
+                     "open": "; ".join(f"`{b}` {fd.contrast_ci(common.loc[b])} (exact "
+                                       f"{fd.pval(common.loc[b, 'p_perm'])})" for b in rest)
+                     or "none",
+                     "label": verdict.label,
+                     "refs": fd.grouped({v if v != "inconclusive" else "inconclusive at its n":
+                                         fd.having(claim, v)
+                                         for v in ("equivalent", "differs", "inconclusive")})})
+
+
+def _row_facts(claim: pd.DataFrame, cell: str, prefix: str) -> dict[str, str]:
+    """One row of an evidence table, formatted: ``epoch``, ``ci``, ``n``, ``verdict``, ``ref``,
+    ``p_equiv``, ``margin``, each key with ``prefix``; nothing when the row is missing."""
+    c = claim.set_index("cell")
+    if cell not in c.index:
+        return {}
+    r = c.loc[cell]
+    got = {"epoch": f"{r['epoch']:.0f}", "ci": fd.ci(r["mean"], r["ci_low"], r["ci_high"]),
+           "n": f"{r['n']:.0f}", "verdict": r["verdict"], "ref": fd.reference(r),
+           "p_equiv": fd.pval(r["p_equiv"]), "margin": f"{r['margin']:g}"}
+    return {prefix + k: v for k, v in got.items()}
 
 
 def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
@@ -66,14 +92,15 @@ def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
 
 
 def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
-                verdict: Any) -> dict[str, Any]:
+                verdict: Any, runs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Chapter 8's noise paragraph: ``cells, con`` from
     :func:`lstpe.analysis.claim_tables.noise_evidence`, ``losses`` its input, ``verdict`` the
     noise claim's (:mod:`lstpe.claims.noise`). Keys: ``x`` (the largest noise std),
     ``worst`` and ``loss`` (PE -> its mean loss with its 95% CI), ``equivalent`` (the PEs whose
     loss is within the margin of none), ``margin``, ``vs`` ((a, b) -> the contrast's phrase),
     ``trend``, ``tau``, ``p_trend``, ``clean_2`` (learn-2's accuracy without noise),
-    ``label``."""
+    ``label``, ``previews`` (the names of ``runs``, name -> run, that are previews, not the
+    authors' recipe)."""
     c = cells.set_index("cell")
     loss = {pe: fd.ci(*c.loc[pe, ["mean", "ci_low", "ci_high"]]) for pe in c.index}
     rows = verdict.numbers.get("rows", con)
@@ -90,7 +117,8 @@ def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
                 t["verdict"] if t is not None else "", "shows no trend"),
             "tau": f"{t['statistic']:+.2f}" if t is not None else "–",
             "p_trend": fd.pval(t["p_perm"]) if t is not None else "–",
-            "clean_2": f"{clean.get('learn-2', float('nan')):.3f}", "label": verdict.label}
+            "clean_2": f"{clean.get('learn-2', float('nan')):.3f}", "label": verdict.label,
+            "previews": fd.names([n for n, e in (runs or {}).items() if e.scale != "paper"])}
 
 
 class _Missing(dict):
@@ -104,57 +132,65 @@ class _Missing(dict):
         return self.missing
 
 
-def witness_facts(wit: pd.DataFrame, tenth: float) -> dict[str, str] | None:
+def witness_facts(wit: pd.DataFrame) -> dict[str, str] | None:
     """Chapter 8's weight-decay witness paragraph (``wit``:
-    :func:`lstpe.chapters.long_mechanism.weight_decay_witness`; ``tenth``: the epochs the decay
-    alone needs to shrink a PE to a tenth). None when no AdamW unit is published. Keys:
-    ``at`` (the last AdamW epoch), ``{optimizer}_{sigma}_{column}`` for optimizer ``adam`` /
-    ``adamw``, sigma ``0.2`` / ``2`` and column ``norm_ratio`` / ``decay_only`` /
-    ``accuracy``, ``shrink`` (how the norm follows the decay alone), ``gap`` (AdamW − Adam at
-    sigma 2) and ``tenth``."""
-    if not len(wit):
+    :func:`lstpe.chapters.long_mechanism.weight_decay_witness`). None when no AdamW unit is
+    published. Keys: ``at`` (the last AdamW epoch), ``{optimizer}_{sigma}_{column}`` for
+    optimizer ``adam`` / ``adamw``, sigma ``02`` (0.2) / ``2`` and column ``norm_ratio`` /
+    ``decay_only`` / ``accuracy``, ``shrink`` (how the norm follows the decay alone), ``gap``
+    (AdamW − Adam at sigma 2) and ``tenth`` (the epochs the decay alone needs to shrink a PE to
+    a tenth, :func:`lstpe.analysis.long_runs.decay_epochs`)."""
+    if not len(wit) or not (wit["optimizer"] == "adamw").any():
         return None
     at = int(wit.loc[wit["optimizer"] == "adamw", "epoch"].max())
     w = wit[wit["epoch"] == at].set_index(["optimizer", "sigma"])
-    out = {f"{o}_{s:g}_{col}": format(w.loc[(o, s), col], ".3f")
+    out = {f"{o}_{s:g}_{col}".replace(".", ""): format(w.loc[(o, s), col], ".3f")
            for o in ("adam", "adamw") for s in (0.2, 2.0)
            for col in ("norm_ratio", "decay_only", "accuracy") if (o, s) in w.index}
     off = (wit["norm_ratio"] - wit["decay_only"])[wit["optimizer"] == "adamw"].abs().max()
     d2 = w.loc[("adamw", 2.0), "accuracy"] - w.loc[("adam", 2.0), "accuracy"]
+    tenth = long_runs.decay_epochs(0.1, **wit.attrs["decay"])
     out.update(at=str(at), tenth=f"{tenth:.0f}",
                shrink=(f"as the decay alone predicts (within {off:.3f} at every snapshot)"
                        if off < 0.02 else "but not as the decay alone predicts"),
                gap=f", AdamW − Adam {d2:+.3f} at σ = 2"
                + (": no rescue yet" if abs(d2) < 0.05 else ""))
-    return out
+    return _Missing(out)
 
 
-def adam_column_facts(col: pd.DataFrame, stored: bool, sgd_stored: bool) -> dict[str, Any]:
+def adam_column_facts(col: pd.DataFrame, runs: Mapping[str, Any]) -> dict[str, str] | None:
     """Chapter 8's sentence on Table 4's Adam column (``col``:
-    :func:`lstpe.chapters.tables.beside_paper` indexed by PE; ``stored``: the units are the
-    authors' recipe; ``sgd_stored``: Table 4's SGD side is too). Keys: ``stored`` (both
-    ``stored`` and a row to show), ``cells`` (each small sigma's mean with its clipped 95% CI,
-    n and the paper's value), ``rank`` (``rank`` / ``do not rank``: our means in the paper's
-    order), ``sgd``."""
+    :func:`lstpe.chapters.tables.beside_paper` indexed by PE; ``runs``: Table 4's runs by
+    optimizer, ``adam`` and ``sgd``). None unless the Adam units are the authors' recipe and
+    the column has a small sigma. Keys: ``cells`` (each small sigma's mean with its clipped
+    95% CI, n and the paper's value), ``rank`` (``rank`` / ``do not rank``: our means in the
+    paper's order), ``sgd`` (whether Table 4's SGD side is stored)."""
     small = col.loc[[p for p in ("learn-0.01", "learn-0.05", "learn-0.1") if p in col.index]]
+    if runs["adam"].scale != "paper" or not len(small):
+        return None
 
     def cell(x: pd.Series) -> str:
         lo, hi = max(x["ci_low"], 0), min(x["ci_high"], 1)  # an accuracy's interval, clipped
         return fd.ci(x["mean"], lo, hi) if x["n"] > 1 else f"{x['mean']:.3f}"
 
-    return {"stored": bool(stored and len(small)),
-            "cells": "; ".join(f"`{pe}` {cell(x)} (n = {x['n']:.0f}; paper {x['paper']:.3f})"
+    return {"cells": "; ".join(f"`{pe}` {cell(x)} (n = {x['n']:.0f}; paper {x['paper']:.3f})"
                                for pe, x in small.iterrows()),
             "rank": "rank" if list(small["mean"]) == sorted(small["mean"]) else "do not rank",
-            "sgd": "stored" if sgd_stored else "not stored yet"}
+            "sgd": "stored" if runs["sgd"].scale == "paper" else "not stored yet"}
 
 
-def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame) -> dict[str, str]:
+def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
+                verdict: Any = None) -> dict[str, str]:
     """Chapter 6's paragraph: ``claim`` and ``contrasts`` of the sweep
-    (:func:`lstpe.analysis.evidence.claim_table` / ``contrast_table``). Keys: ``trend`` (the
-    trend over sigma in words, or that there are too few sigmas), ``vs2d`` (the learnable PEs
-    grouped by their contrast with 2d-fixed) and ``refs`` (grouped by their verdict against
-    the authors' logs)."""
+    (:func:`lstpe.analysis.evidence.claim_table` / ``contrast_table``), ``verdict`` the sigma
+    claim's (:mod:`lstpe.claims.sigma`). Keys: ``trend`` (the trend over sigma in words, or
+    that there are too few sigmas), ``vs2d`` (the learnable PEs grouped by their contrast with
+    2d-fixed), ``refs`` (grouped by their verdict against the authors' logs); with a verdict,
+    ``tests``, ``shape`` and ``label`` (:func:`~lstpe.chapters.findings.tests_line`,
+    ``shape_line``, the verdict's label); where 2d-fixed is stored, its row (``fx_ci``,
+    ``fx_ref``, ``fx_n``, ``fx_authors_n``) and the model of the authors' spread that explains
+    ours (:func:`lstpe.analysis.authors_logs.lagging_seeds`: ``lag_k`` seeds lagging near
+    ``lag_slow``, the mixture's SD ``lag_sd``, ``lag_p`` that our seeds miss every laggard)."""
     t = contrasts[contrasts["b"] == ""]
     trend = "has too few values of σ for a trend" if t.empty else (
         f"over σ: **{t['verdict'].iloc[0]}** (Kendall τ = {t['statistic'].iloc[0]:.2f} over "
@@ -170,8 +206,22 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame) -> dict[str, str]:
     labels = {"equivalent": f"equivalent within ±{learn['margin'].max():g}",
               "differs": "differs", "inconclusive": "inconclusive at its n"}
     refs = fd.grouped({k: fd.having(learn, v) for v, k in labels.items()})
-    return {"trend": trend, "vs2d": vs2d,
-            "refs": refs + ("" if fd.having(learn, "differs") else "; none differs")}
+    out = {"trend": trend, "vs2d": vs2d,
+           "refs": refs + ("" if fd.having(learn, "differs") else "; none differs")}
+    if verdict is not None:
+        out.update(tests=fd.tests_line(verdict), shape=fd.shape_line(verdict),
+                   label=verdict.label)
+    c = claim.set_index("cell")
+    if "2d-fixed" in c.index:
+        fx = c.loc["2d-fixed"]
+        lag = lagging_seeds(*fx[["authors_mean", "authors_sd", "authors_n", "mean", "n"]]
+                            .astype(float))
+        out.update(fx_ci=fd.ci(fx["mean"], fx["ci_low"], fx["ci_high"]),
+                   fx_ref=fd.reference(fx), fx_n=f"{fx['n']:.0f}",
+                   fx_authors_n=f"{fx['authors_n']:.0f}", lag_k=f"{lag['k']}",
+                   lag_slow=f"{lag['slow']:.2f}", lag_sd=f"{lag['sd_model']:.3f}",
+                   lag_p=f"{lag['p_all_fast']:.2f}")
+    return _Missing(out)
 
 
 def learned_part_facts(part: pd.DataFrame) -> dict[str, str]:
@@ -224,3 +274,80 @@ def mechanism_facts(mech: pd.DataFrame) -> dict[str, str]:
             "cos_trained": span("cos_trained", ".3f"), "cos_paper": span("cos_paper", ".3f"),
             "pr_init": span("procrustes_init", ".2f"),
             "pr_trained": span("procrustes_trained", ".2f")}
+
+
+def human_facts(cells: pd.DataFrame, con: pd.DataFrame, agree: pd.DataFrame,
+                cx: pd.DataFrame) -> dict[str, str]:
+    """Chapter 9's paragraph: ``cells, con`` from
+    :func:`lstpe.analysis.claim_tables.human_evidence` on ``agree`` (one row per model:
+    ``pe``, ``r``, ``cosine``; ``attrs["constant_cosine"]``), ``cx`` the complexity table
+    (:func:`lstpe.chapters.tables.complexity_table`, people last). Keys: ``r_pooled``,
+    ``pooled_verdict``, ``p_pooled`` (every model's r against 0, Welch), ``n_holm`` (the PEs
+    tested one by one), ``differs`` / ``equivalent`` / ``margin`` (the PEs whose r is shown
+    other than 0 / within the margin of 0), ``r`` (PE -> its mean r with the 95% CI), ``vs``
+    (learn-0.2's contrasts grouped by verdict), ``above`` / ``models`` / ``floor`` / ``top`` /
+    ``top_pe`` (the models whose cosine beats the constant model's), ``h1``-``h3`` (people's
+    accuracy by number of vectors) and ``falls`` / ``rest`` (the PEs whose mean falls in the
+    same order, and the others)."""
+    from lstpe.analysis.claim_tables import POOLED
+
+    c, floor = cells.set_index("cell"), agree.attrs["constant_cosine"]
+    r = {pe: fd.ci(*c.loc[pe, ["mean", "ci_low", "ci_high"]]) for pe in c.index}
+    pooled = c.loc[POOLED] if POOLED in c.index else None
+    top = agree.loc[agree["cosine"].idxmax()]
+    models, h = cx.drop(index="people"), cx.loc["people"]
+    return {"r_pooled": r.get(POOLED, "–"),
+            "pooled_verdict": pooled["verdict"] if pooled is not None else "not tested",
+            "p_pooled": fd.pval(pooled["p_diff"]) if pooled is not None else "–",
+            "n_holm": str(int(c["p_holm"].notna().sum())),
+            "differs": fd.names([p for p in fd.having(cells, "differs") if p != POOLED],
+                                "no PE"),
+            "equivalent": fd.names(fd.having(cells, "equivalent"), "no PE"),
+            "margin": f"{cells['margin'].max():g}", "r": _Missing(r),
+            "vs": fd.grouped({"a higher r is shown for": fd.having(con, "lower", "b"),
+                              "a lower r for": fd.having(con, "higher", "b")},
+                             "no difference is shown at these n"),
+            "above": str(int((agree["cosine"] > floor + 1e-9).sum())),
+            "models": str(len(agree)), "floor": f"{floor:.3f}", "top": f"{top['cosine']:.3f}",
+            "top_pe": str(top["pe"]), **{f"h{v}": f"{h[v]:.2f}" for v in ("1", "2", "3")},
+            "falls": fd.names(list(models.index[models["falls"].astype(bool)])),
+            "rest": fd.names(list(models.index[~models["falls"].astype(bool)]))}
+
+
+SOURCES = {"stored": "stored under `results/`", "cached": "trained here earlier (cached)",
+           "live": "trained here"}
+"""How a page names where its run came from (:attr:`lstpe.store.results.Run.source`)."""
+
+
+def brain_facts(run: Any, cells: pd.DataFrame, con: pd.DataFrame,
+                train_mask: float) -> dict[str, str]:
+    """Chapter 10's paragraph: ``run`` the brain run, ``cells, con`` from
+    :func:`lstpe.analysis.claim_tables.network_evidence`, ``train_mask`` the page's mask
+    ratio. Keys: ``preset``, ``source``, ``parcels``, ``seeds``, ``steps``, ``batch`` (the
+    run), ``test_mask``, ``best_pe``, ``best_mse``, ``linear_mse`` (the lowest test error
+    after training and the optimal linear predictor's), ``differs`` / ``rest`` (the trained PEs
+    whose modularity z differs from its null, and the others), ``zs`` (each trained PE's z with
+    its 95% CI), ``init_z`` (the learnable PEs' z at initialisation, as a value or a range)
+    and ``floor`` / ``order`` (the smallest exact p the contrasts can reach, and what follows
+    for the order over sigma)."""
+    from lstpe import brain
+
+    rc, c = run.config, cells.set_index("cell")
+    best = brain.mse_summary(run.history, train_mask).iloc[-1]
+    fin = [x for x in cells["cell"] if "(init)" not in x]
+    init = c.loc[[x for x in cells["cell"] if "(init)" in x], "mean"]
+    lo, hi = f"{init.min():.1f}", f"{init.max():.1f}"
+    floor = con["p_floor"].min() if len(con) else float("nan")
+    return {"preset": rc["preset"], "source": SOURCES.get(run.source, run.source),
+            "parcels": str(rc["n_parcels"]), "seeds": str(len(rc["seeds"])),
+            "steps": str(rc["steps"]), "batch": str(rc["batch_size"]),
+            "test_mask": f"{brain.TEST_MASK:.0%}", "best_pe": str(best["pe"]),
+            "best_mse": f"{best['test_mean']:.4f}",
+            "linear_mse": f"{run.artifacts['linear_baseline'][f'test@{brain.TEST_MASK:g}']:.4f}",
+            "differs": fd.names([p for p in fd.having(cells, "differs") if p in fin], "no PE"),
+            "rest": fd.names([p for p in fin if c.loc[p, "verdict"] != "differs"], "no PE"),
+            "zs": ", ".join(f"`{p}` {fd.ci(*c.loc[p, ['mean', 'ci_low', 'ci_high']], digits=1)}"
+                            for p in fin),
+            "init_z": lo if lo == hi else f"{lo} to {hi}", "floor": f"{floor:.2g}",
+            "order": "their verdicts are in the table" if floor < 0.05
+            else "the order over σ is not tested by this run"}

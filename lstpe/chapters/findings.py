@@ -14,9 +14,12 @@ phrases a paragraph quotes.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
+
+from lstpe.analysis.seed_stats import p_text as pval  # the one p format (pages, verdicts)
 
 
 def md(text: str) -> object:
@@ -24,6 +27,14 @@ def md(text: str) -> object:
     from IPython.display import Markdown
 
     return Markdown(text)
+
+
+def md_facts(template: str, facts: Mapping[str, Any] | None, otherwise: str = "") -> object:
+    """A hand-written paragraph whose numbers are stored yet: ``template`` (Markdown with
+    ``{key}`` fields, :meth:`str.format_map`) filled from ``facts``; ``otherwise`` (a sentence
+    saying what is missing) when ``facts`` is None, as :mod:`lstpe.chapters.facts` returns
+    before the first unit is stored."""
+    return md(otherwise if facts is None else template.format_map(facts))
 
 
 def num(x: float, digits: int = 3) -> str:
@@ -61,13 +72,6 @@ def signed_ci(d: float, low: float, high: float, digits: int = 3) -> str:
     if not (low == low and high == high):
         return _signed(d, digits)
     return f"{_signed(d, digits)} {signed_interval(low, high, digits)}"
-
-
-def pval(p: float) -> str:
-    """``p = 0.0029`` / ``p < 0.0001``: a p value as the pages print it."""
-    if p is None or p != p:
-        return "p –"
-    return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}" if p < 0.01 else f"p = {p:.3f}"
 
 
 def _p(p: float) -> str:

@@ -101,23 +101,76 @@ def listed(values: Sequence[Any], fmt: str = "") -> str:
     return f"{', '.join(vals[:-1])} and {vals[-1]}" if len(vals) > 1 else "".join(vals)
 
 
-def long_facts(lm: LongMechanism) -> dict[str, Any]:
-    """What chapter 7's paragraph glues in: each summary column as a list in order of sigma
-    (:func:`listed`, formatted for prose), ``last`` (the epoch read), ``slower`` (every PE
-    moved less after epoch 200 than before it) and ``dominated`` (the sigmas whose init
-    carries less than half the final PE). Nothing here reads one model's p against another's:
-    one model per sigma gives each a p, not a test of whether the sigmas differ."""
+def long_facts(lm: LongMechanism, paper: Mapping[float, float] | None = None
+               ) -> dict[str, Any] | None:
+    """What chapter 7's paragraph glues in; None until every unit is past epoch :data:`AT`.
+
+    Each summary column as a list in order of sigma (:func:`listed`, formatted for prose),
+    ``last`` (the epoch read), ``seeds``, ``goal``, ``slower`` (every PE moved less after
+    epoch 200 than before it) and ``than`` (its phrase), ``dominated`` (the sigmas whose init
+    carries less than half the final PE) and ``dominance`` (its sentence), ``paper`` (the
+    paper's Table 3 cosine at those sigmas, from ``paper``: sigma -> value). Nothing here reads
+    one model's p against another's: one model per sigma gives each a p, not a test of whether
+    the sigmas differ."""
     s = lm.summary
+    if s.empty:
+        return None
     fmt = {"sigma": "g", "fit_epoch": ".0f", "val_at": ".3f", "val_last": ".3f",
            "moved_at": ".1%", "moved_after": ".1%", "init_share_at": ".0%",
            "init_share": ".0%", "p_final": ".3f", "cosine_at": ".3f", "cosine": ".3f"}
     out: dict[str, Any] = {c: listed(s[c], fmt.get(c, ".2f")) for c in s.columns
                            if c not in ("pe", "seed")}
     out["p_final"] = listed(["< 0.001" if p < 0.001 else f"{p:.3f}" for p in s["p_final"]])
-    out.update(last=int(s["epoch"].min()), seeds=listed(lm.seeds),
-               slower=bool((s["moved_after"] < s["moved_at"]).all()),
-               dominated=listed(s.loc[s["init_share"] < 0.5, "sigma"], "g"))
+    slower = bool((s["moved_after"] < s["moved_at"]).all())
+    dominated = listed(s.loc[s["init_share"] < 0.5, "sigma"], "g")
+    out.update(last=int(s["epoch"].min()), seeds=listed(lm.seeds), goal=lm.goal,
+               slower=slower, than="less than" if slower else "not less than",
+               dominated=dominated,
+               dominance=(f"the learned part has come to dominate the PE at σ = {dominated}"
+                          if dominated else "the learned part has not come to dominate any PE: "
+                          "the 2-D structure was written in the first epochs, not taken over "
+                          "later"),
+               paper=listed([(paper or {}).get(x, float("nan")) for x in s["sigma"]], ".3f"))
     return out
+
+
+def match_stored(lm: LongMechanism, reference: Run, epoch: int = AT) -> pd.DataFrame | None:
+    """Each long unit's first ``epoch`` epochs against the stored unit of its PE and seed in
+    ``reference`` (:func:`lstpe.analysis.long_runs.fragment_match`), indexed by (``unit``:
+    ``"<pe> (long: <device>)"``, ``quantity``); None when no long unit has both a stored twin
+    and ``epoch`` epochs."""
+    arts = reference.artifacts
+    row = {k: i for i, k in enumerate(zip(arts["labels"], arts["seeds"], strict=True))}
+    seed_of = {u.pe: u.seed for u in lm.chunk.units}
+    match = {}
+    for pe, d in lm.longs.items():
+        i, s = row.get((pe, seed_of[pe])), seed_of[pe]
+        if i is None or d["epoch"] < epoch:
+            continue
+        h = reference.history
+        got = long_runs.fragment_match(d, h[(h["pe"] == pe) & (h["seed"] == s)],
+                                       arts["pe_init"][i], arts["pe_final"][i], epoch)
+        match[f"{pe} (long: {d['manifests'][0].get('device', '?')})"] = got.set_index("quantity")
+    return pd.concat(match, names=["unit"]) if match else None
+
+
+def match_facts(match: pd.DataFrame | None, lm: LongMechanism, epoch: int = AT
+                ) -> dict[str, str] | None:
+    """Chapter 7's paragraph on :func:`match_stored`'s table; None without one. Keys:
+    ``devices`` (where the long units ran), ``pe0`` (the largest PE difference at epoch 0),
+    ``val_before`` (validation accuracy's largest difference before ``epoch``), ``pe_at`` (the
+    PE's at ``epoch``, relative to its largest entry), ``at`` (each unit's validation accuracy
+    with dropout, long and stored, at ``epoch``) and ``epoch``."""
+    if match is None:
+        return None
+    pe0, pe_at = match.xs("PE at 0", level=1), match.xs(f"PE at {epoch}", level=1)
+    val, vd = (match.xs(f"accuracy: {k}", level=1) for k in ("val", "val_dropout"))
+    devices = sorted({d["manifests"][0].get("device", "?") for d in lm.longs.values()})
+    return {"devices": listed(devices), "pe0": f"{pe0['diff_last'].max():.2g}",
+            "val_before": f"{val['diff_before'].max():.3f}",
+            "pe_at": f"{(pe_at['diff_last'] / pe_at['scale']).max():.1%}",
+            "at": "; ".join(f"`{u.split()[0]}` {r.long_at:.3f} long, {r.stored_at:.3f} stored"
+                            for u, r in vd.iterrows()), "epoch": str(epoch)}
 
 
 def long_line(lm: LongMechanism) -> str:

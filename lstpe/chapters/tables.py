@@ -143,12 +143,13 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
 # --------------------------------------------------------------------------- complexity
 
 
-def complexity_table(exp: Run, pes: Sequence[str] | None = None,
+def complexity_table(exp: Run | Sequence[Run], pes: Sequence[str] | None = None,
                      humans: pd.DataFrame | None = None) -> pd.DataFrame:
     """Validation accuracy per relational complexity (1, 2, 3 vectors): models and people.
 
-    Models: mean over seeds of each seed's accuracy on the condition's 36 puzzles (eval mode).
-    People: the mean per-puzzle accuracy of the 40 participants (:func:`lstpe.lst.human_accuracy`).
+    Models: mean over seeds of each seed's accuracy on the condition's 36 puzzles (eval mode);
+    given several runs, each PE is read from the first run that holds it. People: the mean
+    per-puzzle accuracy of the 40 participants (:func:`lstpe.lst.human_accuracy`).
 
     Returns:
         Index ``pe`` (``people`` last), columns ``1``, ``2``, ``3`` and ``falls`` (accuracy
@@ -157,6 +158,20 @@ def complexity_table(exp: Run, pes: Sequence[str] | None = None,
     """
     from lstpe import lst
 
+    runs = exp if isinstance(exp, list | tuple) else [exp]
+    t = pd.concat([_complexity_rows(e, pes) for e in runs])
+    t = t[~t.index.duplicated()]
+    h = lst.human_accuracy() if humans is None else humans
+    people = h.groupby("vectors")["accuracy"].mean()
+    t.loc["people"] = [*(float(people[v]) for v in (1, 2, 3)), False]
+    vals = t[["1", "2", "3"]].to_numpy(float)
+    t.insert(3, "falls", (vals[:, 0] > vals[:, 1]) & (vals[:, 1] > vals[:, 2]))
+    t.index.name = "pe"
+    return t
+
+
+def _complexity_rows(exp: Run, pes: Sequence[str] | None) -> pd.DataFrame:
+    """:func:`complexity_table`'s model rows of one run: ``1``, ``2``, ``3``, ``at_chance``."""
     parts = [exp.final("val", c).assign(vectors=c) for c in ("1", "2", "3")]
     t = pd.concat(parts).pivot_table(index="pe", columns="vectors", values="accuracy",
                                      aggfunc="mean")
@@ -165,12 +180,6 @@ def complexity_table(exp: Run, pes: Sequence[str] | None = None,
     t.columns = [str(c) for c in t.columns]
     ct = chance_test(exp.final("val")).set_index("pe")["at_chance"]
     t["at_chance"] = [bool(ct.get(p, False)) for p in t.index]
-    h = lst.human_accuracy() if humans is None else humans
-    people = h.groupby("vectors")["accuracy"].mean()
-    t.loc["people"] = [*(float(people[v]) for v in (1, 2, 3)), False]
-    vals = t[["1", "2", "3"]].to_numpy(float)
-    t.insert(3, "falls", (vals[:, 0] > vals[:, 1]) & (vals[:, 1] > vals[:, 2]))
-    t.index.name = "pe"
     return t
 
 
