@@ -41,3 +41,20 @@ def test_parameters_live_in_the_flat_buffer_and_keep_their_values():
     assert all(torch.equal(p, b) for p, b in zip(ps, before, strict=True))
     opt.flat.zero_()
     assert all(torch.count_nonzero(p) == 0 for p in ps)  # views, not copies
+
+
+def test_models_at_different_steps_cost_three_more_operators():
+    """Per-model bias corrections (models resumed at different epochs in one chunk) spread a
+    (2, M) table over the flat buffer: three more operators than one shared step count."""
+    rules = ["adam"] * 12
+    ps = [torch.nn.Parameter(torch.randn(12, 4, 3)) for _ in range(5)]
+    opt = StackedOptimizer(ps, rules, [1e-3] * 12, [0.0] * 12)
+    counts = []
+    for steps in ([3] * 12, list(range(12))):
+        opt.set_steps(steps)
+        for _ in range(2):
+            for p in ps:
+                p.grad = torch.randn_like(p)
+            _, c = count(opt.step)
+        counts.append(c.total)
+    assert counts[1] - counts[0] <= 3 and counts[1] <= 20, counts

@@ -72,7 +72,8 @@ def test_state_dict_roundtrip_and_errors():
     other = StackedOptimizer([torch.nn.Parameter(torch.ones(2, 3))], ["adam", "sgd"],
                              [0.1, 0.1], [0.0, 0.0])
     other.load_state_dict(opt.state_dict())
-    assert torch.equal(other.exp_avg[0], opt.exp_avg[0]) and other.step_count == 1
+    assert torch.equal(other.exp_avg[0], opt.exp_avg[0])
+    assert torch.equal(other.step_count, torch.ones(2)) and other.uniform
     with pytest.raises(ValueError, match="other per-model rules"):
         StackedOptimizer([torch.nn.Parameter(torch.ones(2, 3))], ["sgd", "sgd"], [0.1] * 2,
                          [0.0] * 2).load_state_dict(opt.state_dict())
@@ -124,3 +125,51 @@ def test_a_parameter_no_model_uses_stays_as_torch_optim_leaves_it():
         opt.step()
     assert torch.equal(unused, torch.ones(3, 4))
     assert torch.count_nonzero(opt.exp_avg[1]) == 0 and (used != 1).all()
+
+
+def test_models_at_different_steps_each_equal_torch_optim():
+    """Model 0 has trained 30 steps alone (torch.optim.Adam), model 1 (AdamW) 7, model 2 none:
+    one optimizer loaded with each model's moments and step count continues each exactly as
+    its own torch.optim would (its own bias correction), and an old single step count still
+    loads for every model."""
+    g = torch.Generator().manual_seed(3)
+    rules, lrs, wds, before = ["adam", "adamw", "adam"], [1e-2, 5e-3, 2e-2], [0.0, 0.1, 0.0], \
+        [30, 7, 0]
+    init = torch.randn(3, 4, 5, generator=g)
+    targets = [torch.randn(3, 4, 5, generator=g) for _ in range(50)]
+    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+    qs, os_ = [], []
+    for m in range(3):  # each model alone: its first steps, then the 20 shared ones
+        q = torch.nn.Parameter(init[m].clone())
+        o = cls[rules[m]]([q], lr=lrs[m], weight_decay=wds[m])
+        for t in targets[:before[m]]:
+            o.zero_grad()
+            ((q - t[m]) ** 2).sum().backward()
+            o.step()
+        qs.append(q)
+        os_.append(o)
+    p = torch.nn.Parameter(torch.stack([q.detach().clone() for q in qs]))
+    opt = StackedOptimizer([p], rules, lrs, wds)
+    for m, o in enumerate(os_):
+        st = o.state[qs[m]] if qs[m] in o.state else {}
+        if st:
+            opt.exp_avg[0][m].copy_(st["exp_avg"])
+            opt.exp_avg_sq[0][m].copy_(st["exp_avg_sq"])
+    opt.set_steps(before)
+    assert not opt.uniform
+    for k in range(20):
+        opt.zero_grad()
+        sum(((p[m] - targets[before[m] + k][m]) ** 2).sum() for m in range(3)).backward()
+        opt.step()
+        for m in range(3):
+            os_[m].zero_grad()
+            ((qs[m] - targets[before[m] + k][m]) ** 2).sum().backward()
+            os_[m].step()
+    for m in range(3):
+        torch.testing.assert_close(p[m].detach(), qs[m].detach(), atol=1e-6, rtol=1e-5)
+    assert torch.equal(opt.step_count, torch.tensor([50.0, 27.0, 20.0]))
+    old = {**opt.state_dict(), "step": torch.tensor(12.0)}  # a checkpoint of before
+    opt.load_state_dict(old)
+    assert torch.equal(opt.step_count, torch.full((3,), 12.0)) and opt.uniform
+    with pytest.raises(ValueError, match="2 step counts for 3 models"):
+        opt.set_steps([1, 2])

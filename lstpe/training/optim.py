@@ -16,9 +16,11 @@ is a fixed handful of whole-buffer operations (15 for Adam, at most 20 with ever
 decay mixed) whatever the number of models or parameter tensors: on a GPU, where each
 operator is a kernel launch, that is what bounds the step of a small chunk
 (:mod:`lstpe.training.opcount` counts them; the loop over 57 parameter tensors it replaces
-dispatched 589, with the same arithmetic bit for bit). All state (moments, the step count)
-lives in tensors on the parameters' device and the update uses no host synchronisation, so
-:meth:`StackedOptimizer.step` can be captured in a CUDA graph.
+dispatched 589, with the same arithmetic bit for bit). Each model has its own step count,
+so models that have trained different numbers of steps (a model resumed at epoch 2800 beside
+one starting at 0) share one optimizer, each with its own Adam bias correction. All state
+(moments, the step counts) lives in tensors on the parameters' device and the update uses no
+host synchronisation, so :meth:`StackedOptimizer.step` can be captured in a CUDA graph.
 A parameter entry whose gradient is always exactly zero and whose value is zero (a structural
 zero of :mod:`lstpe.nn.architecture`) stays exactly zero under every rule.
 ``tests/test_optim.py`` checks each rule against ``torch.optim`` model by model.
@@ -107,7 +109,13 @@ class StackedOptimizer:
         self.betas = torch.tensor(betas, **f32)
         self.eps = eps
         self._patterns: dict[tuple[bool, ...], dict[str, Any]] = {}
-        self.step_count = torch.zeros((), **f32)
+        self.step_count = torch.zeros(M, **f32)  # (M,): each model's steps so far
+        # the flat buffer in segments of one (parameter, model) each: the model of each
+        # segment and its length, to spread a per-model value over the elements in one op
+        self.seg_model = torch.arange(M, device=dev).repeat(len(self.params))
+        self.seg_len = torch.tensor([k for k in per_model for _ in range(M)],
+                                    dtype=torch.int64, device=dev)
+        self.uniform = True  # every model at the same step: one bias correction for all
         self.m_flat = torch.zeros_like(self.flat) if self.any_adam else None
         self.v_flat = torch.zeros_like(self.flat) if self.any_adam else None
         self.exp_avg = self._views(self.m_flat) if self.any_adam else []
@@ -161,7 +169,11 @@ class StackedOptimizer:
         if self.any_decoupled:
             p.mul_(pat["keep"])
         if self.any_adam:
-            bc = 1 - self.betas ** self.step_count  # (2,): 1 - beta1^t, 1 - beta2^t
+            if self.uniform:  # (2,): 1 - beta1^t, 1 - beta2^t
+                bc = 1 - self.betas ** self.step_count[0]
+            else:  # (2, M) per model, spread over each model's elements: (2, N)
+                bc = (1 - self.betas[:, None] ** self.step_count)[:, self.seg_model]
+                bc = bc.repeat_interleave(self.seg_len, dim=1, output_size=p.numel())
             m, v = self.m_flat, self.v_flat
             m.lerp_(g, 1 - self.beta1)
             v.mul_(self.beta2).addcmul_(g, g, value=1 - self.beta2)
@@ -173,14 +185,26 @@ class StackedOptimizer:
             update = self.lr_e * g
         p.sub_(update)
 
+    def set_steps(self, steps: Sequence[int] | torch.Tensor) -> None:
+        """Each model's step count (M,) so far: models resumed at different epochs train on
+        in one optimizer, each with its own bias correction (read on the host here, once;
+        not inside a captured step)."""
+        t = torch.as_tensor(steps, dtype=torch.float32).reshape(-1)
+        if t.numel() != self.M:
+            raise ValueError(f"{t.numel()} step counts for {self.M} models")
+        self.step_count.copy_(t.to(self.step_count.device))
+        self.uniform = bool((t == t[0]).all()) if self.M else True
+
     def state_dict(self) -> dict:
         return {"step": self.step_count.clone(), "exp_avg": [t.clone() for t in self.exp_avg],
                 "exp_avg_sq": [t.clone() for t in self.exp_avg_sq], "rules": self.rules}
 
     def load_state_dict(self, state: dict) -> None:
+        """Load :meth:`state_dict`'s state; a step count saved as one number (before the
+        counts were per model) counts for every model."""
         if state.get("rules") != self.rules:
             raise ValueError("optimizer state was saved for other per-model rules")
-        self.step_count.copy_(state["step"])
+        self.set_steps(torch.as_tensor(state["step"]).expand(self.M))
         for dst, src in zip(self.exp_avg + self.exp_avg_sq,
                             state["exp_avg"] + state["exp_avg_sq"], strict=True):
             dst.copy_(src)
