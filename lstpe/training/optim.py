@@ -195,6 +195,28 @@ class StackedOptimizer:
         self.step_count.copy_(t.to(self.step_count.device))
         self.uniform = bool((t == t[0]).all()) if self.M else True
 
+    @torch.no_grad()
+    def adopt(self, j: int, other: StackedOptimizer, i: int) -> None:
+        """Model ``j`` becomes model ``i`` of ``other`` (another chunk's optimizer over the same
+        parameter layout): its parameters, moments and step count, so that it trains on here
+        as it would have there (a unit resumed beside others)."""
+        if len(other.params) != len(self.params) or any(
+                a.shape[1:] != b.shape[1:] for a, b in zip(self.params, other.params,
+                                                           strict=True)):
+            raise ValueError("the two optimizers' parameters differ in number or shape")
+        if other.rules[i] != self.rules[j]:
+            raise ValueError(f"model {i} uses {other.rules[i]}, model {j} here "
+                             f"{self.rules[j]}")
+        for a, b in zip(self.params, other.params, strict=True):
+            a[j].copy_(b[i])
+        if self.any_adam and other.any_adam:
+            for a, b in zip(self.exp_avg + self.exp_avg_sq, other.exp_avg + other.exp_avg_sq,
+                            strict=True):
+                a[j].copy_(b[i])
+        steps = self.step_count.clone().cpu()
+        steps[j] = float(other.step_count[i])
+        self.set_steps(steps)
+
     def state_dict(self) -> dict:
         return {"step": self.step_count.clone(), "exp_avg": [t.clone() for t in self.exp_avg],
                 "exp_avg_sq": [t.clone() for t in self.exp_avg_sq], "rules": self.rules}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -110,10 +110,21 @@ class LSTTask:
 
     ``eval_chunk``: puzzles per forward call of an evaluation (memory: each call holds the
     activations of ``eval_chunk`` puzzles for every model of the chunk).
+
+    **Models at different epochs.** ``offsets`` (M,): the epoch each model has reached when
+    the chunk's loop starts (a model resumed from another chunk's checkpoint; 0: a new one);
+    ``targets`` (M,): the epoch each stops at. Model j's loop epoch e is its own epoch
+    ``offsets[j] + e``, which sets its data order and dropout keys, so it trains exactly as it
+    would alone. With either given, the loop is run for ``max(targets - offsets)`` epochs,
+    evaluating every epoch (:meth:`evaluate` keeps, per model, the rows of its own schedule
+    and its final evaluation at its target, none before its offset or past its target); a
+    model past its target still computes but is retired: nothing of it is recorded, and what
+    it was at its target is what a caller keeps.
     """
 
     def __init__(self, cfg: TrainConfig, slots: list[ModelSlot], settings: list[str],
-                 splits: dict, sub: dict, device: torch.device, eval_chunk: int = 2048) -> None:
+                 splits: dict, sub: dict, device: torch.device, eval_chunk: int = 2048,
+                 offsets: list[int] | None = None, targets: list[int] | None = None) -> None:
         self.cfg, self.slots, self.settings, self.splits, self.sub = cfg, slots, settings, \
             splits, sub
         self.device = device
@@ -123,19 +134,38 @@ class LSTTask:
         model = BatchedLSTTransformer([s.spec for s in slots], [s.seed for s in slots],
                                       cfg.model)
         self.dropout_seeds: list[int] = model.dropout_seeds
+        self.drop_models = [int(m) for m in model.drop_idx]  # the slot of each dropout model
         self.model = model.to(device)
         self.n_models = len(slots)
+        self.mixed = offsets is not None or targets is not None
+        self.offsets = [int(o) for o in offsets] if offsets is not None else [0] * len(slots)
+        self.targets = [int(t) for t in targets] if targets is not None else \
+            [o + cfg.epochs for o in self.offsets]
+        if not len(self.offsets) == len(self.targets) == len(slots):
+            raise ValueError(f"need one offset and one target per model ({len(slots)})")
+        if any(t <= o for o, t in zip(self.offsets, self.targets, strict=True)):
+            raise ValueError(f"every target must be past its offset: offsets {self.offsets}, "
+                             f"targets {self.targets}")
+        # each model's own schedule up to its target is this one's (dense, then sparse)
+        self._schedule = set(replace(cfg, epochs=max(self.targets)).schedule()) \
+            if self.mixed else set()
         tr = splits["train"]
         self.x, self.y = tr.x.to(device), tr.y.to(device)
         self.diverged = np.zeros(self.n_models, dtype=bool)
         self._keys_epoch: int | None = None
         self._keys = torch.zeros(0, dtype=torch.int64)
 
+    @property
+    def loop_epochs(self) -> int:
+        """The loop epochs the chunk needs: until its last model reaches its target."""
+        return max(t - o for o, t in zip(self.offsets, self.targets, strict=True))
+
     def batches(self, epoch: int) -> Iterator[tuple[int, torch.Tensor]]:
         N, bs = self.x.shape[0], self.cfg.batch_size
-        seeds = sorted({s.seed for s in self.slots})  # models of one seed share the order
-        orders = torch.stack([epoch_permutation(sd, epoch, N) for sd in seeds])
-        perm = orders[[seeds.index(s.seed) for s in self.slots]].to(self.device)
+        own = [(s.seed, epoch + o) for s, o in zip(self.slots, self.offsets, strict=True)]
+        keys = sorted(set(own))  # models of one seed at one epoch share the order
+        orders = torch.stack([epoch_permutation(sd, e, N) for sd, e in keys])
+        perm = orders[[keys.index(k) for k in own]].to(self.device)
         for step, b in enumerate(range(0, N, bs)):
             yield step, perm[:, b:b + bs]
 
@@ -146,7 +176,9 @@ class LSTTask:
             return None
         if self._keys_epoch != epoch:
             n_steps = -(-self.x.shape[0] // self.cfg.batch_size)
-            keys = [[drop.step_key(sd, epoch, s) for sd in seeds] for s in range(n_steps)]
+            eps = [epoch + self.offsets[m] for m in self.drop_models]
+            keys = [[drop.step_key(sd, e, s) for sd, e in zip(seeds, eps, strict=True)]
+                    for s in range(n_steps)]
             self._keys = torch.tensor(keys, dtype=torch.int64).to(self.device)
             self._keys_epoch = epoch
         return self._keys[step]
@@ -161,21 +193,39 @@ class LSTTask:
         acc = (logits.argmax(-1) == y).float().mean(1)
         return loss, acc
 
-    def _rows(self, epoch: int, split: str, scores: dict[str, tuple]) -> list[dict]:
+    def _rows(self, epoch: int, split: str, scores: dict[str, tuple],
+              keep: list[int] | None = None) -> list[dict]:
+        """History rows of the models ``keep`` (default: all), each at its own epoch."""
         rows = []
         for cond, (acc, loss) in scores.items():
             for j, s in enumerate(self.slots):
+                if keep is not None and j not in keep:
+                    continue
                 rows.append({
                     "_config": s.config, "model": s.local_id, "pe": s.spec.label,
                     "pe_name": s.spec.name,
                     "sigma": s.spec.sigma if s.spec.sigma is not None else math.nan,
-                    "seed": s.seed, "optimizer": self.settings[j], "epoch": epoch,
+                    "seed": s.seed, "optimizer": self.settings[j],
+                    "epoch": epoch + self.offsets[j],
                     "split": split, "condition": cond, "accuracy": float(acc[j]),
                     "loss": float(loss[j]), "diverged": bool(self.diverged[j]),
                 })
         return rows
 
     def evaluate(self, epoch: int, final: bool, running: dict | None) -> list[dict]:
+        if not self.mixed:
+            return self._evaluate(epoch, final, running, None)
+        own = [epoch + o for o in self.offsets]
+        live = [j for j in range(self.n_models)
+                if (epoch > 0 or self.offsets[j] == 0) and own[j] <= self.targets[j]]
+        last = [j for j in live if own[j] == self.targets[j]]
+        due = [j for j in live if j not in last and own[j] in self._schedule | {0}]
+        rows = self._evaluate(epoch, True, running, last) if last else []
+        return rows + (self._evaluate(epoch, False, running, due) if due else [])
+
+    def _evaluate(self, epoch: int, final: bool, running: dict | None,
+                  keep: list[int] | None) -> list[dict]:
+        """Every split's evaluation of every model; rows of the models ``keep`` (None: all)."""
         model, cfg = self.model, self.cfg
         if running is not None:
             self.diverged |= running["nonfinite"]
@@ -188,15 +238,16 @@ class LSTTask:
             keys = None
             if name == "val_dropout":
                 seeds = self.dropout_seeds
-                keys = drop.keys_tensor(seeds, epoch, drop.EVAL_STEP, self.device) \
-                    if seeds else None
+                keys = torch.tensor([drop.step_key(sd, epoch + self.offsets[m], drop.EVAL_STEP)
+                                     for sd, m in zip(seeds, self.drop_models, strict=True)],
+                                    dtype=torch.int64, device=self.device) if seeds else None
             logits = predict(model, s.x[idx], chunk=self.eval_chunk, amp=cfg.amp,
                              dropout_keys=keys)
             self.diverged |= ~torch.isfinite(logits).all(-1).all(-1).cpu().numpy()
             out.append((name, score(logits, s.y[idx], s.vectors[idx])))
         if running is not None:
             out.append(("train_running", {"all": (running["accuracy"], running["loss"])}))
-        return [r for name, sc in out for r in self._rows(epoch, name, sc)]
+        return [r for name, sc in out for r in self._rows(epoch, name, sc, keep)]
 
 
 
