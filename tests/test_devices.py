@@ -419,3 +419,14 @@ def test_fp16_with_loss_scaling_trains_and_resumes(tiny_cfg, small_splits, tmp_p
     resumed = train_mod.train_many([cfg], [None], progress=False, splits=small_splits,
                                    work_dir=ck)[0]
     assert np.array_equal(resumed.history["loss"].to_numpy(), b)
+
+
+def test_manifests_say_which_chunks_repeat_bit_for_bit():
+    """Rotary and relative PEs gather in attention; on CUDA that backward adds atomically, so
+    such a chunk does not repeat bit for bit there (issue 47); a CPU always does."""
+    from lstpe.nn.attention import bitwise_on
+
+    assert bitwise_on("cpu", ["rope", "relative"]) == (True, "bit for bit on cpu")
+    assert bitwise_on("cuda", ["learn-0.2", "2d-fixed", "alibi", "c-nope"])[0]
+    ok, why = bitwise_on("cuda", ["learn-0.2", "rope", "relative"])
+    assert not ok and "relative, rope" in why

@@ -41,6 +41,8 @@ def test_the_lease_trains_what_finishes_and_packs_it(tiny, tmp_path):
         long = lu.load_long(lu.LongUnit(run, pe, int(seed)), results)  # verified, chained
         assert long["epoch"] == 4 and long["pe_epochs"] == [0, 2, 4]
         assert long["manifests"][-1]["long"]["precision"] == "fp32"
+        assert long["manifests"][-1]["long"]["bitwise"] == {"ok": True,
+                                                           "why": "bit for bit on cpu"}
     assert json.loads((out / "lease.json").read_text())["units"] == s["units"]
     table = json.loads(open(s["record"]).read())  # the record beside the table
     assert table["fit"]["b"] >= 0 and (results / "benchmarks").is_dir()

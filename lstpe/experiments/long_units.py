@@ -46,6 +46,7 @@ import torch
 
 from lstpe.experiments.campaign import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.experiments.registry import run_config
+from lstpe.nn.attention import bitwise_on
 from lstpe.runtime import PAPER_SEEDS, cpu_flags, default_results_dir
 from lstpe.store import results as res
 
@@ -264,6 +265,8 @@ class SegmentWriter:
         self.snaps: dict[int, dict[str, torch.Tensor]] = {}
         self.t_last = time.perf_counter()
         self.timed_from: int | None = None  # the epoch self.t_last's clock starts at
+        ok, why = bitwise_on(device, [u.pe for u in chunk.units])
+        self.bitwise = {"ok": ok, "why": why}  # whether a resume here repeats the trajectory
 
     def state(self) -> dict[str, Any]:
         return {"snaps": self.snaps}
@@ -322,7 +325,8 @@ class SegmentWriter:
                                       "autocast": None if self.precision == "fp32"
                                       else self.precision,
                                       "cpu_flags": cpu_flags(),
-                                      "threads": torch.get_num_threads()})
+                                      "threads": torch.get_num_threads(),
+                                      "bitwise": self.bitwise})
         stage = long_root(self.results_dir) / ".work" / "staging" / \
             f"{unit.key.replace('/', '__')}__e{epoch:04d}"
         shutil.rmtree(stage, ignore_errors=True)

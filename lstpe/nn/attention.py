@@ -120,3 +120,22 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *,
 def default_scale(struct: BlockStructure, d_head: int) -> float:
     """``1 / (sqrt(d_head) * temperature)``."""
     return 1.0 / (math.sqrt(d_head) * struct.temperature)
+
+
+def bitwise_on(device: torch.device | str, pes: list[str]) -> tuple[bool, str]:
+    """Whether training models with the PEs ``pes`` on ``device`` repeats bit for bit (a chunk
+    paused and resumed, or trained twice), and why, in one line.
+
+    Rotary PEs and relative keys read their partners with :func:`torch.gather`, whose backward
+    accumulates with atomic adds on CUDA, in an order that varies from run to run; on a CPU
+    the order is fixed. Everything else the models compute is deterministic on both.
+    """
+    from lstpe.nn.architecture import block_structure
+
+    dev = torch.device(device)
+    gathers = [p for p in pes if enc.parse_pe(p).name in ("rope", "rope-2d")
+               or block_structure(p).rel_offsets]
+    if dev.type != "cuda" or not gathers:
+        return True, f"bit for bit on {dev.type}"
+    return False, (f"not bit for bit on CUDA: {', '.join(sorted(set(gathers)))} gather in "
+                   "attention, whose backward adds atomically in a varying order")

@@ -51,6 +51,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from lstpe.nn.attention import bitwise_on
 from lstpe.runtime import choose_amp, pick_device, precision_name, tf32_mode
 from lstpe.store import results as res
 from lstpe.store.history import HISTORY_COLUMNS
@@ -273,6 +274,9 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
     wall = time.perf_counter() - t0
     run_info = {"precision": precision_name(amp), "precision_reason": precision_why,
                 "noise_draw": NOISE_DRAW if noise is not None else None,
+                "bitwise": dict(zip(("ok", "why"), bitwise_on(device, [s.spec.label
+                                                                     for s in slots]),
+                                    strict=True)),
                 "tf32": bool(TF32) if device.type == "cuda" else None,
                 "eval_chunk": evals}
     done = _Bundle(history, models, arts, chunks, slots, splits, device, wall, earlier, mode,
