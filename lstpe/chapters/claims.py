@@ -17,8 +17,10 @@ import pandas as pd
 from lstpe import claims as C
 from lstpe.analysis import attention, humans, pe_structure, procrustes
 from lstpe.analysis.claim_tables import noise_loss_per_model
+from lstpe.chapters import findings as fd
 from lstpe.chapters.long_mechanism import (
     LongMechanism,
+    long_line,
     long_mechanism,
     table1_long,
     weight_decay_witness,
@@ -137,9 +139,6 @@ def report_facts(cl: Claims, table2: Run) -> dict[str, str]:
     ``long_line`` (:func:`lstpe.chapters.long_mechanism.long_line`); ``rho`` (learn-0.2's
     Spearman with people); ``untested`` (the claims not testable yet); ``n_sigmas`` and
     ``sigmas`` (the learnable sigmas ``table2`` stores)."""
-    from lstpe.chapters import findings as fd
-    from lstpe.chapters.long_mechanism import long_line
-
     v = {x.claim: x for x in cl.verdicts}
     r1, r2 = (v[k].numbers["rows"].set_index("b") for k in ("table1", "sigma"))
     gt, pair, one = r1.loc["2d-fixed"], r2.loc["learn-2"], r2.loc["learn-1"]
