@@ -32,7 +32,9 @@ def test_table1_facts_name_the_pes_shown_and_the_rest():
     assert out["open"].startswith("`relative` +0.000") and out["label"] == v.label
     empty = facts.table1_facts(table1.judge(Inputs(final=_final({"nope": 0.3}))),
                                ev.claim_table("learnable_beats_fixed", _final({"nope": 0.3})))
-    assert empty["above"] == "no other PE"
+    assert empty["above"] == "no other PE" and empty["recipe"] == "the authors' recipe"
+    assert "tests no claim" in facts.table1_facts(v, ev.claim_table("learnable_beats_fixed", f),
+                                                  scale="preview")["recipe"]
 
 
 def test_table1_long_facts_read_the_long_units():

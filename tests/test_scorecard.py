@@ -122,6 +122,8 @@ def test_untested_claims_say_so():
     assert humans.judge(_x(x.final, similarity=sim)).verdict == "not shown"
     card = C.scorecard(_x(x.final, paper_scale=False))
     assert (card["verdict"] == "not testable yet").all() and len(card) == len(C.CLAIMS)
+    one = C.judge(C.table1, _x(x.final, paper_scale=False))  # as a page asks on a preview
+    assert one.verdict == "not testable yet" and "preview" in one.evidence
 
 
 def test_scorecard_on_the_stored_units():

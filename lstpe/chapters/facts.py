@@ -22,8 +22,8 @@ __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_fac
            "adam_column_facts"]
 
 
-def table1_facts(verdict: Any, claim: pd.DataFrame,
-                 contrasts: pd.DataFrame | None = None) -> dict[str, str]:
+def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | None = None,
+                 scale: str = "paper") -> dict[str, str]:
     """Chapter 5's paragraph: ``verdict`` of :mod:`lstpe.claims.table1`, ``claim`` and
     ``contrasts`` the chapter's evidence tables (:func:`lstpe.analysis.evidence.claim_table`,
     ``contrast_table``). Keys: ``above`` (the common fixed PEs learn-0.2 is shown above),
@@ -32,8 +32,11 @@ def table1_facts(verdict: Any, claim: pd.DataFrame,
     (the verdict), ``refs`` (the rows by their verdict against their reference); for the rows
     ``learn-0.2`` (``l_``) and ``2d-fixed`` (``fx_``): ``epoch``, ``ci`` (mean [95% CI]),
     ``n``, ``verdict``, ``ref`` (its reference), ``p_equiv`` (TOST) and ``margin``; and
-    ``c2_ci``, ``c2_p``, ``c2_verdict`` (learn-0.2 − 2d-fixed, exact p)."""
-    out = {**_row_facts(claim, "learn-0.2", "l_"), **_row_facts(claim, "2d-fixed", "fx_")}
+    ``c2_ci``, ``c2_p``, ``c2_verdict`` (learn-0.2 − 2d-fixed, exact p); ``recipe`` (what
+    the units are: the authors' recipe, or a run of another ``scale`` that tests no claim)."""
+    out = {**_row_facts(claim, "learn-0.2", "l_"), **_row_facts(claim, "2d-fixed", "fx_"),
+           "recipe": "the authors' recipe" if scale == "paper" else
+           f"a `{scale}` run (not the authors' recipe: it tests no claim)"}
     c = contrasts.set_index("b") if contrasts is not None else pd.DataFrame()
     if "2d-fixed" in c.index:
         c2 = c.loc["2d-fixed"]

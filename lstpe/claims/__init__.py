@@ -24,6 +24,8 @@ claims read is :class:`~lstpe.claims.inputs.Inputs`.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from lstpe.claims import (
@@ -41,7 +43,7 @@ from lstpe.claims import (
 from lstpe.claims.inputs import Inputs
 from lstpe.claims.verdicts import SCORE_VERDICTS, Test, Verdict, weigh
 
-__all__ = ["CLAIMS", "SCORE_VERDICTS", "Inputs", "Test", "Verdict", "weigh", "judge_all",
+__all__ = ["CLAIMS", "SCORE_VERDICTS", "Inputs", "Test", "Verdict", "weigh", "judge", "judge_all",
            "scorecard", "verdict_counts", "SCORECARD_COLUMNS"]
 
 CLAIMS = (table1, sigma, attention, procrustes, structure, noise, humans, optimizers,
@@ -52,13 +54,19 @@ CLAIMS = (table1, sigma, attention, procrustes, structure, noise, humans, optimi
 SCORECARD_COLUMNS = ("claim", "verdict", "label", "at", "part", "evidence", "where", "id")
 
 
-def judge_all(x: Inputs) -> list[Verdict]:
-    """Every claim's verdict on ``x``; a preview (``x.paper_scale`` False) tests none."""
+def judge(claim: Any, x: Inputs) -> Verdict:
+    """The verdict of one claim module on ``x``, as a page asks for it; a preview
+    (``x.paper_scale`` False) tests no claim: ``not testable yet``, saying why."""
     if not x.paper_scale:
-        return [Verdict(m.CLAIM, m.LINE, m.WHERE, "not testable yet",
-                        evidence="preview runs only: they show that the analysis runs, not "
-                                 "the claim") for m in CLAIMS]
-    return [m.judge(x) for m in CLAIMS]
+        return Verdict(claim.CLAIM, claim.LINE, claim.WHERE, "not testable yet",
+                       evidence="preview runs only: they show that the analysis runs, not "
+                                "the claim")
+    return claim.judge(x)
+
+
+def judge_all(x: Inputs) -> list[Verdict]:
+    """Every claim's verdict on ``x`` (:func:`judge`, in the paper's order)."""
+    return [judge(m, x) for m in CLAIMS]
 
 
 def scorecard(x: Inputs | list[Verdict]) -> pd.DataFrame:
