@@ -150,11 +150,12 @@ def test_scorecard_on_the_stored_units():
     assert all(ln.endswith(f"({w}) |") for ln, w in zip(md[2:], card["where"], strict=True))
     assert cl.long["hours_left"].notna().all()  # priced at the units' rate before a segment
     # the numbers chapter 11 and the intro glue in, read off the same verdicts
-    rf, cf = claims.report_facts(cl, runs["table2"]), claims.counts_facts(card)
+    rf, cf = claims.report_facts(cl), claims.counts_facts(card)
     rows = next(v for v in cl.verdicts if v.claim == "table1").numbers["rows"].set_index("b")
     assert rf["gt_side"] == ("below" if rows.loc["2d-fixed", "diff"] < 0 else "above")
     assert int(rf["n_common"]) == len(rows) - 1 and int(rf["n_above"]) <= int(rf["n_common"])
-    assert rf["n_sigmas"] == str(len(rf["sigmas"].split(", ")))
+    sf = claims.sigma_facts(runs["table2"])
+    assert sf["n_sigmas"] == str(len(sf["sigmas"].split(", ")))
     counts = C.verdict_counts(card)
     assert cf["parts"] == str(len(card)) and cf["contradicted"] == str(counts["contradicted"])
     assert cf["is_are"] == ("is" if counts["shown"] == 1 else "are")

@@ -128,25 +128,25 @@ def claims_markdown(card: pd.DataFrame) -> str:
             + "\n".join(rows))
 
 
-def report_facts(cl: Claims, table2: Run) -> dict[str, str]:
-    """The numbers chapter 11's opening paragraph glues in (``cl`` from :func:`claims_card`,
-    ``table2`` the page's sweep): ``at`` (the units' epoch); learn-0.2 against learn-2
-    (``pair_ci``, ``pair_p``) and against sigma 1 (``one_ci``, ``one_p``); the sigma curve's
-    shape (``plateau_to``, ``drop``, ``drop_from``, ``drop_to``); Table 1 (``n_above`` of
-    ``n_common`` fixed PEs, ``open`` the rest, ``gt_abs`` / ``gt_side`` / ``gt_p`` against
-    2d-fixed); ``noise_label``, ``noise_worst``; ``n_dpe`` of ``n_small`` small-sigma units
-    whose learned part is grid-shaped and the init's median share ``init_share``;
-    ``long_line`` (:func:`lstpe.chapters.long_mechanism.long_line`); ``rho`` (learn-0.2's
-    Spearman with people); ``untested`` (the claims not testable yet); ``n_sigmas`` and
-    ``sigmas`` (the learnable sigmas ``table2`` stores)."""
+def report_facts(cl: Claims) -> dict[str, str] | None:
+    """The numbers chapter 11's opening paragraph glues in (``cl`` from :func:`claims_card`);
+    None when the runs test no claim (previews). Keys: ``at`` (the units' epoch); learn-0.2
+    against learn-2 (``pair_ci``, ``pair_p``) and against sigma 1 (``one_ci``, ``one_p``);
+    the sigma curve's shape (``plateau_to``, ``drop``, ``drop_from``, ``drop_to``); Table 1
+    (``n_above`` of ``n_common`` fixed PEs, ``open`` the rest, ``gt_abs`` / ``gt_side`` /
+    ``gt_p`` against 2d-fixed); ``noise_label``, ``noise_worst``; ``n_dpe`` of ``n_small``
+    small-sigma units whose learned part is grid-shaped and the init's median share
+    ``init_share``; ``long_line`` (:func:`lstpe.chapters.long_mechanism.long_line`); ``rho``
+    (learn-0.2's Spearman with people); ``untested`` (the claims not testable yet)."""
     v = {x.claim: x for x in cl.verdicts}
+    if not cl.inputs.paper_scale or any("rows" not in v[k].numbers for k in ("table1", "sigma")):
+        return None
     r1, r2 = (v[k].numbers["rows"].set_index("b") for k in ("table1", "sigma"))
     gt, pair, one = r1.loc["2d-fixed"], r2.loc["learn-2"], r2.loc["learn-1"]
     shape, above = v["sigma"].numbers["shape"], v["table1"].numbers["above"]
     common = [b for b in r1.index if b != "2d-fixed"]
     small = cl.structure.query("block == 0 and sigma <= 0.2")
     card = cl.card
-    sig = sorted(table2.final("val_dropout").query("pe_name == 'learn'")["sigma"].unique())
     return {"at": str(v["sigma"].at), "pair_ci": fd.contrast_ci(pair),
             "pair_p": fd.pval(pair["p_perm"]), "one_ci": fd.contrast_ci(one),
             "one_p": fd.pval(one["p_perm"]), "plateau_to": f"{shape['plateau_to']:g}",
@@ -162,7 +162,13 @@ def report_facts(cl: Claims, table2: Run) -> dict[str, str]:
             "long_line": long_line(cl.mechanism_long),
             "rho": f"{cl.similarity.set_index('pe').loc['learn-0.2', 'spearman']:.2f}",
             "untested": "; ".join(card.loc[card["verdict"] == "not testable yet", "claim"])
-            or "none", "n_sigmas": str(len(sig)), "sigmas": ", ".join(f"{x:g}" for x in sig)}
+            or "none"}
+
+
+def sigma_facts(table2: Run) -> dict[str, str]:
+    """The learnable sigmas ``table2`` holds: ``n_sigmas`` and ``sigmas`` (ascending)."""
+    sig = sorted(table2.final("val_dropout").query("pe_name == 'learn'")["sigma"].unique())
+    return {"n_sigmas": str(len(sig)), "sigmas": ", ".join(f"{x:g}" for x in sig)}
 
 
 def counts_facts(card: pd.DataFrame) -> dict[str, str]:
