@@ -354,3 +354,14 @@ def test_progress_before_any_unit(tmp_path):
     # chapter 11 displays this table: pandas cuts longer cells to "..." by default
     assert p["what"].str.len().max() <= pd.get_option("display.max_colwidth")
     assert p["what"].nunique() == len(p)
+
+
+def test_stored_units_of_an_empty_folder_keep_their_columns(tmp_path):
+    """Chapter 11 on a copy without results/ reads the columns of no units (it failed with
+    KeyError 'cpu flags')."""
+    from lstpe.experiments import precision
+
+    t = cs.stored_units(tmp_path)
+    assert t.empty and list(t.columns) == list(cs.STORED_COLUMNS)
+    assert precision.no_pair_line(t["cpu flags"]).startswith("No precision pair is stored")
+    assert t.groupby(["cpu flags", "precision"], dropna=False).size().empty

@@ -370,6 +370,11 @@ def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = Non
     return "\n".join(lines)
 
 
+STORED_COLUMNS = ("unit", "epochs", "precision", "hours", "device", "cpu flags", "commit",
+                  "how")
+"""The columns of :func:`stored_units` (an empty results folder gives them too)."""
+
+
 def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit``
     (every commit that trained it, :func:`_commits`), ``how`` (trained by the campaign, or
@@ -386,4 +391,4 @@ def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
                      "cpu flags": " ".join(mach.get("cpu_flags", [])) or "-",
                      "commit": _commits(man),
                      "how": "imported" if "imported_from" in camp else "campaign"})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(STORED_COLUMNS))
