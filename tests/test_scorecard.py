@@ -77,6 +77,10 @@ def test_sigma_tests_the_papers_contrasts_and_describes_the_curve():
     # a low smallest sigma (Table 4's 0.01 under Adam) does not end the plateau before it starts
     low = sigma.shape(_final({"learn-0.01": 0.5, **sig}))
     assert (low["best_sigma"], low["plateau_to"]) == (0.2, 0.5)
+    # a sigma with one unit is no point of the curve: its dip neither ends the plateau nor
+    # makes the largest fall
+    one = pd.concat([_final(sig), _final({"learn-0.3": 0.7}).iloc[:1]])
+    assert sigma.shape(one) == s
     flat = {k: 0.9 for k in sig}
     assert sigma.judge(_x(_final(flat, spread=0.02))).verdict == "partly shown"  # 0.1 ~ 0.2
 

@@ -242,6 +242,7 @@ def shape_line(verdict: Any) -> str:
     s = verdict.numbers.get("shape")
     if not s:
         return "too few values of σ to say"
-    return (f"within 0.05 of its best ({s['best']:.3f} at σ = {s['best_sigma']:g}) up to "
+    return (f"over the σ with 2 or more units, within 0.05 of its best ({s['best']:.3f} at "
+            f"σ = {s['best_sigma']:g}) up to "
             f"σ = {s['plateau_to']:g}, its largest fall {s['drop']:.3f} between σ = "
             f"{s['drop_from']:g} and {s['drop_to']:g} ({s['at_from']:.3f} to {s['at_to']:.3f})")

@@ -8,7 +8,9 @@ permutation test, Holm-adjusted over the three. The curve's shape is described, 
 with a line: the paper's accuracies hold near their best up to sigma about 1 and then fall
 steeply, so a slope per doubling of sigma averages a plateau with a cliff. :func:`shape`
 names the largest sigma whose mean stays within :data:`PLATEAU` of the best and the largest
-fall between neighbouring stored sigmas.
+fall between neighbouring stored sigmas, over the sigmas with at least
+:data:`~lstpe.analysis.seed_stats.MIN_SEEDS_FOR_CI` units (one seed's accuracy is no point of
+a curve: a single unit 0.05 low would end the plateau).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis import evidence as ev
+from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
 from lstpe.claims._common import adjust, contrast, values_by_pe, with_equivalence
 from lstpe.claims.inputs import Inputs
 from lstpe.claims.verdicts import Verdict, untestable, weigh
@@ -32,13 +35,14 @@ PLATEAU = 0.05
 
 
 def shape(final: pd.DataFrame) -> dict[str, float]:
-    """The sigma curve of the learnable PEs' mean accuracy: ``best`` (its sigma and mean),
+    """The sigma curve of the learnable PEs' mean accuracy over the sigmas with at least
+    :data:`~lstpe.analysis.seed_stats.MIN_SEEDS_FOR_CI` units: ``best`` (its sigma and mean),
     ``plateau_to`` (how far the plateau reaches: the largest sigma up to which every mean from
     the best sigma on stays within :data:`PLATEAU` of the best), ``drop`` (the largest fall
     between neighbouring stored sigmas) with ``drop_from`` and ``drop_to``."""
     learn = final[final["pe"].astype(str).str.startswith("learn-")]
-    m = learn.groupby(learn["pe"].str.split("-").str[1].astype(float))["accuracy"].mean()
-    m = m.sort_index()
+    g = learn.groupby(learn["pe"].str.split("-").str[1].astype(float))["accuracy"]
+    m = g.mean()[g.size() >= MIN_SEEDS_FOR_CI].sort_index()  # sigmas with 2 or more units
     if len(m) < 2:
         return {}
     best, top = float(m.max()), int(np.argmax(m.to_numpy()))
@@ -68,7 +72,8 @@ def judge(x: Inputs) -> Verdict:
     verdict, part = weigh(tests)
     text = "; ".join(t.text for t in tests)
     if s:
-        text += (f"; the curve: within {PLATEAU} of its best ({s['best']:.3f} at σ = "
+        text += (f"; the curve (σ with 2 or more units): within {PLATEAU} of its best "
+                 f"({s['best']:.3f} at σ = "
                  f"{s['best_sigma']:g}) up to σ = {s['plateau_to']:g}, its largest fall "
                  f"{s['drop']:.3f} from σ = {s['drop_from']:g} to {s['drop_to']:g} "
                  f"({s['at_from']:.3f} → {s['at_to']:.3f})")
