@@ -160,6 +160,7 @@ def test_scorecard_on_the_stored_units():
     assert int(rf["n_common"]) == len(rows) - 1 and int(rf["n_above"]) <= int(rf["n_common"])
     sf = claims.sigma_facts(runs["table2"])
     assert sf["n_sigmas"] == str(len(sf["sigmas"].split(", ")))
+    assert sf["holder"] == "the campaign stores"
     counts = C.verdict_counts(card)
     assert cf["parts"] == str(len(card)) and cf["contradicted"] == str(counts["contradicted"])
     assert cf["is_are"] == ("is" if counts["shown"] == 1 else "are")

@@ -166,9 +166,12 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
 
 
 def sigma_facts(table2: Run) -> dict[str, str]:
-    """The learnable sigmas ``table2`` holds: ``n_sigmas`` and ``sigmas`` (ascending)."""
+    """The learnable sigmas ``table2`` holds: ``n_sigmas`` and ``sigmas`` (ascending), and
+    ``holder`` (who holds them: the campaign's stored units, or a run of another scale)."""
     sig = sorted(table2.final("val_dropout").query("pe_name == 'learn'")["sigma"].unique())
-    return {"n_sigmas": str(len(sig)), "sigmas": ", ".join(f"{x:g}" for x in sig)}
+    return {"n_sigmas": str(len(sig)), "sigmas": ", ".join(f"{x:g}" for x in sig),
+            "holder": "the campaign stores" if table2.scale == "paper"
+            else f"this `{table2.scale}` run (no stored unit) trains"}
 
 
 def counts_facts(card: pd.DataFrame) -> dict[str, str]:
