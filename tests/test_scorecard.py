@@ -158,7 +158,7 @@ def test_scorecard_on_the_stored_units():
     rows = next(v for v in cl.verdicts if v.claim == "table1").numbers["rows"].set_index("b")
     assert rf["gt_side"] == ("below" if rows.loc["2d-fixed", "diff"] < 0 else "above")
     assert int(rf["n_common"]) == len(rows) - 1 and int(rf["n_above"]) <= int(rf["n_common"])
-    sf = claims.sigma_facts(runs["table2"])
+    sf = claims.stored_sigmas(runs["table2"])
     assert sf["n_sigmas"] == str(len(sf["sigmas"].split(", ")))
     assert sf["holder"] == "the campaign stores"
     counts = C.verdict_counts(card)

@@ -165,7 +165,7 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
             or "none"}
 
 
-def sigma_facts(table2: Run) -> dict[str, str]:
+def stored_sigmas(table2: Run) -> dict[str, str]:
     """The learnable sigmas ``table2`` holds: ``n_sigmas`` and ``sigmas`` (ascending), and
     ``holder`` (who holds them: the campaign's stored units, or a run of another scale)."""
     sig = sorted(table2.final("val_dropout").query("pe_name == 'learn'")["sigma"].unique())

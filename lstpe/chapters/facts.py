@@ -18,8 +18,8 @@ from lstpe.analysis.authors_logs import lagging_seeds
 from lstpe.chapters import findings as fd
 
 __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_facts",
-           "mechanism_facts", "noise_facts", "witness_facts",
-           "adam_column_facts"]
+           "mechanism_facts", "noise_facts", "witness_facts", "adam_column_facts",
+           "human_facts", "brain_facts", "SOURCES"]
 
 
 def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | None = None,
