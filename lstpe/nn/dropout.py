@@ -20,6 +20,8 @@ computed in float64 (:func:`keep_threshold`), so the masks are made on MPS too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 _MASK32 = 0xFFFFFFFF
@@ -44,11 +46,13 @@ def step_key(seed: int, epoch: int, step: int) -> int:
     return int(mix32(k ^ (int(step) & _MASK32)))
 
 
-def keys_tensor(seeds: list[int], epoch: int, step: int,
+def keys_tensor(seeds: list[int], epoch: int | Sequence[int], step: int,
                 device: torch.device | str = "cpu") -> torch.Tensor:
-    """(len(seeds),) int64 keys for :func:`keep_mask`."""
-    return torch.tensor([step_key(s, epoch, step) for s in seeds], dtype=torch.int64,
-                        device=device)
+    """(len(seeds),) int64 keys for :func:`keep_mask`; ``epoch`` is one epoch for every seed,
+    or one per seed (models at different epochs in one chunk)."""
+    eps = [epoch] * len(seeds) if isinstance(epoch, int) else list(epoch)
+    return torch.tensor([step_key(s, e, step) for s, e in zip(seeds, eps, strict=True)],
+                        dtype=torch.int64, device=device)
 
 
 def keep_threshold(p: torch.Tensor) -> torch.Tensor:

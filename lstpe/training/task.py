@@ -169,6 +169,10 @@ class LSTTask:
         for step, b in enumerate(range(0, N, bs)):
             yield step, perm[:, b:b + bs]
 
+    def _drop_epochs(self, epoch: int) -> list[int]:
+        """Each dropout model's own epoch at loop epoch ``epoch``."""
+        return [epoch + self.offsets[m] for m in self.drop_models]
+
     def dropout_keys(self, epoch: int, step: int) -> torch.Tensor | None:
         """(K,) keys of the dropout models; one host-to-device copy per epoch, not per step."""
         seeds = self.dropout_seeds
@@ -176,10 +180,8 @@ class LSTTask:
             return None
         if self._keys_epoch != epoch:
             n_steps = -(-self.x.shape[0] // self.cfg.batch_size)
-            eps = [epoch + self.offsets[m] for m in self.drop_models]
-            keys = [[drop.step_key(sd, e, s) for sd, e in zip(seeds, eps, strict=True)]
-                    for s in range(n_steps)]
-            self._keys = torch.tensor(keys, dtype=torch.int64).to(self.device)
+            self._keys = torch.stack([drop.keys_tensor(seeds, self._drop_epochs(epoch), s)
+                                      for s in range(n_steps)]).to(self.device)
             self._keys_epoch = epoch
         return self._keys[step]
 
@@ -238,9 +240,8 @@ class LSTTask:
             keys = None
             if name == "val_dropout":
                 seeds = self.dropout_seeds
-                keys = torch.tensor([drop.step_key(sd, epoch + self.offsets[m], drop.EVAL_STEP)
-                                     for sd, m in zip(seeds, self.drop_models, strict=True)],
-                                    dtype=torch.int64, device=self.device) if seeds else None
+                keys = drop.keys_tensor(seeds, self._drop_epochs(epoch), drop.EVAL_STEP,
+                                        self.device) if seeds else None
             logits = predict(model, s.x[idx], chunk=self.eval_chunk, amp=cfg.amp,
                              dropout_keys=keys)
             self.diverged |= ~torch.isfinite(logits).all(-1).all(-1).cpu().numpy()
