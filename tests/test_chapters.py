@@ -354,3 +354,28 @@ def test_init_vs_final_never_shows_minus_zero():
     change = t[("d", "change")].iloc[0]
     assert change == 0 and math.copysign(1, change) == 1 and t[("n", "")].iloc[0] == 2
     assert "-0.0" not in t.to_string()
+
+
+def test_describe_page_names_the_stored_units_and_no_scale():
+    """Issue 51: a page that shows stored units of the authors' recipe says how many, of which
+    recipe, epochs and seeds, and names no scale or device; a page that trained says what and
+    at which scale."""
+    import pandas as pd
+
+    from lstpe.store.results import Run
+
+    S = Setup("preview", torch.device("cpu"), repo_root() / "results")
+    merged = Run(pd.DataFrame(), {"kind": "campaign-merge", "config": {"preset": "paper",
+                 "epochs": 200}, "fragments": ["a", "b", "c"],
+                 "seeds_per_pe": {"2d-fixed": [1, 2], "learn-0.2": [1]}}, name="table1",
+                 source="stored")
+    line = ch.describe_page(S, [merged])
+    assert "`table1`: 3 units of the authors' recipe (2 PEs, 1-2 seeds each, 200 epochs, fp32)" \
+        in line
+    assert "Nothing was trained here." in line and "scale" not in line and "preview" not in line
+    live = Run(pd.DataFrame(), {"config": {"preset": "preview", "epochs": 8, "seeds": [0]}},
+               name="brain", source="live")
+    line = ch.describe_page(S, [merged, live])
+    assert "Trained here at the `preview` scale (not the authors' recipe) on cpu: `brain` " \
+           "(8 epochs, 1 seed, trained now)." in line
+    assert str(repo_root()) not in line

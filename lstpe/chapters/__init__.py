@@ -38,6 +38,7 @@ from lstpe.chapters.text import (
     N_PAPER_SEEDS,
     PAPER_EPOCHS,
     PRINT_WIDTH,
+    describe_page,
     describe_setup,
     run_facts,
     say,
@@ -45,8 +46,8 @@ from lstpe.chapters.text import (
 )
 
 __all__ = [
-    "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_setup", "run_facts",
-    "show_runs",
+    "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_page", "describe_setup",
+    "run_facts", "show_runs",
     "SPLIT_LABELS", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
     "human_table", "init_vs_final", "accuracy_correlations",
     "WithStatic", "with_static", "sigma_explorer", "sigma_grid",

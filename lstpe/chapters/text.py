@@ -1,5 +1,8 @@
 """The chapters' two lines about their runs, and wrapped printing.
 
+* :func:`describe_page`: what a results page shows, said under its finding: the stored units
+  it read (recipe, epochs, seeds, how many) and, only when something was trained, what and at
+  which scale;
 * :func:`describe_setup`: the chapter's setup line (scale, device, versions; no local paths);
 * :func:`run_facts`, :func:`show_runs`: the page's provenance, each fact said once for all of
   its runs (where they come from, preview scale, fewer epochs than the paper);
@@ -19,8 +22,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from lstpe.store.results import Run
 
-__all__ = ["PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_setup", "run_facts",
-           "show_runs"]
+__all__ = ["PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_page",
+           "describe_setup", "run_facts", "show_runs"]
 
 
 PAPER_EPOCHS = 4000
@@ -153,3 +156,81 @@ def describe_setup(S: SetupLike) -> str:
         where = "custom folder (results_dir)"
     return (f"scale={S.scale}  device={S.device}  torch={torch.__version__}  "
             f"python={platform.python_version()}  stored runs from: {where}")
+
+
+def _where(results_dir: str | Path) -> str:
+    """The results folder as a page may name it (:func:`describe_setup`'s rule)."""
+    from lstpe.runtime import repo_root
+
+    rd, root = Path(results_dir), repo_root()
+    if not rd.is_absolute():
+        return rd.as_posix()
+    if root is not None and rd.resolve().is_relative_to(root.resolve()):
+        return rd.resolve().relative_to(root.resolve()).as_posix()
+    return "a custom folder (results_dir)"
+
+
+def _seeds_text(counts: list[int]) -> str:
+    lo, hi = counts[0], counts[-1]
+    return f"{lo} seed{'s' if lo != 1 else ''}" if lo == hi else f"{lo}-{hi} seeds"
+
+
+def _stored_part(run: Run) -> str:
+    """One stored run as a page names it: ``table1: 40 units of the authors' recipe (8 PEs,
+    5 seeds each, 200 epochs, fp32)``, or a stored run of another scale."""
+    cfg, man = _cfg(run), getattr(run, "manifest", None) or {}
+    length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
+    prec = "bf16" if cfg.get("amp") else "fp32"
+    if man.get("kind") == "campaign-merge":
+        per_pe = man.get("seeds_per_pe") or {}
+        n = len(man.get("fragments") or []) or sum(len(v) for v in per_pe.values())
+        counts, _ = _seed_counts(run)
+        return (f"`{run.name}`: {n} unit{'s' if n != 1 else ''} of the authors' recipe "
+                f"({len(per_pe)} PEs, {_seeds_text(counts)} each, {length}, {prec})")
+    n = len(cfg.get("seeds") or [])
+    return (f"`{run.name}`: a stored run at the `{run.scale}` scale ({length}, "
+            f"{_seeds_text([n])}, {prec})")
+
+
+def describe_page(S: SetupLike, runs: Iterable[Run] | None = None) -> str:
+    """What a results page shows, in the words of its setup line (issue 51).
+
+    Args:
+        S: the chapter's setup (its scale, device and results folder).
+        runs: the page's runs; default every run this kernel got from ``S.get_run``
+            (:func:`lstpe.experiments.runs.used_runs`).
+    Returns:
+        ``Shown: <each stored run: units, recipe, PEs, seeds, epochs, precision> (from
+        <folder>).`` and then, only when a run was trained here or reused from the cache,
+        ``Trained here at the <scale> scale on <device> (not the authors' recipe unless the
+        scale is paper): <run, epochs, seeds>``; else ``Nothing was trained here.`` Versions
+        close the line. No scale or device is named when nothing was trained.
+    """
+    import torch
+
+    if runs is None:
+        from lstpe.experiments.runs import used_runs
+
+        runs = used_runs()
+    runs = list(runs)
+    stored = [r for r in runs if r.source == "stored"]
+    trained = [r for r in runs if r.source != "stored"]
+    parts = []
+    if stored:
+        parts.append("Shown: " + "; ".join(_stored_part(r) for r in stored)
+                     + f" (read from `{_where(S.results_dir)}/`).")
+    if trained:
+        recipe = "the authors' recipe" if S.scale == "paper" else "not the authors' recipe"
+        what = "; ".join(
+            f"`{r.name}` ({_cfg(r).get('epochs', _cfg(r).get('steps'))} "
+            f"{'epochs' if 'epochs' in _cfg(r) else 'steps'}, "
+            f"{_seeds_text([len(_cfg(r).get('seeds') or [])])}, "
+            f"{'trained now' if r.source == 'live' else 'reused from the cache'})"
+            for r in trained)
+        parts.append(f"Trained here at the `{S.scale}` scale ({recipe}) on {S.device}: {what}.")
+    elif stored:
+        parts.append("Nothing was trained here.")
+    else:
+        parts.append("No run was read or trained yet.")
+    parts.append(f"(torch {torch.__version__}, python {platform.python_version()})")
+    return " ".join(parts)
