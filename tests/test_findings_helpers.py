@@ -100,3 +100,22 @@ def test_contrast_ci_reads_a_row_whatever_its_index() -> None:
     assert fd.contrast_ci(c.set_index("b").loc["b"]) == want
     assert fd.contrast_ci(c.set_index(["a", "b"]).loc[("a", "b")]) == want
     assert "∞" not in want and want.startswith("+0.")
+
+
+def test_show_evidence_opens_the_key_columns_and_folds_the_rest() -> None:
+    """Issue 51: an evidence table shows n, ours, the reference and the verdict first; every
+    other column sits in a <details> fold under it, and the reference is the authors' value
+    when the row was tested against their logs."""
+    ref = {"a": ev.Reference(0.95, 0.04, 15, "authors@200")}
+    t = ev.evidence_rows({"a": [0.94, 0.96, 0.95]}, ref, cells=["a"])
+    c = ev.contrast_rows({"a": [0.95, 0.951, 0.952], "b": [0.5, 0.4, 0.6]}, [("a", "b")])
+    shown = fd.show_evidence(t, c)
+    assert list(shown.key[0].columns) == ["n", "ours [95% CI]", "reference", "verdict"]
+    assert shown.key[0].loc["a", "reference"] == "0.950 (authors@200)"
+    assert list(shown.key[1].columns) == ["n", "diff [95% CI]", "verdict"]
+    html = shown._repr_html_()
+    key_part, folded = html.split("<details", 1)
+    assert key_part.count("lstpe-key") == 2 and "MDD" not in key_part
+    assert "MDD" in folded and "p (Welch)" in folded and "</summary>" in folded
+    plain = fd.show_claim(t)
+    assert list(plain.key[0].columns) == ["n", "estimate [95% CI]", "against", "verdict"]

@@ -246,3 +246,70 @@ def shape_line(verdict: Any) -> str:
             f"σ = {s['best_sigma']:g}) up to "
             f"σ = {s['plateau_to']:g}, its largest fall {s['drop']:.3f} between σ = "
             f"{s['drop_from']:g} and {s['drop_to']:g} ({s['at_from']:.3f} to {s['at_to']:.3f})")
+
+
+# --------------------------------------------------------------------------- key columns first
+
+
+class Shown:
+    """Tables as a page shows them (issue 51): ``key`` tables open, with the class
+    ``lstpe-key`` (the book keeps them inside the column at phone width, see ``_css``), and
+    the ``folded`` ones under a ``<details>`` summary line, one click away. Jupyter, Colab
+    and the book render the HTML; plain text shows every table."""
+
+    def __init__(self, key: list[pd.DataFrame], folded: list[pd.DataFrame],
+                 summary: str) -> None:
+        self.key, self.folded, self.summary = key, folded, summary
+
+    def _repr_html_(self) -> str:
+        import html
+
+        shown = "".join(t.to_html(classes="dataframe lstpe-key", border=0) for t in self.key)
+        if not self.folded:
+            return shown
+        body = "".join(t.to_html(classes="dataframe", border=0) for t in self.folded)
+        return (f'{shown}<details class="lstpe-details"><summary>{html.escape(self.summary)}'
+                f"</summary>{body}</details>")
+
+    def __repr__(self) -> str:
+        return "\n\n".join([t.to_string() for t in self.key]
+                           + [self.summary] + [t.to_string() for t in self.folded])
+
+
+def _ref_text(r: pd.Series, digits: int) -> str:
+    """A cell row's reference as the key table shows it: its value and whose it is."""
+    if not r["ref"]:
+        return "–"
+    value = r["authors_mean"] if str(r["ref"]).startswith("authors") else r["paper_mean"]
+    return f"{num(value, digits)} ({r['ref']})"
+
+
+def evidence_key(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    """The columns a reader needs first of a claim's cell rows: ``n``, ``ours [95% CI]``,
+    ``reference`` (the value the verdict tests against and whose it is), ``verdict``."""
+    view = evidence_view(table, digits)
+    view.insert(2, "reference", [_ref_text(r, digits) for _, r in table.iterrows()])
+    return view[["n", "ours [95% CI]", "reference", "verdict"]]
+
+
+def show_evidence(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
+                  digits: int = 3) -> Shown:
+    """A claim's evidence against the authors' and the paper's values (chapters 5, 6, 11):
+    :func:`evidence_key` and the contrasts' ``n``, ``diff [95% CI]``, ``verdict`` open;
+    every column (:func:`evidence_view`, :func:`contrast_view`) folded under them."""
+    key, folded = [evidence_key(cells, digits)], [evidence_view(cells, digits)]
+    if contrasts is not None and len(contrasts):
+        full = contrast_view(contrasts, digits)
+        key.append(full[["n", "diff [95% CI]", "verdict"]])
+        folded.append(full)
+    return Shown(key, folded, "Every column: differences, the authors' and the paper's "
+                              "values, p values (Welch, TOST, exact) and the MDD")
+
+
+def show_claim(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
+               digits: int = 3) -> Shown:
+    """A claim tested against a fixed reference (chapters 8-10): :func:`claim_view`'s ``n``,
+    ``estimate [95% CI]``, ``against`` and ``verdict`` open, every column folded."""
+    full = claim_view(cells, contrasts, digits)
+    return Shown([full[["n", "estimate [95% CI]", "against", "verdict"]]], [full],
+                 "Every column: p values (Welch, TOST, exact) and the exact test's floor")
