@@ -310,6 +310,21 @@ LAYOUT_JS = r"""
       if (printed && el.scrollWidth > el.clientWidth + 1)
         out.unwrapped.push([name(el), el.scrollWidth, el.clientWidth, text]);
     }
+    // issue 51: the page's height, where its finding starts (its first Markdown output) and
+    // the code inputs a reader sees above it, and what must fit the column at any width
+    out.height = document.documentElement.scrollHeight;
+    const finding = col.querySelector(
+      ".cell_output .text_markdown, .cell_output .output.text_markdown");
+    out.finding = finding ? finding.getBoundingClientRect().top + window.scrollY : null;
+    out.inputs_before = [...col.querySelectorAll(".cell_input")].filter(i => {
+      const r = i.getBoundingClientRect();
+      return r.height > 0 && finding && r.top < finding.getBoundingClientRect().top;
+    }).length;
+    const past = el => el.getBoundingClientRect().right > c.right + 1;
+    out.key_wide = [...col.querySelectorAll("table.lstpe-key")].filter(past)
+      .map(t => t.textContent.trim().slice(0, 60));
+    out.fig_wide = [...col.querySelectorAll(".cell_output img")].filter(past)
+      .map(i => i.getAttribute("alt") || i.src.slice(-40));
     for (const e of performance.getEntriesByType("resource"))
       if (!/^(file|data|blob|about):/.test(e.name)) out.remote.push(e.name);
     parent.postMessage(JSON.stringify(out), "*");
@@ -337,6 +352,9 @@ with an absolute URL, a widget manager's CDN base (``data-jupyter-widgets-cdn``)
 
 WIDTHS = (420, 1280)
 """The two widths a reader uses: a phone in portrait, a laptop."""
+
+
+_MEASURED: dict[tuple[str, str, int], dict] = {}
 
 
 def layout_problems(chromium: str, html_dir: Path, chapter: str, width: int) -> list[str]:
@@ -370,6 +388,7 @@ def layout_problems(chromium: str, html_dir: Path, chapter: str, width: int) -> 
     if not m or not m.group(1).strip():
         return [f"{chapter} @{width}: the page did not report its layout ({dom.stderr[-300:]})"]
     got = json.loads(html.unescape(m.group(1)))
+    _MEASURED[(str(html_dir), chapter, width)] = got
     where = f"{chapter} @{width}px"
     out = [f"{where}: wider than the column {got['column']}: {w}" for w in got["wide"]]
     out += [f"{where}: content clipped: {c}" for c in got["clipped"]]
@@ -403,3 +422,67 @@ def test_pages_fit_their_column(built_book: Path, width: int) -> None:
     for chapter in _chapters():
         problems += layout_problems(chromium, built_book, chapter, width)
     assert not problems, "\n".join(problems[:60])
+
+
+
+RESULTS_PAGES = ("book/intro", "book/05_training", "book/06_sigma_sweep",
+                 "book/07_inside_the_models", "book/08_robustness", "book/09_models_and_humans",
+                 "book/10_brain", "book/11_reproduction_report")
+"""The pages that open with their finding (issue 51)."""
+FIRST_SCREEN = 800
+"""The height in px of a laptop's first screen at a 1280-px window (1280 x 800)."""
+MAX_HEIGHT = 10_500
+"""A results page's height at 1280 px, folded sections folded (issue 51: about 10k px)."""
+
+
+def measured(chromium: str, html_dir: Path, chapter: str, width: int) -> dict:
+    """What :data:`LAYOUT_JS` reported for one page at ``width`` (measured once)."""
+    key = (str(html_dir), chapter, width)
+    if key not in _MEASURED:
+        layout_problems(chromium, html_dir, chapter, width)
+    return _MEASURED.get(key, {})
+
+
+def reader_problems(got: dict, chapter: str, width: int) -> list[str]:
+    """What a results page's measurement says against issue 51: at 1280 px the finding starts
+    inside the first screen with at most one code input above it, and the page is at most
+    :data:`MAX_HEIGHT` tall; at every width no key table column or figure is wider than the
+    column."""
+    out = []
+    if width == 1280:
+        if got.get("finding") is None:
+            out.append(f"{chapter}: no finding (a Markdown output) on the page")
+        elif got["finding"] + 24 > FIRST_SCREEN:
+            out.append(f"{chapter}: the finding starts at {got['finding']:.0f} px, below the "
+                       f"first screen ({FIRST_SCREEN} px)")
+        if got.get("inputs_before", 0) > 1:
+            out.append(f"{chapter}: {got['inputs_before']} code inputs shown above the finding")
+        if got.get("height", 0) > MAX_HEIGHT:
+            out.append(f"{chapter}: {got['height']} px tall at 1280 px (at most {MAX_HEIGHT})")
+    out += [f"{chapter} @{width}: a key table wider than the column: {t}"
+            for t in got.get("key_wide", [])]
+    out += [f"{chapter} @{width}: a figure wider than the column: {f}"
+            for f in got.get("fig_wide", [])]
+    return out
+
+
+def test_reader_problems_sees_a_late_finding_and_a_wide_table() -> None:
+    got = {"finding": 1400, "inputs_before": 2, "height": 16_900, "key_wide": ["cell n"],
+           "fig_wide": []}
+    problems = reader_problems(got, "x", 1280)
+    assert len(problems) == 4 and "below the first screen" in problems[0]
+    assert reader_problems({"finding": 500, "inputs_before": 1, "height": 9000}, "x", 1280) == []
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_results_pages_open_with_their_finding(built_book: Path, width: int) -> None:
+    """Issue 51, measured in headless Chromium: on the intro and chapters 5-11 the finding's
+    top is inside the first screen at 1280 px with at most one code input above it, each page
+    is at most :data:`MAX_HEIGHT` px tall there, and at 420 and 1280 px no key evidence table
+    and no figure is wider than the column."""
+    chromium = _chromium()
+    problems = []
+    for chapter in RESULTS_PAGES:
+        problems += reader_problems(measured(chromium, built_book, chapter, width), chapter,
+                                    width)
+    assert not problems, "\n".join(problems)

@@ -1,9 +1,12 @@
-"""The chapters' code cells stay thin: hidden cells hold prose, not logic (issue 48).
+"""The chapters' code cells stay thin: hidden cells hold prose, not logic (issue 48), and a
+results page opens with its finding (issue 51).
 
-A hidden cell (tagged ``remove-input``, ``remove-cell`` or ``hide-input``) is code a reader of
-the rendered book never sees. Its logic is counted as code lines (lines holding a token other
-than a string or a comment: a hand-written paragraph in one string counts the lines of
-the call around it) and branches
+A hidden cell (tagged ``remove-input`` or ``remove-cell``) is code a reader of the rendered
+book never sees. A folded cell (``hide-input``) is one click away ("Show code cell source"):
+it holds no branch. A ``parameters`` cell (papermill's, hidden in the book, shown in Colab)
+holds only assignments of literals and is not counted. A hidden cell's logic is counted as
+code lines (lines holding a token other than a string or a comment: a hand-written paragraph
+in one string counts the lines of the call around it) and branches
 (``if`` statements, conditional expressions and comprehension filters, inside f-strings too).
 The install cell, the same in every chapter and tested in ``tests/test_links.py``, is left out.
 Every code cell, hidden or not, has at most 15 lines.
@@ -18,7 +21,11 @@ import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-HIDDEN = {"remove-input", "remove-cell", "hide-input"}
+HIDDEN = {"remove-input", "remove-cell"}
+FOLDED = {"hide-input"}
+RESULTS_PAGES = ("intro", "05_training", "06_sigma_sweep", "07_inside_the_models", "08_robustness",
+                 "09_models_and_humans", "10_brain", "11_reproduction_report")
+"""The pages that open with a finding: the intro and chapters 5-11."""
 MAX_LINES, MAX_IFS = 80, 8
 """The issue's budget for all hidden cells of the book together."""
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
@@ -56,7 +63,7 @@ def test_logic_counts_code_lines_and_branches() -> None:
 
 def test_hidden_cells_hold_prose_not_logic() -> None:
     counted = [(nb, i, *logic(src)) for nb, i, tags, src in code_cells()
-               if tags & HIDDEN and 'find_spec("lstpe")' not in src]
+               if tags & HIDDEN and "parameters" not in tags and 'find_spec("lstpe")' not in src]
     lines, ifs = sum(c[2] for c in counted), sum(c[3] for c in counted)
     worst = sorted(counted, key=lambda c: -c[2])[:5]
     assert lines <= MAX_LINES and ifs <= MAX_IFS, \
@@ -67,3 +74,47 @@ def test_no_code_cell_is_longer_than_15_lines() -> None:
     long = [(nb, i, len(src.splitlines())) for nb, i, _, src in code_cells()
             if len(src.splitlines()) > 15]
     assert not long, f"code cells over 15 lines (notebook, cell, lines): {long}"
+
+
+def test_folded_cells_hold_no_branch() -> None:
+    branching = [(nb, i) for nb, i, tags, src in code_cells()
+                 if tags & FOLDED and logic(src)[1]]
+    assert not branching, f"folded cells with a branch (notebook, cell): {branching}"
+
+
+def test_every_notebook_has_a_parameters_cell_of_literals() -> None:
+    """Every notebook has papermill's ``parameters`` cell (so ``lstpe batch`` can point it at
+    another results folder); it holds only ``name = literal`` lines."""
+    cells = code_cells()
+    books = {nb for nb, *_ in cells}
+    with_params = {nb for nb, _, tags, _ in cells if "parameters" in tags}
+    assert books == with_params, f"no parameters cell: {sorted(books - with_params)}"
+    for nb, i, tags, src in cells:
+        if "parameters" in tags:
+            for stmt in ast.parse(src).body:
+                ok = isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant)
+                assert ok, f"{nb} cell {i}: a parameters cell holds only literals: {src!r}"
+
+
+def finding_index(cells: list[tuple[str, int, set[str], str]]) -> int:
+    """Index (in ``cells``) of a page's finding: its first cell that prints a hand-written
+    paragraph (``fd.md(`` or ``fd.md_facts(``)."""
+    return next(k for k, (_, _, _, src) in enumerate(cells)
+                if "fd.md(" in src or "fd.md_facts(" in src)
+
+
+def test_results_pages_open_with_their_finding() -> None:
+    """At most one code input a reader sees (not hidden, not folded) before the finding."""
+    for page in RESULTS_PAGES:
+        cells = [c for c in code_cells() if c[0] == f"{page}.ipynb"]
+        before = cells[:finding_index(cells)]
+        shown = [i for _, i, tags, _ in before if not tags & (HIDDEN | FOLDED)]
+        assert len(shown) <= 1, f"{page}: code cells shown before the finding: {shown}"
+
+
+def test_finding_check_sees_a_second_visible_cell() -> None:
+    """The check above can fail: two visible cells before a finding are counted."""
+    cells = [("x", 0, set(), "a = 1"), ("x", 1, set(), "b = 2"), ("x", 2, {"remove-input"},
+             "fd.md('found')")]
+    k = finding_index(cells)
+    assert k == 2 and [i for _, i, t, _ in cells[:k] if not t & (HIDDEN | FOLDED)] == [0, 1]
