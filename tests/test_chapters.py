@@ -378,4 +378,6 @@ def test_describe_page_names_the_stored_units_and_no_scale():
     line = ch.describe_page(S, [merged, live])
     assert "Trained here at the `preview` scale (not the authors' recipe) on cpu: `brain` " \
            "(8 epochs, 1 seed, trained now)." in line
+    alone = ch.describe_page(S, [live])
+    assert alone.startswith("No stored run of this page was found in `results/`")
     assert str(repo_root()) not in line

@@ -228,6 +228,10 @@ def describe_page(S: SetupLike, runs: Iterable[Run] | None = None) -> str:
             f"{'trained now' if r.source == 'live' else 'reused from the cache'})"
             for r in trained)
         parts.append(f"Trained here at the `{S.scale}` scale ({recipe}) on {S.device}: {what}.")
+        if not stored:
+            parts.insert(0, f"No stored run of this page was found in `{_where(S.results_dir)}/` "
+                            "(on Colab, run the install cell: it clones the repository with its "
+                            "results/; or set LSTPE_RESULTS).")
     elif stored:
         parts.append("Nothing was trained here.")
     else:
