@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis import evidence as ev
-from lstpe.analysis.seed_stats import holm
+from lstpe.analysis.seed_stats import check_range, holm
 
 __all__ = ["noise_loss_per_model", "noise_evidence", "NOISE_PAIRS", "model_human_agreement",
            "human_evidence", "R_MARGIN", "POOLED", "network_evidence", "Z_MARGIN", "NETWORK_PAIRS"]
@@ -171,9 +171,16 @@ def model_human_agreement(correct: pd.DataFrame, people: pd.DataFrame) -> pd.Dat
         ``pe, seed, accuracy, cosine, cosine_random, r`` per model (module docstring): ``r``
         NaN for a model with no errors (or no correct answer).
     Raises:
-        ValueError: puzzles of the models missing from ``people``.
+        ValueError: puzzles of the models missing from ``people``; a people's accuracy outside
+            [0, 1] or a ``correct`` other than 0 and 1 (each named with its puzzle or model).
     """
     h = people.set_index("id")["accuracy"].astype(float)
+    check_range(h, 0, 1, "people's accuracy", [f"puzzle id {i}" for i in h.index])
+    bad = ~correct["correct"].isin((0, 1))
+    if bad.any():
+        r = correct[bad].iloc[0]
+        raise ValueError(f"correct must be 0 or 1: {r['correct']!r} at pe {r['pe']}, seed "
+                         f"{r['seed']}, puzzle id {r['id']}")
     missing = set(correct["id"]) - set(h.index)
     if missing:
         raise ValueError(f"{len(missing)} puzzle ids of the models are not in the people's")

@@ -38,7 +38,9 @@ pages quote with it (:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend
 is Kendall's tau-b over units with a permutation p (:func:`trend_row`). No multiplicity
 correction: a claim such as "beats every fixed PE" is a conjunction, shown only where every one
 of its contrasts is (an intersection-union test, of level alpha as it stands); a single
-contrast read out of a claim's several would need one (Holm).
+contrast read out of a claim's several would need one (Holm). Seeds without spread (tied
+accuracies) get no t-test certainty: no interval, and Welch's p NaN beside the exact test, or
+against an exact reference the sign-flip test with its floor (seed_tests.NO_SPREAD).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis import seed_tests as st
-from lstpe.analysis.seed_stats import mean_ci, t_half
+from lstpe.analysis.seed_stats import check_range, mean_ci, t_half, tau_text
 
 __all__ = [
     "Reference", "evidence_rows", "contrast_rows", "trend_row", "CLAIMS", "claim_table",
@@ -141,21 +143,28 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
             ``not run`` row.
         seeds, epochs: per cell, the seed ids (n,) and our units' epoch, shown.
         margin: TOST margin; alpha: level of every test; level: of the intervals; our CI is
-            clipped to ``value_range``.
+            clipped to ``value_range``, and a value outside it is an error.
     Returns:
         :data:`ROW_COLUMNS`: ``n``, ``values`` (ours, 3 decimals, by seed), ``seeds``,
-        ``epoch``, ``mean``, ``ci_low``, ``ci_high`` (t interval, NaN for n < 2),
+        ``epoch``, ``mean``, ``ci_low``, ``ci_high`` (t interval; NaN for n < 2 or when
+        every value is equal, not a zero-width interval, and ``why`` says so),
         ``authors_mean/sd/n``, ``paper_mean/sd``, ``ref`` (the reference tested against),
         ``diff`` (ours - ref) with ``diff_low/high``, ``p_diff`` (Welch; single-case for n=1),
         ``p_equiv`` (TOST within ``margin``), ``mdd`` (reference SD, our n vs its n; against
         an exact reference, SD 0, the one-sample test's with our SD),
         ``test``, ``verdict`` (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with
-        the numbers).
+        the numbers). No spread in our values nor the reference: the exact sign-flip test
+        (:class:`~lstpe.analysis.seed_tests.Diff`), its floor in ``why``.
+    Raises:
+        ValueError: a value outside ``value_range``, naming it, its cell and seed.
     """
     authors, paper, seeds, epochs = authors or {}, paper or {}, seeds or {}, epochs or {}
     rows = []
     for cell in (list(values) if cells is None else list(cells)):
         x = np.asarray(values.get(cell, ()), dtype=np.float64)
+        ids = list(seeds.get(cell, ()))
+        check_range(x, *value_range, "evidence_rows", [f"cell {cell!r}, " + (
+            f"seed {ids[i]}" if len(ids) == x.size else f"value {i + 1}") for i in range(x.size)])
         a, p = authors.get(cell), paper.get(cell)
         ref = a if a is not None else p
         row = dict.fromkeys(ROW_COLUMNS, math.nan)
@@ -167,8 +176,10 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
             row.update(authors_mean=a.mean, authors_sd=a.sd, authors_n=a.n)
         if p is not None:
             row.update(paper_mean=p.mean, paper_sd=p.sd)
+        flat = x.size > 1 and st.no_spread(x)  # no zero-width interval from tied seeds
         if x.size:
-            m, lo, hi = mean_ci(x, level) if x.size > 1 else (float(x[0]), math.nan, math.nan)
+            m, lo, hi = mean_ci(x, level) if x.size > 1 and not flat else (float(x.mean()),
+                                                                           math.nan, math.nan)
             row.update(mean=m, ci_low=max(lo, value_range[0]), ci_high=min(hi, value_range[1]))
         if x.size == 0:
             row.update(verdict="not run", why="not run yet")
@@ -181,6 +192,8 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
             row.update(_verdict(d, x.size, margin, alpha, row["mdd"]))
             if a is None and authors:
                 row["why"] += f" (vs {ref.label}: no authors' log)"
+            if flat and d.test != "sign-flip":
+                row["why"] += f"; all {x.size} values equal: no interval for our mean"
         rows.append(row)
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
 
@@ -191,7 +204,8 @@ def _row_mdd(x: np.ndarray, ref: Reference, alpha: float) -> float:
     our SD (NaN for one model)."""
     if ref.sd > 0:
         return st.mdd(ref.sd, x.size, ref.n, alpha)
-    return st.mdd(float(x.std(ddof=1)), x.size, None, alpha) if x.size >= 2 else math.nan
+    flat = x.size < 2 or st.no_spread(x)  # no SD to size it by: not an MDD of 0
+    return math.nan if flat else st.mdd(float(x.std(ddof=1)), x.size, None, alpha)
 
 
 def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dict[str, str]:
@@ -200,6 +214,13 @@ def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dic
             return {"verdict": "differs",
                     "why": f"n=1: one model {d.diff:+.3f} off the reference (p={d.p:.2g})"}
         return {"verdict": "n=1", "why": "n=1: no interval; inside the reference spread"}
+    if d.test == "sign-flip":  # no spread anywhere: the exact test, its floor stated
+        how = (f"no spread in the {n} values nor the exact reference, t undefined: exact "
+               f"sign-flip p={d.p:.2g}, TOST p={d.p_equiv:.2g} (no lower than "
+               f"{2 / 2**n:.2g} and {1 / 2**n:.2g} at n={n})")
+        word = ("equivalent" if d.p_equiv < alpha else "differs" if d.p < alpha
+                else "inconclusive")
+        return {"verdict": word, "why": f"{d.diff:+.3f} off the reference; {how}"}
     if d.p_equiv < alpha:
         why = f"equivalent within ±{margin:g} (TOST p={d.p_equiv:.2g})"
         if d.p < alpha:
@@ -213,7 +234,8 @@ def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dic
 
 
 def _pooled_sd(x: np.ndarray, y: np.ndarray) -> float:
-    if x.size + y.size < 3:
+    """NaN below 3 values or with no spread in either group (no MDD of 0)."""
+    if x.size + y.size < 3 or (st.no_spread(x) and st.no_spread(y)):
         return math.nan
     ss = (x.var(ddof=1) * (x.size - 1) if x.size > 1 else 0.0) + \
         (y.var(ddof=1) * (y.size - 1) if y.size > 1 else 0.0)
@@ -235,8 +257,9 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
         (our pooled SD), ``verdict`` (``higher``, ``lower``, ``no difference shown``,
         ``not run``) on the exact permutation p: exact at any n and free of the normality
         Welch's t leans on at 2-4 degrees of freedom (its null: the PE label does not
-        matter); Welch's p and interval are shown beside it. ``why`` says when the
-        permutation test cannot reach ``alpha`` at this n.
+        matter); Welch's p and interval are shown beside it (NaN, and ``why`` says so, when
+        neither group has a spread: :data:`~lstpe.analysis.seed_tests.NO_SPREAD`). ``why``
+        says when the permutation test cannot reach ``alpha`` at this n.
     """
     rows = []
     for a, b in pairs:
@@ -255,14 +278,14 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
         row.update(mean_a=float(x.mean()), mean_b=float(y.mean()), diff=perm.diff,
                    exact_low=lo, exact_high=hi,
                    p_perm=perm.p, p_floor=perm.floor, test="exact permutation",
-                   mdd=st.mdd(_pooled_sd(x, y), x.size, y.size, alpha)
-                   if x.size + y.size >= 3 else math.nan)
+                   mdd=math.nan if math.isnan(sd := _pooled_sd(x, y))
+                   else st.mdd(sd, x.size, y.size, alpha))
         welch = ""
         if x.size >= 2 and y.size >= 2:
             w = st.welch_diff(x, y, level)
             row.update(diff_low=w.low, diff_high=w.high, statistic=w.t, p_welch=w.p,
                        test="exact permutation (verdict) + Welch")
-            welch = f"; Welch p={w.p:.2g}"
+            welch = f"; {w.note}" if w.note else f"; Welch p={w.p:.2g}"
         perm_txt = f"exact p={perm.p:.2g}" + (
             f", can go no lower than {perm.floor:.2g} at n={x.size}+{y.size}"
             if perm.floor >= alpha else "") + welch
@@ -287,9 +310,17 @@ def trend_row(sigma: Sequence[float], values: Sequence[float], *, claim: str = "
     units, ``n_b`` = sigmas, ``diff`` = slope per doubling of sigma with its t interval,
     ``statistic`` = Kendall's tau-b, ``p_perm`` its permutation p, ``p_floor`` = 1 / (1 +
     n_perm), ``p_welch`` = the slope's t-test p; ``verdict`` ``falls`` / ``rises`` on
-    ``p_perm``, else ``no trend shown``."""
+    ``p_perm``, else ``no trend shown`` (every value tied: tau undefined, ``p_floor`` 1, and
+    ``why`` says so in words)."""
     t = st.trend_test(sigma, values, n_perm=n_perm, seed=seed)
     row = dict.fromkeys(CONTRAST_COLUMNS, math.nan)
+    if t.tied:
+        row.update(claim=claim, a=label, b="", n_a=t.n, n_b=t.levels, diff=0.0, p_floor=1.0,
+                   statistic=math.nan, test="Kendall tau-b (permutation)",
+                   verdict="no trend shown",
+                   why=f"{tau_text(t.tau, t.n)} over {t.levels} sigmas: no trend to test; "
+                       "slope 0 per doubling of sigma, no interval")
+        return pd.DataFrame([row], columns=list(CONTRAST_COLUMNS))
     word = ("falls" if t.tau < 0 else "rises") if t.p_perm < alpha else "no trend shown"
     row.update(claim=claim, a=label, b="", n_a=t.n, n_b=t.levels, diff=t.slope,
                diff_low=t.slope_low, diff_high=t.slope_high, statistic=t.tau,
@@ -308,7 +339,8 @@ def trend_row(sigma: Sequence[float], values: Sequence[float], *, claim: str = "
 
 def _per_cell(final: pd.DataFrame, value: str = "accuracy"
               ) -> tuple[dict[str, np.ndarray], dict[str, list[int]], dict[str, float]]:
-    """Values, seeds (by seed) and the epoch (NaN if several or none) of each PE of ``final``."""
+    """Values, seeds (by seed) and the epoch (NaN if several or none) of each PE of ``final``;
+    an accuracy outside [0, 1] raises ValueError naming it, its PE and seed."""
     from lstpe.nn.encodings import parse_pe
 
     missing = [c for c in ("pe", "seed", value) if c not in final]
@@ -323,6 +355,9 @@ def _per_cell(final: pd.DataFrame, value: str = "accuracy"
                          " (one row per model)")
     if f[value].isna().any():
         raise ValueError(f"final has NaN in {value!r}")
+    if value == "accuracy":  # outside [0, 1] is a fault upstream, not a verdict
+        check_range(f[value], 0, 1, "final accuracy", [f"pe {p}, seed {int(k)}" for p, k
+                                                       in zip(f["pe"], f["seed"], strict=True)])
     vals, seeds, epochs = {}, {}, {}
     for pe, g in f.sort_values("seed", kind="stable").groupby("pe", sort=False):
         vals[pe], seeds[pe] = g[value].to_numpy(float), [int(s) for s in g["seed"]]

@@ -10,7 +10,8 @@ The two 108-vectors are compared with
 * **composite** -- their mean, as in the paper.
 
 A PE whose seeds solve every puzzle (or fail the same way everywhere) has a constant accuracy
-vector: its rank correlation is undefined and reported as NaN (the paper's "ceiling effect").
+vector: its rank correlation is undefined and reported as NaN (the paper's "ceiling effect"),
+with the reason in words in ``spearman_note``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from scipy import stats
 
 from lstpe import lst
 from lstpe.analysis._common import ID_COLUMNS, as_array, model_table, require
+from lstpe.analysis.seed_stats import check_range
 from lstpe.lst import validation_split
 
 __all__ = ["model_correct", "puzzle_accuracy", "human_similarity", "condition_accuracy"]
@@ -78,20 +80,27 @@ def _human(humans: pd.DataFrame | None) -> pd.DataFrame:
         raise ValueError(f"human table lacks columns {sorted(missing)}; needs id, accuracy")
     if h.empty:
         raise ValueError("the human table is empty")
+    check_range(h["accuracy"], 0, 1, "people's accuracy",
+                [f"puzzle id {i}" for i in h["id"]] if "id" in h else None)
     return h
 
 
-def _compare(m: np.ndarray, h: np.ndarray) -> dict[str, float]:
+def _compare(m: np.ndarray, h: np.ndarray) -> dict[str, Any]:
+    """Cosine, Spearman (rho, p, and ``spearman_note``: why rho is undefined, else empty) and
+    composite of a model's per-puzzle accuracy ``m`` (N,) with people's ``h`` (N,)."""
     nm, nh = np.linalg.norm(m), np.linalg.norm(h)
     cos = float(m @ h / (nm * nh)) if nm > 0 and nh > 0 else math.nan
-    if np.ptp(m) == 0 or np.ptp(h) == 0:
+    note = (f"constant per-puzzle accuracy ({m[0]:.3f} on every puzzle)" if np.ptp(m) == 0
+            else "people's per-puzzle accuracy is constant" if np.ptp(h) == 0 else "")
+    if note:
         rho, p = math.nan, math.nan
+        note += ": rank correlation undefined"
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", stats.ConstantInputWarning)
             res = stats.spearmanr(m, h)
         rho, p = float(res.statistic), float(res.pvalue)
-    return {"cosine": cos, "spearman": rho, "spearman_p": p,
+    return {"cosine": cos, "spearman": rho, "spearman_p": p, "spearman_note": note,
             "composite": (cos + rho) / 2 if not (math.isnan(cos) or math.isnan(rho)) else math.nan}
 
 
@@ -104,9 +113,11 @@ def human_similarity(artifacts: Mapping[str, Any], humans: pd.DataFrame | None =
             :func:`lstpe.lst.human_accuracy`).
     Returns:
         One row per PE: ``pe, pe_name, sigma, n_seeds, n_puzzles, model_accuracy,
-        human_accuracy, cosine, spearman, spearman_p, composite``.
+        human_accuracy, cosine, spearman, spearman_p, spearman_note, composite``
+        (``spearman_note``: why rho is NaN, e.g. a PE that solves every puzzle; else empty).
     Raises:
-        ValueError: puzzles of the models missing from the human table (or vice versa).
+        ValueError: puzzles of the models missing from the human table (or vice versa), a
+            human accuracy outside [0, 1].
     """
     h = _human(humans)[["id", "accuracy"]].rename(columns={"accuracy": "human"})
     pa = puzzle_accuracy(artifacts, split)

@@ -9,7 +9,12 @@ r"""Statistics over seeds: summaries with confidence intervals, t-tests and rank
   test gives t = 0.98, p = 0.34 (:func:`ttest_from_summary`), close to the report.
 * :func:`holm`: Holm's step-down adjustment of several p-values read as one claim's support.
 * :func:`sign_flip_test`: exact paired test of a mean change (every sign flip enumerated).
-* :func:`p_text`: a p value as the book prints it, the one format of every page and verdict.
+* :func:`p_text`, :func:`tau_text`: a p value and Kendall's tau as the book prints them, the
+  one format of every page and verdict (an undefined tau in words, never ``nan``).
+* :func:`check_range`: a value outside its range (an accuracy outside [0, 1]) is an error
+  naming it and where it came from, never an input to a verdict.
+* Degenerate inputs: a t-test of groups with no spread at all is undefined (NaN, not t = inf
+  and p = 0; :data:`lstpe.analysis.seed_tests.NO_SPREAD`).
 * :func:`rank_correlation`: Spearman correlation of an alignment measure with accuracy across
   sigma (per-sigma means, as in the paper's Fig. 4B / 10C) or across models.
 
@@ -30,15 +35,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from lstpe.analysis.seed_tests import NO_SPREAD, no_spread
 from lstpe.nn.encodings import parse_pe
 
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",
     "compare_pes", "with_accuracy", "rank_correlation", "for_ranking", "TIE_TOL",
-    "MIN_SEEDS_FOR_CI", "holm", "sign_flip_test", "t_half", "p_text",
+    "MIN_SEEDS_FOR_CI", "holm", "sign_flip_test", "t_half", "p_text", "tau_text",
+    "check_range",
 ]
 
 MIN_SEEDS_FOR_CI = 2
+"""Fewest seeds for an interval, a test and a verdict: an SD needs two. Everything the book
+computes from seeds states its n; small n shows as wide intervals and a large minimum
+detectable difference, not as a missing test."""
 
 
 def p_text(p: float | None) -> str:
@@ -47,9 +57,32 @@ def p_text(p: float | None) -> str:
     if p is None or p != p:
         return "p –"
     return "p < 0.0001" if p < 1e-4 else f"p = {p:.2g}" if p < 0.01 else f"p = {p:.3f}"
-"""Fewest seeds for an interval, a test and a verdict: an SD needs two. Everything the book
-computes from seeds states its n; small n shows as wide intervals and a large minimum
-detectable difference, not as a missing test."""
+
+
+def tau_text(tau: float | None, n: int | None = None) -> str:
+    """``τ = -0.52`` / ``τ undefined (all 6 values tied)``: Kendall's tau as a page prints it;
+    a NaN tau (every value tied: no pair is ordered) is said in words, never ``nan``."""
+    if tau is None or tau != tau:
+        return "τ undefined (all" + (f" {n}" if n is not None else "") + " values tied)"
+    return f"τ = {tau:+.2f}"
+
+
+def check_range(values: Any, low: float, high: float, what: str,
+                where: Sequence[str] | None = None) -> None:
+    """Raise if a value of ``values`` (n,) lies outside ``[low, high]``, naming the first
+    such value, ``what`` it is and ``where`` it came from (``where[i]``: e.g. ``pe learn-0.2,
+    seed 3``). NaN passes (missing values are the caller's business).
+
+    Raises:
+        ValueError: ``Inputs.final accuracy: value 1.3 outside [0, 1] (pe learn-0.2, seed 3)``.
+    """
+    a = np.asarray(values, dtype=np.float64).ravel()
+    bad = np.flatnonzero((a < low) | (a > high))
+    if bad.size:
+        i = int(bad[0])
+        at = f" ({where[i]})" if where is not None else ""
+        more = f"; {bad.size - 1} more" if bad.size > 1 else ""
+        raise ValueError(f"{what}: value {a[i]:g} outside [{low:g}, {high:g}]{at}{more}")
 
 TTEST_KINDS: tuple[str, ...] = ("welch", "student", "paired")
 
@@ -166,6 +199,8 @@ class TTest:
         return asdict(self)
 
     def __str__(self) -> str:
+        if self.statistic != self.statistic:
+            return f"{self.kind} t-test undefined ({NO_SPREAD.split(':')[0]})"
         return f"{self.kind} t({self.df:.3g}) = {self.statistic:.3f}, p = {self.pvalue:.3g}"
 
 
@@ -175,11 +210,15 @@ def _check_kind(kind: str) -> None:
 
 
 def ttest(a: Sequence[float], b: Sequence[float], kind: str = "welch") -> TTest:
-    """Two-sided t-test of ``a`` against ``b``.
+    """Two-sided t-test of ``a`` (n_a,) against ``b`` (n_b,).
 
     Args:
         kind: ``welch`` (unequal variances), ``student`` (pooled variance) or ``paired``
             (``a[i]`` and ``b[i]`` belong together, e.g. the same seed).
+    Returns:
+        The test; with no spread at all (every value of each group equal; paired: every
+        difference equal) ``statistic``, ``df`` and ``pvalue`` are NaN (:data:`NO_SPREAD`), not
+        t = inf and p = 0: two tied seeds are no certainty. One group with a spread is a test.
     Raises:
         ValueError: unknown kind, fewer than 2 values, or unequal lengths for ``paired``.
     """
@@ -189,6 +228,9 @@ def ttest(a: Sequence[float], b: Sequence[float], kind: str = "welch") -> TTest:
         raise ValueError(f"a t-test needs >= 2 values per group, got {a.size} and {b.size}")
     if kind == "paired" and a.size != b.size:
         raise ValueError(f"a paired t-test needs equal lengths, got {a.size} and {b.size}")
+    if no_spread(a - b) if kind == "paired" else no_spread(a) and no_spread(b):
+        return TTest(kind, math.nan, math.nan, math.nan, float(a.mean()), float(b.mean()),
+                     float(a.mean() - b.mean()), a.size, b.size)
     with warnings.catch_warnings():  # seeds with equal values (e.g. 107/108 puzzles each) are
         # data; their variance is 0 up to rounding, and scipy's "precision loss" warning moot
         warnings.filterwarnings("ignore", "Precision loss occurred in moment calculation",
@@ -207,6 +249,8 @@ def ttest_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b
                        n_b: int, kind: str = "welch") -> TTest:
     """Two-sample t-test from means and SDs (e.g. the paper's tables; no paired version).
 
+    Both SDs 0: the test is undefined (NaN statistic, df and p; :data:`NO_SPREAD`).
+
     Raises:
         ValueError: ``kind="paired"`` (needs the raw pairs), n < 2 or a negative SD.
     """
@@ -216,6 +260,9 @@ def ttest_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b
                          "use kind='welch' or 'student'")
     if n_a < 2 or n_b < 2 or sd_a < 0 or sd_b < 0:
         raise ValueError(f"need n >= 2 and sd >= 0, got n=({n_a}, {n_b}), sd=({sd_a}, {sd_b})")
+    if sd_a == 0 and sd_b == 0:
+        return TTest(kind, math.nan, math.nan, math.nan, float(mean_a), float(mean_b),
+                     float(mean_a - mean_b), int(n_a), int(n_b))
     equal = kind == "student"
     r = stats.ttest_ind_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b, equal_var=equal)
     if equal:

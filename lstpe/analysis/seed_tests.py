@@ -9,10 +9,9 @@ smallest difference a t-test at that n would detect.
 * :func:`welch_diff`, :func:`welch_vs_reference`: the difference of two means with its Welch
   95% interval, t, df and two-sided p -- from two samples, or from our sample and a reference
   summary (mean, SD, n; e.g. the authors' 15 seeds at epoch 200), with the TOST equivalence
-  p (:func:`equivalence_test_from_summary`). One model (n = 1)
-  against a reference uses the single-case t-test of Crawford & Howell (1998): the model is
-  one draw from a distribution with the reference's SD,
-  :math:`t = (x - \bar y) / (s_y \sqrt{1 + 1/n_y})`, :math:`\nu = n_y - 1`.
+  p (:func:`equivalence_test_from_summary`). One model (n = 1) against a reference uses the
+  single-case t-test of Crawford & Howell (1998): the model is one draw from a distribution
+  with the reference's SD, :math:`t = (x - \bar y) / (s_y \sqrt{1 + 1/n_y})`, :math:`\nu = n_y - 1`.
 * :func:`permutation_test`, :func:`permutation_floor`: the exact permutation test of a
   difference in means, enumerating all :math:`\binom{n_a + n_b}{n_a}` splits, and its smallest
   attainable p (two-sided: :math:`2/\binom{n_a+n_b}{n_a}` when :math:`n_a = n_b`, else
@@ -41,7 +40,7 @@ from scipy import stats
 __all__ = [
     "EQUIVALENCE_MARGIN", "Equivalence", "equivalence_test_from_summary", "Diff", "welch_diff",
     "welch_vs_reference", "Permutation", "permutation_test", "permutation_floor", "shift_interval",
-    "Trend", "trend_test", "mdd", "MAX_SPLITS", "SPLIT_TOL",
+    "Trend", "trend_test", "mdd", "MAX_SPLITS", "SPLIT_TOL", "NO_SPREAD", "no_spread",
 ]
 
 MAX_SPLITS = 500_000
@@ -49,6 +48,19 @@ MAX_SPLITS = 500_000
 
 SPLIT_TOL = 1e-12
 """Statistics this close count as equal (sums of the same accuracies in another order)."""
+
+NO_SPREAD = "no spread in either group: the t-test is undefined"
+"""Said of a t-test whose groups are each all equal (accuracies count puzzles: seeds tie), not
+t = inf, p = 0 and a zero-width interval: t, p and interval are NaN, and the exact tests, whose
+smallest p at n is bounded (permutation; sign-flip against an exact reference), decide."""
+
+
+def no_spread(x: Sequence[float] | np.ndarray) -> bool:
+    """Whether the values ``x`` (n,) are all equal, up to float32 storage noise (a range of
+    at most 1e-6 of their scale: one puzzle in 108 over 15 seeds is 6e-4)."""
+    a = np.asarray(x, dtype=np.float64).ravel()
+    return bool(np.ptp(a) <= 1e-6 * max(1.0, float(np.abs(a).max()))) if a.size else True
+
 
 EQUIVALENCE_MARGIN = 0.05
 """Default equivalence margin of :func:`equivalence_test_from_summary` and
@@ -133,12 +145,14 @@ class Diff:
     """A difference of means ``diff = mean_a - mean_b`` and its test.
 
     Attributes:
-        low, high: the t interval of ``diff`` at ``level`` (``diff`` itself when ``se = 0``).
+        low, high: the t interval of ``diff`` at ``level`` (NaN when ``se = 0``: ``note``).
         se, df: its standard error and degrees of freedom (NaN df when ``se = 0``).
-        t, p: the statistic and the two-sided p of ``diff = 0`` (``se = 0``: p is 0 for a
-            non-zero difference, 1 for none).
+        t, p: the statistic and the two-sided p of ``diff = 0`` (``se = 0``: ``note``).
         p_equiv: TOST p of ``|diff| < margin`` (NaN for two samples).
-        test: ``welch`` or ``single-case`` (n_a = 1 against a reference).
+        test: ``welch``, ``single-case`` (n_a = 1 against a reference) or ``sign-flip``.
+        note: why the t-test is undefined, else empty (:data:`NO_SPREAD`): two samples without
+            spread get NaN t, p and interval; no spread against an exact reference (SD 0), the
+            sign-flip test's p (at least ``2 / 2**n_a``; TOST ``1 / 2**n_a``), no interval.
     """
 
     diff: float
@@ -153,18 +167,22 @@ class Diff:
     n_a: int
     n_b: int
     test: str
+    note: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def _diff(d: float, se: float, df: float, level: float, n_a: int, n_b: int, test: str,
-          margin: float = math.nan) -> Diff:
-    if se == 0:
-        p = float(d == 0)
-        pe = math.nan if math.isnan(margin) else float(not abs(d) < margin)
-        return Diff(d, d, d, 0.0, math.nan, math.copysign(math.inf, d) if d else 0.0, p, pe,
-                    margin, n_a, n_b, test)
+          margin: float = math.nan, exact_ref: bool = False) -> Diff:
+    if se == 0:  # no spread anywhere: no t; against an exact value, sign-flip (closed form)
+        if not exact_ref:
+            return Diff(d, math.nan, math.nan, 0.0, math.nan, math.nan, math.nan, math.nan,
+                        margin, n_a, n_b, test, NO_SPREAD)
+        p = 1.0 if d == 0 else min(1.0, 2 / 2**n_a)
+        pe = math.nan if math.isnan(margin) else 1 / 2**n_a if abs(d) < margin else 1.0
+        return Diff(d, math.nan, math.nan, 0.0, math.nan, math.nan, p, pe, margin, n_a, n_b,
+                    "sign-flip", f"{NO_SPREAD} (the reference is exact); exact sign-flip test")
     half = float(stats.t.ppf((1 + level) / 2, df)) * se
     t = d / se
     p = float(2 * stats.t.sf(abs(t), df))
@@ -179,12 +197,13 @@ def welch_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> D
     """Welch's test of two samples (scipy.stats.ttest_ind(equal_var=False)) with the interval
     of the difference: ``diff ± t_{(1+level)/2, df} * se``, se and df Welch-Satterthwaite.
 
+    No spread in either group: NaN t, p and interval (:data:`NO_SPREAD`; ``note`` says so).
     Raises:
         ValueError: fewer than 2 values in a group, non-finite values.
     """
     x, y = _arr(a, "a", 2), _arr(b, "b", 2)
     va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    se = math.sqrt(va + vb)
+    se = 0.0 if no_spread(x) and no_spread(y) else math.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1)) if se > 0 else math.nan
     return _diff(float(x.mean() - y.mean()), se, df, level, x.size, y.size, "welch")
 
@@ -196,7 +215,8 @@ def welch_vs_reference(a: Sequence[float], mean: float, sd: float, n: int,
     n_a >= 2: Welch's test from the summaries and the Welch TOST within ``margin``
     (:func:`equivalence_test_from_summary`). n_a = 1: the
     single-case t-test (module docstring), whose se ``sd * sqrt(1 + 1/n)`` also gives the
-    interval of the difference and the TOST.
+    interval of the difference and the TOST. No spread in ``a`` nor the reference (``sd =
+    0``, e.g. an exact "no loss"): the sign-flip test (:class:`Diff`'s ``note``).
 
     Raises:
         ValueError: empty ``a``, ``n < 2``, negative or non-finite reference values.
@@ -207,7 +227,11 @@ def welch_vs_reference(a: Sequence[float], mean: float, sd: float, n: int,
                          f"sd={sd}, n={n}")
     if x.size == 1:
         se = sd * math.sqrt(1 + 1 / n)
-        return _diff(float(x[0] - mean), se, n - 1, level, 1, int(n), "single-case", margin)
+        return _diff(float(x[0] - mean), se, n - 1, level, 1, int(n), "single-case", margin,
+                     exact_ref=True)
+    if sd == 0 and no_spread(x):  # nothing varies: the exact test (Diff's note)
+        return _diff(float(x.mean() - mean), 0.0, math.nan, level, x.size, int(n), "welch",
+                     margin, exact_ref=True)
     eq = equivalence_test_from_summary(float(x.mean()), float(x.std(ddof=1)), x.size,
                                        mean, sd, int(n), margin)
     return _diff(eq.diff, eq.se, eq.df, level, x.size, int(n), "welch", margin)
@@ -395,6 +419,7 @@ class Trend:
         slope, slope_low, slope_high, slope_p: least-squares slope of ``y`` per doubling of
             ``x`` (on log2 x), its t interval (df n - 2) and two-sided p: the size of the
             trend, not its shape (accuracy over sigma is flat, then falls).
+        tied: every ``y`` equal: tau, its p and the slope's interval and p are NaN, slope 0.
     """
 
     n: int
@@ -407,6 +432,7 @@ class Trend:
     slope_low: float
     slope_high: float
     slope_p: float
+    tied: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -428,12 +454,14 @@ def trend_test(x: Sequence[float], y: Sequence[float], n_perm: int = 20_000, see
         raise ValueError("x needs at least 2 distinct values, all > 0")
     if n_perm < 1:
         raise ValueError(f"n_perm must be >= 1, got {n_perm}")
+    levels = int(np.unique(xs).size)
+    if no_spread(ys):
+        return Trend(xs.size, levels, *[math.nan] * 3, n_perm, 0.0, *[math.nan] * 3, True)
     i, j = np.triu_indices(xs.size, 1)
     sx = np.sign(xs[i] - xs[j])
-    tie_y = np.sum(ys[i] == ys[j])
-    denom = math.sqrt((i.size - np.sum(sx == 0)) * (i.size - tie_y))
+    denom = math.sqrt((i.size - np.sum(sx == 0)) * (i.size - np.sum(ys[i] == ys[j])))
     s_obs = float(np.sign(ys[i] - ys[j]) @ sx)
-    tau = s_obs / denom if denom > 0 else math.nan
+    tau = s_obs / denom
     rng = np.random.default_rng(seed)
     hits = 0
     for start in range(0, n_perm, 2000):
@@ -441,11 +469,11 @@ def trend_test(x: Sequence[float], y: Sequence[float], n_perm: int = 20_000, see
         yp = ys[rng.permuted(np.tile(np.arange(ys.size), (k, 1)), axis=1)]
         s = np.sign(yp[:, i] - yp[:, j]) @ sx
         hits += int(np.sum(np.abs(s) >= abs(s_obs) - 1e-9))
-    p_perm = (1 + hits) / (1 + n_perm) if denom > 0 else math.nan
-    p_asym = float(stats.kendalltau(xs, ys).pvalue) if denom > 0 else math.nan
+    p_perm = (1 + hits) / (1 + n_perm)
+    p_asym = float(stats.kendalltau(xs, ys).pvalue)
     lr = stats.linregress(np.log2(xs), ys)
     half = float(stats.t.ppf((1 + level) / 2, xs.size - 2)) * lr.stderr
-    return Trend(xs.size, int(np.unique(xs).size), tau, p_perm, p_asym, n_perm,
+    return Trend(xs.size, levels, tau, p_perm, p_asym, n_perm,
                  float(lr.slope), float(lr.slope - half), float(lr.slope + half),
                  float(lr.pvalue))
 

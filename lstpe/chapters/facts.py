@@ -15,6 +15,7 @@ import pandas as pd
 
 from lstpe.analysis import long_runs
 from lstpe.analysis.authors_logs import lagging_seeds
+from lstpe.analysis.seed_stats import tau_text
 from lstpe.chapters import findings as fd
 
 __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_facts",
@@ -118,7 +119,8 @@ def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
             "margin": f"{cells['margin'].iloc[0]:g}", "vs": _Missing(vs, "not in these runs"),
             "trend": {"falls": "falls", "rises": "rises"}.get(
                 t["verdict"] if t is not None else "", "shows no trend"),
-            "tau": f"{t['statistic']:+.2f}" if t is not None else "–",
+            "tau": tau_text(t["statistic"], int(t["n_a"])).removeprefix("τ = ")
+            .removeprefix("τ ") if t is not None else "–",
             "p_trend": fd.pval(t["p_perm"]) if t is not None else "–",
             "clean_2": f"{clean.get('learn-2', float('nan')):.3f}", "label": verdict.label,
             "previews": fd.names([n for n, e in (runs or {}).items() if e.scale != "paper"])}
@@ -196,7 +198,8 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
     ``lag_slow``, the mixture's SD ``lag_sd``, ``lag_p`` that our seeds miss every laggard)."""
     t = contrasts[contrasts["b"] == ""]
     trend = "has too few values of σ for a trend" if t.empty else (
-        f"over σ: **{t['verdict'].iloc[0]}** (Kendall τ = {t['statistic'].iloc[0]:.2f} over "
+        f"over σ: **{t['verdict'].iloc[0]}** (Kendall "
+        f"{tau_text(t['statistic'].iloc[0], int(t['n_a'].iloc[0]))} over "
         f"{t['n_a'].iloc[0]:.0f} units at {t['n_b'].iloc[0]:.0f} values of σ, permutation "
         f"{fd.pval(t['p_perm'].iloc[0])})")
     to2d = contrasts[contrasts["b"] == "2d-fixed"]

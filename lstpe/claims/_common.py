@@ -10,8 +10,13 @@ import numpy as np
 import pandas as pd
 
 from lstpe.analysis.evidence import ALPHA, MARGIN
-from lstpe.analysis.seed_stats import holm, p_text
-from lstpe.analysis.seed_tests import equivalence_test_from_summary
+from lstpe.analysis.seed_stats import holm, p_text, tau_text
+from lstpe.analysis.seed_tests import (
+    equivalence_test_from_summary,
+    no_spread,
+    permutation_floor,
+    permutation_test,
+)
 from lstpe.claims.verdicts import Test
 
 SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
@@ -30,16 +35,27 @@ def adjust(rows: pd.DataFrame) -> pd.DataFrame:
 
 def with_equivalence(rows: pd.DataFrame, vals: Mapping[str, np.ndarray],
                      margin: float = MARGIN) -> pd.DataFrame:
-    """``rows`` with ``p_equiv``: the TOST p of ``|mean_a - mean_b| < margin`` (Welch; NaN
-    where a cell has fewer than 2 values)."""
+    """``rows`` with ``p_equiv``, the TOST p of ``|mean_a - mean_b| < margin``, and
+    ``equiv_floor``, the smallest p that TOST can give (NaN where a cell has fewer than 2
+    values). Welch's TOST (floor 0); where neither cell has a spread Welch's is undefined
+    (it would say p = 0 from two tied seeds each), and the exact permutation TOST decides:
+    ``a + margin`` above ``b`` and ``a - margin`` below it, one-sided, the larger p."""
     out = rows.copy()
-    p = []
+    p, floor = [], []
     for r in out.itertuples():
         a, b = (np.asarray(vals.get(c, ()), float) for c in (r.a, r.b))
-        p.append(equivalence_test_from_summary(a.mean(), a.std(ddof=1), a.size, b.mean(),
-                                               b.std(ddof=1), b.size, margin).p_equiv
-                 if a.size >= 2 and b.size >= 2 else math.nan)
-    out["p_equiv"] = p
+        if a.size < 2 or b.size < 2:
+            got = (math.nan, math.nan)
+        elif no_spread(a) and no_spread(b):
+            lo, up = permutation_test(a + margin, b, "greater"), permutation_test(
+                a - margin, b, "less")
+            got = (max(lo.p, up.p), max(lo.floor, up.floor))
+        else:
+            got = (equivalence_test_from_summary(a.mean(), a.std(ddof=1), a.size, b.mean(),
+                                                 b.std(ddof=1), b.size, margin).p_equiv, 0.0)
+        p.append(got[0])
+        floor.append(got[1])
+    out["p_equiv"], out["equiv_floor"] = p, floor
     return out
 
 
@@ -47,7 +63,11 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "") -> Test:
     """One contrast ``a - b`` read as a test: ``want`` +1 (the claim says a > b), -1 (a < b)
     or 0 (the claim says no difference: a difference shown contradicts it, equivalence within
     the margin (``p_equiv`` below alpha, :func:`with_equivalence`) supports it, else open).
-    Shown means Holm-adjusted p (``p_holm``, else ``p_perm``) below alpha."""
+    Shown means Holm-adjusted p (``p_holm``, else ``p_perm``) below alpha. The test's
+    ``floor`` is the smallest p the exact test can give at n_a + n_b
+    (:func:`~lstpe.analysis.seed_tests.permutation_floor`: what the n allows, not the ties of
+    these values; with ``want`` 0 the lower of it and the TOST's): at or above alpha, the
+    text says so."""
     name = name or f"{r['a']} vs {r['b']}"
     if r.get("verdict") == "not run" or pd.isna(r.get("diff")):
         return Test(name, "open", f"{name}: not run")
@@ -58,18 +78,26 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "") -> Test:
     pe = r.get("p_equiv", math.nan)
     if want == 0 and sign == 0 and pd.notna(pe) and pe < ALPHA:
         outcome = "supports"
+    floor = permutation_floor(int(r["n_a"]), int(r["n_b"]))
+    if want == 0 and pd.notna(pe):
+        floor = min(floor, r.get("equiv_floor", 0.0))
     text = (f"{r['a']} − {r['b']} = {r['diff']:+.3f} (n = {int(r['n_a'])} + {int(r['n_b'])}, "
             f"exact {p_text(r['p_perm'])}" + (f", Holm {p_text(p)}" if held else "")
             + (f", within ±{MARGIN:g}: TOST {p_text(pe)}" if want == 0 and pd.notna(pe) else "")
-            + ")")
-    return Test(name, outcome, text + (f"; {note}" if note else ""))
+            + (f"; no lower than {p_text(floor)} at this n" if floor >= ALPHA else "") + ")")
+    return Test(name, outcome, text + (f"; {note}" if note else ""), floor)
 
 
 def trend(r: pd.Series, want: str, name: str, what: str) -> Test:
     """A trend row (:func:`lstpe.analysis.evidence.trend_row`) read as a test: ``want``
-    ``falls`` or ``rises``; the opposite significant trend contradicts the claim."""
+    ``falls`` or ``rises``; the opposite significant trend contradicts the claim. Every value
+    tied: tau is undefined, said in words, and the test cannot reach alpha (floor 1)."""
     word = r["verdict"]
     outcome = "supports" if word == want else "open" if word == "no trend shown" \
         else "contradicts"
-    return Test(name, outcome, f"{what}: Kendall τ = {r['statistic']:+.2f} over "
-                               f"{int(r['n_a'])} units ({p_text(r['p_perm'])})")
+    n = int(r["n_a"])
+    if pd.isna(r["statistic"]):
+        return Test(name, "open", f"{what}: Kendall {tau_text(math.nan, n)}, no trend to test",
+                    1.0)
+    return Test(name, outcome, f"{what}: Kendall {tau_text(r['statistic'])} over {n} units "
+                               f"({p_text(r['p_perm'])})", r.get("p_floor", math.nan))

@@ -74,7 +74,11 @@ def judge(x: Inputs) -> Verdict:
     tests = [trend(tr, "falls", "cosine falls over sigma", "the trained cosine over σ")]
     acc = t.merge(x.final[["pe", "seed", "accuracy"]], on=["pe", "seed"])
     rho = rank_correlation(acc, "cosine_paper") if acc["sigma"].nunique() >= 3 else None
-    if rho is not None:
+    if rho is not None and pd.isna(rho["rho"]):  # one side constant over sigma: no ranking
+        tests.append(Test("cosine tracks accuracy", "open",
+                          f"Spearman ρ(cosine, accuracy) undefined: the per-σ mean cosine or "
+                          f"accuracy is the same at all {rho['n']} sigmas", 1.0))
+    elif rho is not None:
         ok = rho["pvalue"] < ev.ALPHA
         tests.append(Test("cosine tracks accuracy",
                           "open" if not ok else "supports" if rho["rho"] > 0 else "contradicts",
@@ -87,7 +91,8 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("training raises the small-sigma cosine", outcome,
                           f"σ ≤ 0.2: {ch['init'].mean():.3f} at initialisation → "
                           f"{ch['final'].mean():.3f} trained, change {mean:+.3f} over "
-                          f"{len(ch)} units (sign-flip {p_text(p)})" + _why_near_one(x)))
+                          f"{len(ch)} units (sign-flip {p_text(p)})" + _why_near_one(x),
+                          2 / 2 ** len(ch)))
     ref = paper_table3().set_index("sigma")
     vals = {s: g["cosine_paper"].to_numpy(float) for s, g in t.groupby("sigma")
             if s in SMALL_SIGMAS}

@@ -10,10 +10,19 @@ needs and says ``not testable yet`` where a field is empty. Every frame is one r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
+from lstpe.analysis.seed_stats import check_range
+
 __all__ = ["Inputs"]
+
+_ACCURACIES: dict[str, tuple[str, ...]] = {
+    "final": ("accuracy",), "adam4": ("accuracy",), "sgd4": ("accuracy",),
+    "witness": ("accuracy",), "noise": ("clean", "noisy")}
+"""The fields of :class:`Inputs` that hold accuracies, and their columns: each value must lie
+in [0, 1]."""
 
 
 @dataclass
@@ -49,6 +58,9 @@ class Inputs:
         witness: :func:`lstpe.chapters.long_mechanism.weight_decay_witness` (AdamW long units
             beside their Adam twins; empty: none).
         brain_runs: paper-scale brain runs stored.
+
+    An accuracy outside [0, 1] in a field (at construction or set later) raises ValueError
+    naming the field, the value and its PE and seed: it is a fault upstream, not a verdict.
     """
 
     final: pd.DataFrame
@@ -69,6 +81,16 @@ class Inputs:
     optimizer_units: dict[str, int] = field(default_factory=dict)
     witness: pd.DataFrame | None = None
     brain_runs: int = 0
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, pd.DataFrame):
+            for col in _ACCURACIES.get(name, ()):
+                if col in value:
+                    where = ([f"pe {p}, seed {k}" for p, k in zip(value["pe"], value["seed"],
+                                                                   strict=True)]
+                             if {"pe", "seed"} <= set(value) else None)
+                    check_range(value[col], 0, 1, f"Inputs.{name} {col}", where)
+        super().__setattr__(name, value)
 
     @property
     def epoch(self) -> int:

@@ -55,7 +55,8 @@ def judge(x: Inputs) -> Verdict:
         tests.append(Test("training brings small-sigma PEs closer", outcome,
                           f"σ ≤ 0.2: distance {ch['distance_init'].mean():.2f} at "
                           f"initialisation → {ch['distance'].mean():.2f} trained (change "
-                          f"{mean:+.3f} over {len(ch)} units, sign-flip {p_text(p)})"))
+                          f"{mean:+.3f} over {len(ch)} units, sign-flip {p_text(p)})",
+                          2 / 2 ** len(ch)))
     text = "; ".join(t.text for t in tests)
     if "init" in by:
         text += "; per σ, trained (init): " + ", ".join(

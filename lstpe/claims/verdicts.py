@@ -10,7 +10,11 @@ finds none) or is ``open`` (neither shown at this n). :func:`weigh` weighs them:
 * ``contradicted``: at least one test contradicts it and none supports it;
 * ``not shown``: every test is open at today's n;
 * ``not testable yet``: no stored unit of the recipe the claim needs (``until`` names the
-  epoch the claim is read at, where the units exist but have not reached it).
+  epoch the claim is read at, where the units exist but have not reached it), or every test
+  is open and none could be anything else at its n: the smallest p it can give (its
+  ``floor``; e.g. 1 for one seed against one under the exact test) is not below alpha. Its
+  label then reads ``not testable at this n`` with that p: no test could have found the
+  effect, so ``not shown`` (looked for and not found) would say more than the seeds can.
 
 Each verdict carries ``at``: the epoch of the units it rests on, so that "contradicted" reads
 "contradicted at epoch 200" and never as a verdict on the paper's 4000-epoch models.
@@ -18,9 +22,13 @@ Each verdict carries ``at``: the epoch of the units it rests on, so that "contra
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from lstpe.analysis.evidence import ALPHA
+from lstpe.analysis.seed_stats import p_text
 
 __all__ = ["SCORE_VERDICTS", "OUTCOMES", "Test", "Verdict", "weigh", "untestable"]
 
@@ -34,12 +42,14 @@ OUTCOMES: tuple[str, ...] = ("supports", "contradicts", "open")
 
 @dataclass(frozen=True)
 class Test:
-    """One test of a claim: ``name`` (what it compares), ``outcome`` (:data:`OUTCOMES`) and
-    ``text`` (its numbers, as the page quotes them)."""
+    """One test of a claim: ``name`` (what it compares), ``outcome`` (:data:`OUTCOMES`),
+    ``text`` (its numbers, as the page quotes them) and ``floor``: the smallest p it can give
+    at its n (NaN where none bounds it, e.g. a t-test)."""
 
     name: str
     outcome: str
     text: str
+    floor: float = math.nan
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -69,7 +79,10 @@ class Verdict:
     def label(self) -> str:
         """The verdict as the scorecard prints it: ``contradicted at epoch 200``, ``partly
         shown at epoch 200 (above 6 of 6 fixed PEs; contradicted: no difference from
-        2d-fixed)``, ``not testable yet``."""
+        2d-fixed)``, ``not testable yet``, ``not testable at this n (no test can reach α =
+        0.05 at these n: the smallest attainable p = 1.000)``."""
+        if self.verdict == "not testable yet" and self.part:
+            return f"not testable at this n ({self.part})"
         against = [t.name for t in self.tests if t.outcome == "contradicts"]
         head = self.verdict + (f" at epoch {self.at}" if self.at and self.verdict in
                                ("shown", "partly shown", "contradicted") else "")
@@ -102,7 +115,13 @@ def weigh(tests: Sequence[Test]) -> tuple[str, str]:
         return "shown", ""
     if pro:
         return "partly shown", "; ".join(pro)
-    return ("contradicted" if con else "not shown"), ""
+    if con:
+        return "contradicted", ""
+    floors = [t.floor for t in tests]
+    if all(f >= ALPHA for f in floors):  # NaN (unbounded) is False: a test could have shown it
+        return "not testable yet", (f"no test can reach α = {ALPHA:g} at these n: the "
+                                    f"smallest attainable {p_text(min(floors))}")
+    return "not shown", ""
 
 
 def untestable(claim: str, line: str, where: str, why: str, until: int = 0) -> Verdict:

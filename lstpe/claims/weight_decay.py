@@ -18,12 +18,20 @@ WHERE = "08_robustness.ipynb"
 
 
 def witness_line(w: object) -> str:
-    """What the long witness shows at its last epoch at the largest sigma."""
+    """What the long witness shows at its last AdamW epoch at the largest sigma; where it
+    holds no AdamW row there, or no Adam twin at that epoch, it says so (nothing to quote)."""
     if not have(w):
         return "no AdamW long unit published"
-    w = w[w["sigma"] == w["sigma"].max()]
-    at = int(w.loc[w["optimizer"] == "adamw", "epoch"].max())
+    top = w["sigma"].max()
+    w = w[w["sigma"] == top]
+    adamw = w.loc[w["optimizer"] == "adamw", "epoch"]
+    if adamw.empty:
+        return f"the long witness holds no AdamW row at σ = {top:g} (only Adam's): no witness"
+    at = int(adamw.max())
     w = w[w["epoch"] == at].set_index("optimizer")
+    if "adam" not in w.index:
+        return (f"the long witness's AdamW unit at σ = {top:g} reached epoch {at}, where it has "
+                "no Adam twin to compare with")
     return (f"the long witness (ours, one seed) at epoch {at}, σ = {w['sigma'].iloc[0]:g}: "
             f"AdamW {w.loc['adamw', 'accuracy']:.3f} against Adam "
             f"{w.loc['adam', 'accuracy']:.3f}, its PE shrunk to "
