@@ -118,3 +118,11 @@ def test_finding_check_sees_a_second_visible_cell() -> None:
              "fd.md('found')")]
     k = finding_index(cells)
     assert k == 2 and [i for _, i, t, _ in cells[:k] if not t & (HIDDEN | FOLDED)] == [0, 1]
+
+
+def test_every_cell_has_a_unique_id() -> None:
+    """nbformat 4.5 cells carry an ``id`` (papermill and nbformat warn, later fail, without)."""
+    for nb in sorted((ROOT / "book").glob("*.ipynb")):
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        ids = [c.get("id") for c in cells]
+        assert None not in ids and len(set(ids)) == len(ids), f"{nb.name}: cell ids {ids}"
