@@ -44,6 +44,7 @@ another run...), 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -243,9 +244,21 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from lstpe.experiments import campaign_status as cs
 
     if args.action == "plan":
-        if args.device and args.device.startswith("cuda"):
-            if args.minutes is None or not args.minutes > 0:
-                raise SystemExit("lstpe campaign plan --device cuda needs --minutes > 0")
+        where = cp._base(args.results)
+        if not where.is_dir():  # a typo or a file: never "0 stored" everywhere
+            how = "is not a folder" if where.exists() else "does not exist"
+            raise FileNotFoundError(f"the results folder {where} {how} (--results or "
+                                    "$LSTPE_RESULTS)")
+        gpu = bool(args.device) and args.device.startswith("cuda")
+        if args.device and not gpu and args.device != "cpu":
+            raise ValueError(f"lstpe campaign plan: unknown --device {args.device!r}: cpu "
+                             "(the default: the units in order) or cuda (a GPU lease)")
+        if gpu and args.minutes is None:
+            raise ValueError("lstpe campaign plan --device cuda needs --minutes (the lease)")
+        if not gpu and args.minutes is not None:
+            raise ValueError("lstpe campaign plan: --minutes prices a GPU lease; give it with "
+                             "--device cuda")
+        if gpu:
             from lstpe.experiments import lease as ls
 
             t = ls.lease_plan(args.minutes, args.results)
@@ -283,9 +296,14 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
         pair = pr.run_pair(args.results, device=args.device or "cpu",
                            log=lambda msg: print(msg, flush=True))
+        where = pr.pair_dir(args.results, device=args.device or "cpu")
+        problems = pr.check_pair(pair)
+        if problems:  # a pair that cannot decide: say why, never "yes"
+            print(f"the precision pair in {where} cannot decide the precision:\n  "
+                  + "\n  ".join(problems))
+            return 1
         v = pr.pair_verdict(pr.pair_table(pair))
         print(v["per_pe"].to_string(index=False))
-        where = pr.pair_dir(args.results, device=args.device or "cpu")
         print(f"bf16 within the seed spread over epochs {v['epochs'][0]}-{v['epochs'][1]}: "
               f"{'yes' if v['ok'] else 'no'} ({where})")
     elif args.action == "lease":
@@ -302,6 +320,17 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- parser
+
+
+def _positive_minutes(text: str) -> float:
+    """An argparse type: a positive, finite number of minutes (argparse names the option)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, got {text!r}")
+    return value
 
 
 def _add_training_options(p: argparse.ArgumentParser) -> None:
@@ -373,8 +402,10 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "plan":
             q.add_argument("--keys", action="store_true",
                            help="only the trainable 200-epoch units' keys, one per line")
-            q.add_argument("--device", help="cuda: what a GPU lease would train (long first)")
-            q.add_argument("--minutes", type=float, help="the lease (with --device cuda)")
+            q.add_argument("--device", help="cpu (default: the units in order) or cuda: what "
+                           "a GPU lease would train (long first)")
+            q.add_argument("--minutes", type=_positive_minutes,
+                           help="the lease (with --device cuda)")
     q = csub.add_parser("run", help="train the next units that fit in --minutes")
     q.add_argument("--minutes", type=float, required=True, help="time budget (wall clock)")
     q.add_argument("--unit", action="append", metavar="RUN/PE/SEED",

@@ -18,6 +18,9 @@ def _fake_flags(monkeypatch, bf16: bool) -> None:
     flags = ["avx2", "fma", "avx512_bf16", "amx_bf16"] if bf16 else ["avx2", "fma"]
     monkeypatch.setattr(pr, "cpu_flags", lambda *a, **k: flags)
     monkeypatch.setattr(pr, "has_bf16", lambda *a, **k: bf16)
+    # training asks the runtime too (choose_amp): without this, a CPU without bf16 instructions
+    # trains the pair's bf16 runs in fp32, records so, and the pair rightly cannot decide
+    monkeypatch.setattr("lstpe.runtime.has_bf16", lambda *a, **k: bf16)
 
 
 def test_cpu_tag_names_the_bf16_flags():

@@ -289,8 +289,9 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     throughput table and the two measurements take about :data:`SETUP_S` seconds first."""
     rec = record or last_record(results_dir)
     if rec is None:
-        raise FileNotFoundError("no lease record under results/benchmarks (lease_*.json): "
-                                "no step-time fit measured on a GPU yet")
+        where = (Path(results_dir) if results_dir is not None else default_results_dir())
+        raise FileNotFoundError(f"no lease record under {where / 'benchmarks'} "
+                                "(lease_*.json): no step-time fit measured on a GPU yet")
     groups = open_groups(results_dir)
     if not groups:
         return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits", "why"])

@@ -43,9 +43,16 @@ def plan_table(names: Sequence[str], scale: str = "paper", rate: float = TARGET_
         rate: assumed throughput in model-epochs per second.
         memory_gib: GPU memory budget for one chunk.
         full_train: training puzzles per epoch without ``n_train`` (8100: the code's split).
+
+    Raises:
+        ValueError: a rate or memory budget that is not a positive finite number, or a
+            budget too small for one model (naming the value).
     """
     if not math.isfinite(rate) or rate <= 0:
         raise ValueError(f"rate must be a positive number of model-epochs/s, got {rate}")
+    if not math.isfinite(memory_gib) or memory_gib <= 0:
+        raise ValueError("memory budget (--memory-gib) must be a positive number of GiB, got "
+                         f"{memory_gib}")
     rows = []
     for group in bundles(names, scale, **overrides):
         cfgs = [run_config(n, scale, **overrides) for n in group]
@@ -53,7 +60,10 @@ def plan_table(names: Sequence[str], scale: str = "paper", rate: float = TARGET_
         n_train_eff = base.n_train or full_train
         models = sum(len(c.pes) * len(c.seeds) for c in cfgs)
         per_model = bytes_per_model(base)
-        fit = max(1, int(memory_gib * 2**30 // per_model))
+        fit = int(memory_gib * 2**30 // per_model)
+        if fit < 1:
+            raise ValueError(f"a memory budget of {memory_gib} GiB holds no model of "
+                             f"{' + '.join(group)}: one needs {per_model / 2**30:.3g} GiB")
         chunk = min(models, base.max_models or fit, fit)
         steps = base.epochs * math.ceil(n_train_eff / base.batch_size)
         model_epochs = models * base.epochs

@@ -17,7 +17,10 @@ The precision pair (:func:`run_pair`, ``lstpe campaign pair``): :data:`PAIR_PES`
 with bf16 autocast (fp32 weights, optimizer and loss), evaluated every epoch. Both runs are
 stored under ``results/precision_pair/<cpu>/{fp32,bf16}/`` and compared per epoch
 (:func:`pair_table`): the bf16-minus-fp32 difference of each seed's validation accuracy beside
-the difference between the two seeds of one precision (the seed spread).
+the difference between the two seeds of one precision (the seed spread). A stored pair decides
+only as what it is (:func:`check_pair`): every run in the precision of its folder (its ``amp``
+and recorded precision), of :data:`PAIR_EPOCHS` epochs, the same configuration in both
+precisions, no model diverged and no accuracy NaN; otherwise fp32, naming the run at fault.
 """
 
 from __future__ import annotations
@@ -143,30 +146,70 @@ def stored_pairs(results_dir: str | Path | None = None) -> dict[str, dict[str, l
     return {t: pr for t in tags if (pr := load_pair(results_dir, t)) is not None}
 
 
+def _metric_rows(history: pd.DataFrame) -> pd.DataFrame:
+    """The rows of :data:`PAIR_METRIC` (empty where the history has none)."""
+    split, cond = PAIR_METRIC
+    if not {"split", "condition", "epoch", "accuracy"} <= set(history.columns):
+        return history.iloc[:0]
+    return history[(history["split"] == split) & (history["condition"].astype(str) == cond)]
+
+
+def _diverged(history: pd.DataFrame) -> pd.DataFrame:
+    """:func:`lstpe.store.results.diverged_models` of a history (``pe, seed, epoch``: from
+    which evaluation each model diverged); a history without a ``model`` column is read one
+    model per (PE, seed)."""
+    if "model" not in history.columns:
+        history = history.assign(model=history["pe"].astype(str) + "|"
+                                 + history["seed"].astype(str))
+    return res.diverged_models(history)
+
+
 def pair_table(pair: dict[str, list[res.Run]]) -> pd.DataFrame:
     """Per PE and epoch: ``pe, epoch, fp32_<seed>, bf16_<seed>`` (validation accuracy as the
     authors evaluated it), ``diff`` (bf16 minus fp32, the mean over seeds), ``max_abs_diff``
-    (over seeds) and ``seed_spread`` (|seed 1 - seed 2| in fp32)."""
-    split, cond = PAIR_METRIC
+    (over seeds) and ``seed_spread`` (|seed 1 - seed 2| in fp32).
+
+    Nothing is dropped: an accuracy from the epoch at which its model diverged on (the
+    history's ``diverged`` flag, or a non-finite loss) counts as NaN, a NaN stays NaN, and a
+    PE NaN everywhere keeps its rows; any NaN of a (PE, epoch) makes its ``diff`` and
+    ``max_abs_diff`` NaN (and :func:`pair_verdict` then refuses bf16). One seed has no
+    spread (NaN).
+
+    Raises:
+        ValueError: one precision holds a (PE, seed, epoch) twice (naming it); use
+            :func:`check_pair` first for a stored pair.
+    """
     rows = []
-    for name, runs in pair.items():
-        for r in runs:
-            h = r.history
-            h = h[(h["split"] == split) & (h["condition"].astype(str) == cond)]
-            for _, x in h.iterrows():
-                rows.append({"precision": name, "pe": x["pe"], "seed": int(x["seed"]),
-                             "epoch": int(x["epoch"]), "accuracy": float(x["accuracy"])})
-    t = pd.DataFrame(rows).pivot_table(index=["pe", "epoch"], columns=["precision", "seed"],
-                                       values="accuracy")
-    seeds = sorted({s for _, s in t.columns})
+    for name in ("fp32", "bf16"):
+        for r in pair.get(name) or []:
+            m = _metric_rows(r.history)
+            since = {(str(d.pe), int(d.seed)): int(d.epoch)
+                     for d in _diverged(r.history).itertuples()}
+            for x in m.itertuples():
+                acc = float(pd.to_numeric(x.accuracy, errors="coerce"))
+                if int(x.epoch) >= since.get((str(x.pe), int(x.seed)), np.inf):
+                    acc = np.nan
+                rows.append({"precision": name, "pe": str(x.pe), "seed": int(x.seed),
+                             "epoch": int(x.epoch), "accuracy": acc})
+    df = pd.DataFrame(rows, columns=["precision", "pe", "seed", "epoch", "accuracy"])
+    twice = df[df.duplicated(["precision", "pe", "seed", "epoch"])]
+    if len(twice):
+        x = twice.iloc[0]
+        raise ValueError(f"the precision pair holds {x.pe}, seed {x.seed}, epoch {x.epoch} "
+                         f"twice in {x.precision}")
+    seeds = sorted(set(df["seed"]))
+    if df.empty:
+        return pd.DataFrame(columns=["pe", "epoch", "diff", "max_abs_diff", "seed_spread"])
+    t = df.pivot(index=["pe", "epoch"], columns=["precision", "seed"], values="accuracy")
     out = pd.DataFrame(index=t.index)
     for p in ("fp32", "bf16"):
         for s in seeds:
-            out[f"{p}_{s}"] = t[(p, s)]
-    d = np.stack([t[("bf16", s)] - t[("fp32", s)] for s in seeds], axis=1)
-    out["diff"] = d.mean(axis=1)
-    out["max_abs_diff"] = np.abs(d).max(axis=1)
-    out["seed_spread"] = (t[("fp32", seeds[0])] - t[("fp32", seeds[-1])]).abs()
+            out[f"{p}_{s}"] = t[(p, s)] if (p, s) in t.columns else np.nan
+    d = pd.DataFrame({s: out[f"bf16_{s}"] - out[f"fp32_{s}"] for s in seeds})
+    out["diff"] = d.mean(axis=1, skipna=False)
+    out["max_abs_diff"] = d.abs().max(axis=1, skipna=False)
+    out["seed_spread"] = (out[f"fp32_{seeds[0]}"] - out[f"fp32_{seeds[-1]}"]).abs() \
+        if len(seeds) > 1 else np.nan
     return out.reset_index()
 
 
@@ -176,20 +219,164 @@ def pair_verdict(table: pd.DataFrame, last: int = 10) -> dict[str, Any]:
     Per PE: the mean over those epochs of |bf16 - fp32| (per seed) against the mean of the
     fp32 seed spread over the same epochs. ``ok`` when, for every PE, the precision
     difference is no larger than the seed spread (bf16 then moves a model less than a change
-    of seed does). Returns ``{"ok", "per_pe": DataFrame(pe, precision_diff, seed_spread),
-    "epochs": (first, last)}``.
+    of seed does); a NaN anywhere in those epochs (a diverged or missing run) makes its PE's
+    numbers NaN and ``ok`` False, and so does an empty table. Returns ``{"ok", "per_pe":
+    DataFrame(pe, precision_diff, seed_spread), "epochs": (first, last)}``.
     """
+    seeds = [c[5:] for c in table.columns if c.startswith("fp32_")]
+    if table.empty or not seeds:
+        return {"ok": False, "per_pe": pd.DataFrame(columns=["pe", "precision_diff",
+                                                              "seed_spread"]),
+                "epochs": (0, 0)}
     top = int(table["epoch"].max())
-    t = table[table["epoch"] > top - last]
-    seeds = [c for c in t.columns if c.startswith("fp32_")]
+    first = max(top - last + 1, int(table["epoch"].min()))
+    t = table[table["epoch"] >= first]
     per = []
     for pe, g in t.groupby("pe"):
-        dif = np.mean([np.abs(g[f"bf16_{c[5:]}"] - g[c]).mean() for c in seeds])
+        dif = np.mean([(g[f"bf16_{s}"] - g[f"fp32_{s}"]).abs().mean(skipna=False)
+                       for s in seeds])
         per.append({"pe": pe, "precision_diff": float(dif),
-                    "seed_spread": float(g["seed_spread"].mean())})
+                    "seed_spread": float(g["seed_spread"].mean(skipna=False))})
     per_pe = pd.DataFrame(per)
-    ok = bool((per_pe["precision_diff"] <= per_pe["seed_spread"]).all())
-    return {"ok": ok, "per_pe": per_pe, "epochs": (top - last + 1, top)}
+    finite = np.isfinite(per_pe[["precision_diff", "seed_spread"]]).all(axis=1)
+    ok = bool(finite.all() and (per_pe["precision_diff"] <= per_pe["seed_spread"]).all())
+    return {"ok": ok, "per_pe": per_pe, "epochs": (first, top)}
+
+
+def _where(run: Any, name: str) -> str:
+    """A run of the pair in messages: its folder, else ``<precision>/<name>``."""
+    path = getattr(run, "path", None)
+    return str(path) if path is not None else f"{name}/{getattr(run, 'name', '') or '?'}"
+
+
+def _config(run: Any) -> dict:
+    return (getattr(run, "manifest", None) or {}).get("config") or {}
+
+
+def _models(run: Any) -> list[tuple[str, int]]:
+    """The (PE, seed) a run of the pair trained: from its configuration, else its history."""
+    cfg = _config(run)
+    if cfg.get("pes") and cfg.get("seeds"):
+        return [(str(pe), int(s)) for pe in cfg["pes"] for s in cfg["seeds"]]
+    m = _metric_rows(run.history)
+    return sorted({(str(pe), int(s)) for pe, s in zip(m["pe"], m["seed"], strict=True)})
+
+
+def _run_problems(run: Any, name: str, epochs: int) -> list[str]:
+    """What keeps one run of the pair, filed under ``name``, from counting."""
+    where, cfg = _where(run, name), _config(run)
+    manifest = getattr(run, "manifest", None) or {}
+    out = []
+    amp, recorded = cfg.get("amp"), manifest.get("precision")
+    if amp is None or bool(amp) != (name != "fp32"):
+        out.append(f"{where} was trained with amp={amp!r}, not in {name} as its folder says")
+    if recorded is not None and recorded != name:
+        out.append(f"{where} trained in {recorded}, not in {name} as its folder says")
+    if cfg.get("epochs") != epochs:
+        out.append(f"{where} was configured for {cfg.get('epochs')} epochs, not the pair's "
+                   f"{epochs}")
+    models = _models(run)
+    if len(models) != 1:
+        out.append(f"{where} holds {len(models)} models, not one (PE, seed)")
+    elif getattr(run, "path", None) is not None and \
+            Path(run.path).name != f"{models[0][0]}__{models[0][1]}":
+        out.append(f"{where} holds {models[0][0]} seed {models[0][1]}, not what its folder "
+                   "name says")
+    m = _metric_rows(run.history)
+    split, cond = PAIR_METRIC
+    if m.empty:
+        return [*out, f"{where} holds no {split} accuracy (condition {cond})"]
+    if sorted({(str(p), int(s)) for p, s in zip(m["pe"], m["seed"], strict=True)}) != models:
+        out.append(f"{where}: its history holds other models than its configuration")
+    if int(m["epoch"].max()) < epochs:
+        out.append(f"{where} reaches epoch {int(m['epoch'].max())} of the pair's {epochs}")
+    div = _diverged(run.history)
+    if len(div):
+        out.append(f"{where} diverged: {res.describe_diverged(div)}")
+    elif manifest.get("diverged_models"):
+        out.append(f"{where} diverged: its manifest lists models "
+                   f"{manifest['diverged_models']}")
+    acc = pd.to_numeric(m["accuracy"], errors="coerce").to_numpy(dtype=float)
+    if not np.isfinite(acc).all():
+        bad = m["epoch"].to_numpy()[~np.isfinite(acc)]
+        out.append(f"{where} has no finite {split} accuracy at {len(bad)} of its "
+                   f"{len(acc)} evaluations (from epoch {int(bad.min())})")
+    return out
+
+
+def check_pair(pair: dict[str, list[Any]], epochs: int | None = None) -> list[str]:
+    """Why a stored pair cannot decide the precision, one sentence per problem naming the run
+    folder (empty: it can). A pair counts only as what it is: each precision holds one run of
+    every (PE, seed) of :data:`PAIR_PES` x :data:`PAIR_SEEDS`, in the precision of the folder
+    it is filed under (its configuration's ``amp`` and the precision its manifest records),
+    trained to ``epochs`` (default :data:`PAIR_EPOCHS`) and evaluated at the same epochs in
+    both precisions, with the same configuration but ``amp`` (and how it was executed),
+    without a diverged model or a non-finite accuracy."""
+    epochs = PAIR_EPOCHS if epochs is None else epochs
+    want = {(pe, s) for _, pe in PAIR_PES for s in PAIR_SEEDS}
+    problems: list[str] = []
+    held: dict[str, dict[tuple[str, int], tuple[str, Any]]] = {}
+    for name in ("fp32", "bf16"):
+        runs = list(pair.get(name) or [])
+        paths = {Path(r.path).parent for r in runs if getattr(r, "path", None) is not None}
+        folder = str(paths.pop()) if len(paths) == 1 else f"{name}/"
+        held[name] = {}
+        for r in runs:
+            problems += _run_problems(r, name, epochs)
+            for key in _models(r):
+                if key in held[name]:
+                    problems.append(f"{_where(r, name)} holds {key[0]} seed {key[1]} again "
+                                    f"(as {held[name][key][0]} does)")
+                else:
+                    held[name][key] = (_where(r, name), r)
+        if missing := sorted(want - set(held[name])):
+            problems.append(f"{folder} holds no {name} run of "
+                            + ", ".join(f"{pe} seed {s}" for pe, s in missing))
+        if extra := sorted(set(held[name]) - want):
+            problems.append(f"{folder} holds " + ", ".join(f"{pe} seed {s}" for pe, s in extra)
+                            + ", which the pair does not train")
+    for key in sorted(set(held["fp32"]) & set(held["bf16"])):
+        (w32, r32), (w16, r16) = held["fp32"][key], held["bf16"][key]
+        diff = res.config_diff(_config(r32), _config(r16), ignore=("amp", *res.EXECUTION_KEYS))
+        if diff:
+            problems.append(f"{w16} was trained with another {', '.join(diff)} than {w32}")
+        e32, e16 = (set(_metric_rows(r.history)["epoch"].astype(int)) for r in (r32, r16))
+        if e32 != e16:
+            problems.append(f"{w16} was evaluated at other epochs than {w32}")
+    return problems
+
+
+def pair_decision(pair: dict[str, list[Any]], tag: str) -> tuple[bool, str]:
+    """Whether the stored pair of ``tag`` earns bf16, and why (without the precision's name):
+    never when :func:`check_pair` finds a problem, else by :func:`pair_verdict`."""
+    problems = check_pair(pair)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return False, (f"the precision pair of {tag} cannot decide: "
+                       + "; ".join(problems[:3]) + more)
+    v = pair_verdict(pair_table(pair))
+    per = v["per_pe"]
+    worst = per.assign(r=per["precision_diff"] - per["seed_spread"]).nlargest(1, "r").iloc[0]
+    pe, dif, spread = worst["pe"], worst["precision_diff"], worst["seed_spread"]
+    span = f"epochs {v['epochs'][0]}-{v['epochs'][1]}"
+    if v["ok"]:
+        return True, (f"the precision pair of {tag} moves validation accuracy less than a "
+                      f"change of seed (largest: {pe}, {dif:.3f} vs seed spread {spread:.3f}, "
+                      f"{span})")
+    return False, (f"the precision pair of {tag} moves {pe} by {dif:.3f}, more than its seed "
+                   f"spread {spread:.3f} ({span})")
+
+
+def incomplete_pair(base: Path) -> str | None:
+    """Where the pair folder ``base`` holds some runs but not the whole pair: which folder
+    holds how many of its runs (None where nothing of a pair is stored)."""
+    n = len(PAIR_PES) * len(PAIR_SEEDS)
+    held = {name: sum((p / "manifest.json").exists() for p in (base / name).glob("*__*"))
+            for name in ("fp32", "bf16")}
+    if not any(held.values()):
+        return None
+    return "; ".join(f"{base / name} holds {k} of the pair's {n} runs"
+                     for name, k in held.items() if k != n)
 
 
 def no_pair_line(cpu_flags_of_units: pd.Series) -> str:
@@ -210,34 +397,29 @@ def no_pair_line(cpu_flags_of_units: pd.Series) -> str:
 def decide(device: torch.device, results_dir: str | Path | None = None
            ) -> tuple[bool | torch.dtype, str, str]:
     """The campaign's precision on ``device``: ``(amp, name, why)`` with ``amp`` for
-    :class:`~lstpe.training.config.TrainConfig` (False = fp32, True = the device's autocast)."""
+    :class:`~lstpe.training.config.TrainConfig` (False = fp32, True = the device's autocast).
+
+    A stored pair earns bf16 only through :func:`pair_decision` (checked against its own
+    configuration first); an incomplete pair is named as such."""
     if device.type == "cuda":
         tag = device_tag(device)
-        pair = load_pair(results_dir, tag)
-        if pair is None:
-            return False, "fp32", ("fp32 with TF32 off, as the authors' V100: no precision "
-                                   f"pair is stored for {tag}")
-        v = pair_verdict(pair_table(pair))
-        return (True, "bf16", f"bf16 autocast: the precision pair of {tag} moves validation "
-                "accuracy less than a change of seed") if v["ok"] else \
-            (False, "fp32", f"fp32 with TF32 off: the precision pair of {tag} moves validation "
-             "accuracy more than a change of seed")
-    if device.type != "cpu":
+        fp32 = "fp32 with TF32 off"
+        none = f"{fp32}, as the authors' V100: no precision pair is stored for {tag}"
+    elif device.type != "cpu":
         return False, "fp32", f"fp32 (no mixed precision on {device.type})"
-    if not has_bf16():
+    elif not has_bf16():
         return False, "fp32", ("fp32: this CPU has no bf16 instructions (flags: "
                                f"{' '.join(cpu_flags()) or 'unknown'}), where bf16 is emulated")
-    pair = load_pair(results_dir)
+    else:
+        tag, fp32 = cpu_tag(), "fp32"
+        none = (f"fp32: this CPU has bf16 instructions ({tag}), but no precision pair is "
+                "stored for it (lstpe campaign pair)")
+    pair = load_pair(results_dir, tag)
     if pair is None:
-        return False, "fp32", (f"fp32: this CPU has bf16 instructions ({cpu_tag()}), but no "
-                               "precision pair is stored for it (lstpe campaign pair)")
-    v = pair_verdict(pair_table(pair))
-    worst = v["per_pe"].assign(r=lambda d: d.precision_diff - d.seed_spread).nlargest(1, "r")
-    pe, dif, spread = worst.iloc[0][["pe", "precision_diff", "seed_spread"]]
-    if v["ok"]:
-        return True, "bf16", (f"bf16 autocast: the precision pair of {cpu_tag()} moves "
-                              f"validation accuracy less than a change of seed (largest: {pe}, "
-                              f"{dif:.3f} vs seed spread {spread:.3f}, epochs "
-                              f"{v['epochs'][0]}-{v['epochs'][1]})")
-    return False, "fp32", (f"fp32: the precision pair of {cpu_tag()} moves {pe} by {dif:.3f}, "
-                           f"more than its seed spread {spread:.3f}")
+        part = incomplete_pair(pair_dir(results_dir, tag))
+        if part is None:
+            return False, "fp32", none
+        return False, "fp32", (f"{fp32}: the precision pair of {tag} is incomplete: {part} "
+                               "(lstpe campaign pair resumes it)")
+    ok, why = pair_decision(pair, tag)
+    return (True, "bf16", f"bf16 autocast: {why}") if ok else (False, "fp32", f"{fp32}: {why}")
