@@ -196,3 +196,24 @@ def test_lagging_seeds_reads_a_spread_as_a_few_slow_seeds():
     assert math.isnan(lagging_seeds(0.9, 0.1, 15, 0.8, 5)["k"])  # ours below: nothing lags
     with pytest.raises(ValueError, match="draws"):
         lagging_seeds(0.9, 0.1, 15, 0.99, 16)
+
+
+def test_rank_order_counts_the_pairs_the_two_curves_order_differently():
+    """Our σ curve against the authors' at epoch 200: their own means give τ = 1 and no flip;
+    swapping two σ's values flips exactly that pair (and τ drops by 2/C(n,2))."""
+    import math
+
+    from lstpe.analysis.authors_logs import authors_at, rank_order
+
+    auth = authors_at(200)["acc_mean"]
+    pes = ["learn-0.1", "learn-0.5", "learn-1", "learn-1.5", "learn-2"]
+    rows = [{"pe": pe, "sigma": float(pe[6:]), "accuracy": auth[pe]} for pe in pes]
+    rows.append({"pe": "2d-fixed", "sigma": math.nan, "accuracy": 0.99})  # no σ: left out
+    same = rank_order(pd.DataFrame(rows), 200)
+    assert same["n"] == 5 and same["tau"] == pytest.approx(1.0) and same["flipped"] == []
+    rows[0]["accuracy"], rows[1]["accuracy"] = rows[1]["accuracy"], rows[0]["accuracy"]
+    swapped = rank_order(pd.DataFrame(rows), 200)
+    assert swapped["flipped"] == ["0.1/0.5"]
+    assert swapped["tau"] == pytest.approx(1 - 2 * 1 / 10)
+    two = rank_order(pd.DataFrame(rows[:2]), 200)
+    assert two["n"] == 2 and math.isnan(two["tau"])

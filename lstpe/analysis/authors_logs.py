@@ -9,6 +9,8 @@ over the data; our epoch e after e passes, a difference of one pass that is igno
 * :func:`authors_at`: one epoch / phase / condition of it, indexed by PE.
 * :func:`compare_with_authors`: our final per-seed accuracies against the authors' logs at the
   same epoch (Welch test), with the paper's 4000-epoch table values beside them.
+* :func:`rank_order`: whether our σ curve ranks the σ as the authors' curve does at the same
+  epoch (Kendall τ, exact p, and the pairs ranked the other way).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, ttest_from_summary
 from lstpe.nn.encodings import parse_pe
 
-__all__ = ["authors_logs", "authors_at", "compare_with_authors", "lagging_seeds",
+__all__ = ["authors_logs", "authors_at", "compare_with_authors", "lagging_seeds", "rank_order",
            "AUTHORS_LOGS_FILE", "AUTHORS_LOGS_COLUMNS", "SPLIT_TO_PHASE"]
 
 AUTHORS_LOGS_FILE = "authors_logs_summary.csv"
@@ -234,3 +236,33 @@ def lagging_seeds(mean: float, sd: float, n: float, fast: float, draws: float
             best = {"k": k, "slow": slow, "sd_model": sd_k,
                     "p_all_fast": math.comb(n - k, draws) / math.comb(n, draws)}
     return best
+
+
+def rank_order(final: pd.DataFrame, epoch: int, value: str = "accuracy") -> dict[str, object]:
+    """Does our σ curve rank the learnable PEs as the authors' does at ``epoch``?
+
+    Args:
+        final: one row per model (``pe``, ``sigma``, ``value``); rows without a σ (fixed PEs)
+            are left out, each σ is its seeds' mean (n = 1 counts: a rank needs no spread).
+        epoch: the epoch of the authors' logs to compare with (:func:`authors_at`).
+    Returns:
+        ``n`` (σ values both hold), ``tau`` (Kendall's τ-b of the two sets of means; NaN
+        below 3 σ or when either set is all tied), ``p`` (two-sided; scipy's exact test where
+        it applies), ``flipped``: the pairs of σ (a < b) that the two curves order the other
+        way, as ``"0.3/0.4"`` strings, ascending.
+    """
+    from scipy.stats import kendalltau
+
+    ours = final.dropna(subset=["sigma"]).groupby("pe")[value].mean()
+    theirs = authors_at(epoch)["acc_mean"]
+    both = sorted(set(ours.index) & set(theirs.index),
+                  key=lambda pe: float(final.loc[final["pe"] == pe, "sigma"].iloc[0]))
+    a, b = ours[both].to_numpy(), theirs[both].to_numpy()
+    sig = [pe.removeprefix("learn-") for pe in both]
+    flipped = [f"{sig[i]}/{sig[j]}" for i in range(len(both)) for j in range(i + 1, len(both))
+               if (a[i] - a[j]) * (b[i] - b[j]) < 0]
+    tau, p = (math.nan, math.nan)
+    if len(both) >= 3 and len(set(a)) > 1 and len(set(b)) > 1:
+        res = kendalltau(a, b)
+        tau, p = float(res.statistic), float(res.pvalue)
+    return {"n": len(both), "tau": tau, "p": p, "flipped": flipped}

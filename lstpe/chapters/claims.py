@@ -181,3 +181,21 @@ def counts_facts(card: pd.DataFrame) -> dict[str, str]:
     n = C.verdict_counts(card)
     out = {k.replace(" ", "_"): str(v) for k, v in n.items()}
     return {**out, "parts": str(len(card)), "is_are": "is" if n["shown"] == 1 else "are"}
+
+
+def rank_facts(table2: Run) -> dict[str, str] | None:
+    """The σ curve's rank order against the authors' at the units' epoch
+    (:func:`lstpe.analysis.authors_logs.rank_order`), formatted: ``n``, ``tau``, ``p``,
+    ``flipped`` (the pairs of σ ranked the other way, or "none"), ``epoch``. None when
+    ``table2`` is not of the authors' recipe or the authors logged no such epoch."""
+    from lstpe.analysis.authors_logs import rank_order
+    from lstpe.analysis.seed_stats import tau_text
+
+    final = table2.final("val_dropout")
+    epoch = int(final["epoch"].max()) if len(final) else 0
+    if table2.scale != "paper" or epoch % 200 or not 0 < epoch <= 4000:
+        return None
+    r = rank_order(final, epoch)
+    tau = tau_text(r["tau"], r["n"]) if r["n"] >= 3 else "no τ (fewer than 3 σ)"
+    return {"n": str(r["n"]), "tau": tau, "p": fd.pval(r["p"]),
+            "flipped": ", ".join(r["flipped"]) or "none", "epoch": str(epoch)}
