@@ -89,8 +89,10 @@ def test_sigma_curves_many_sigmas_get_a_colour_bar_and_the_authors_logs():
     labels = {t.get_text() for t in ax.get_legend().get_texts()}
     assert labels == {"2d-fixed", "chance", "authors' logs (mean)"}
     marks = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
-    # the authors logged 2d-fixed and learn-0.1 ... 2.0 at epochs 0 and 200 (<= our 200)
-    assert sum(len(ln.get_xdata()) for ln in marks) == 2 * 11
+    # the authors logged 2d-fixed and learn-0.1 ... 2.0 at epochs 0 and 200 (<= our 200): one
+    # diamond per PE at 200; at 0, where all sit at chance within a diamond's height, one
+    assert sum(len(ln.get_xdata()) for ln in marks) == 11 + 1
+    assert [ln.get_gid() for ln in marks if ln.get_xdata()[0] == 0] == ["every PE"]
 
 
 def noise_table() -> pd.DataFrame:

@@ -200,10 +200,13 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
                       reference: str | None = "2d-fixed", ax: Axes | None = None,
                       chance: float | None = 0.25, authors: bool = True) -> Axes:
     """Mean learning curve per sigma (``learn`` models); the reference PE's curve dashed
-    black; chance dotted. Up to 8 sigmas get distinct colours and a legend, more a viridis
-    colour bar. With ``authors`` (validation splits), the authors' own mean at each epoch they
-    logged (0, 200, ...) within our epochs is marked with a diamond of the PE's colour
-    (:func:`lstpe.analysis.authors_logs.authors_logs`).
+    black; chance dotted; the accuracy axis from 0 to 1. Up to 8 sigmas get distinct colours,
+    more a viridis colour bar; the legend sits under the axes. With ``authors`` (validation
+    splits), the authors' own mean at each epoch they logged (0, 200, ...) within our epochs is
+    marked with a diamond of the PE's colour
+    (:func:`lstpe.analysis.authors_logs.authors_logs`); diamonds that would hide each other at
+    one epoch are moved sideways (:func:`lstpe.analysis.style.swarm_offsets`; inwards at the
+    first and last epoch), so that every PE's diamond shows.
 
     Raises:
         ValueError: no learn-sigma rows for the split.
@@ -211,8 +214,10 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
     import matplotlib as mpl
     import matplotlib.pyplot as plt
 
+    from lstpe.analysis import style
+
     if ax is None:
-        _, ax = plt.subplots()
+        _, ax = plt.subplots(figsize=style.figsize(1.0, 4.2))
     c = learning_curves(history, split)
     sig = history.drop_duplicates("pe").set_index("pe")["sigma"]
     learn = history.loc[history["pe_name"] == "learn", "pe"].unique()
@@ -235,8 +240,6 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
         g = c[c["pe"] == reference]
         ax.plot(g["epoch"], g["mean"], color="black", ls="--", lw=1.5, label=reference)
         colour[reference] = "black"
-    if authors and split in ("val", "val_dropout"):
-        _mark_authors(ax, colour, int(c["epoch"].max()))
     if chance is not None:
         ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
     if bar is not None:
@@ -244,22 +247,51 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
     ax.set_xlabel("epoch")
     names = {"val": "validation", "val_dropout": "validation (dropout on)",
              "train": "training (eval mode)", "train_running": "training (running)"}
-    ax.set_ylabel(f"{names.get(split, split)} accuracy (mean over seeds)")
+    ax.set_ylabel(f"{names.get(split, split)} accuracy\n(mean over seeds)")
+    ax.set_ylim(0, 1.03)
+    if authors and split in ("val", "val_dropout"):
+        _mark_authors(ax, colour, int(c["epoch"].min()), int(c["epoch"].max()))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        style.legend_below(ax, ncols=4)
     return ax
 
 
-def _mark_authors(ax: Axes, colour: dict, max_epoch: int) -> None:
-    """The authors' logged mean validation accuracy (diamonds) at their epochs <= max_epoch."""
+def _mark_authors(ax: Axes, colour: dict, min_epoch: int, max_epoch: int) -> None:
+    """The authors' logged mean validation accuracy (diamonds) at their epochs <= max_epoch,
+    one per PE of ``colour``, each drawn as its own line (``ax.get_lines()``, the PE as its
+    ``gid``). At one epoch, diamonds that would cover each other are moved sideways (a beeswarm
+    in screen space, inwards at ``min_epoch`` and ``max_epoch``; they may overlap by a third),
+    except where every PE's mean lies within one diamond's height (at epoch 0 all sit at
+    chance): there one grey diamond, ``gid`` ``"every PE"``, stands for them all."""
+    import matplotlib.transforms as mtransforms
+
+    from lstpe.analysis import style
     from lstpe.analysis.authors_logs import authors_logs
 
     t = authors_logs()
     t = t[(t["phase"] == "validation") & (t["condition"] == "average")
           & (t["epoch"] <= max_epoch) & (t["pe"].isin(list(colour)))]
-    for i, (pe, g) in enumerate(t.groupby("pe")):
-        ax.plot(g["epoch"], g["acc_mean"], "D", color=colour[pe], mec="white", ms=7, zorder=4,
-                label="authors' logs (mean)" if i == 0 else None)
+    if t.empty:
+        return
+    ax.set_xlim(ax.get_xlim())  # freeze the view: the offsets are computed on it
+    fig, ms = ax.figure, 6.0
+    size_px = ms * fig.dpi / 72 + 1.0  # the diamond and its white edge
+    label = "authors' logs (mean)"
+    for epoch, g in t.sort_values("acc_mean", ascending=False).groupby("epoch", sort=False):
+        pts = [(float(epoch), float(v)) for v in g["acc_mean"]]
+        y_px = ax.transData.transform(pts)[:, 1]
+        if len(g) > 1 and np.ptp(y_px) < size_px:  # indistinguishable: one marker for all
+            ax.plot([epoch], [g["acc_mean"].mean()], "D", color="0.45", mec="white", ms=ms,
+                    zorder=4, gid="every PE", label=label)
+            label = None
+            continue
+        side = "right" if epoch <= min_epoch else "left" if epoch >= max_epoch else "both"
+        dx = style.swarm_offsets(y_px, 2 / 3 * size_px, side)
+        for (_, r), d in zip(g.iterrows(), dx, strict=True):
+            shift = mtransforms.ScaledTranslation(d / fig.dpi, 0, fig.dpi_scale_trans)
+            ax.plot([epoch], [r["acc_mean"]], "D", color=colour[r["pe"]], mec="white", ms=ms,
+                    zorder=4, transform=ax.transData + shift, gid=r["pe"], label=label)
+            label = None
 
 
 def sigma_effect(history: pd.DataFrame, split: str = "val", condition: str = "all"

@@ -160,7 +160,8 @@ _TOO_FEW_STYLE: dict[str, Any] = {"color": "0.55", "marker": "o", "mfc": "none"}
 
 def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe",
                   ylabel: str = "validation accuracy", logx: bool = False,
-                  chance: float | None = None) -> Axes:
+                  chance: float | None = None,
+                  reference: tuple[float, str] | None = None) -> Axes:
     """Our mean and CI, coloured and shaped by verdict, beside the paper's mean +- SD.
 
     One errorbar series per verdict present (in the order of :data:`VERDICT_STYLE`, then the
@@ -176,6 +177,8 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
         logx: a log x axis (numeric ``x`` only; ours and the paper's points offset by a
             factor instead of a difference).
         chance: draw this level as a dotted line, labelled ``chance`` in the legend.
+        reference: ``(value, label)``: a dashed line at ``value`` named ``label`` inside the
+            axes, at its right end (e.g. chapter 6's own 2d-fixed).
     Returns:
         The Axes (``ax.containers``: one per verdict present, then the paper's).
     """
@@ -215,11 +218,17 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
                 capsize=3, color="0.4", label="paper (mean ± SD, 15 seeds)")
     if chance is not None:
         ax.axhline(chance, color="0.5", ls=":", lw=1, label="chance")
+    if reference is not None:  # named inside the axes: a name past the frame widens the PNG
+        ax.axhline(reference[0], color="C2", ls="--", lw=1)
+        lo, hi = ax.get_ylim()
+        up = reference[0] < (lo + hi) / 2
+        ax.annotate(reference[1], (1, reference[0]), xycoords=("axes fraction", "data"),
+                    xytext=(-3, 2 if up else -2), textcoords="offset points", ha="right",
+                    va="bottom" if up else "top", color="C2", fontsize=9)
+    from lstpe.analysis.style import legend_below
+
     ax.set_ylabel(ylabel)
-    # the legend below the axes and their tick labels (a label at the right edge stays clear)
-    below = (ax.get_tightbbox(ax.figure.canvas.get_renderer()).y0 - ax.bbox.y0) / ax.bbox.height
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, below - 0.02), ncols=2, fontsize=9,
-              borderaxespad=0.0)
+    legend_below(ax)  # below the tick labels: a label at the right edge stays clear
     return ax
 
 
@@ -324,29 +333,41 @@ def kernel_range(v: np.ndarray) -> tuple[float, float]:
 
 
 def draw_kernel(ax: Axes, v: np.ndarray, vrange: tuple[float, float] | None = None,
-                title: str | None = None, fontsize: int = 9) -> Any:
+                title: str | None = None, fontsize: float = 9, xlabel: bool = True,
+                ylabel: bool = True) -> Any:
     """A kernel (n, n) on ``ax`` with position ticks and its own colour bar (returned), on
-    ``vrange`` or :func:`kernel_range`."""
+    ``vrange`` or :func:`kernel_range`; every text at ``fontsize`` (at least
+    :data:`lstpe.analysis.style.MIN_PT`). ``xlabel`` / ``ylabel``: name the axis
+    ``position`` (a grid of panels names only its outer ones)."""
+    from matplotlib.ticker import MaxNLocator
+
+    from lstpe.analysis.style import MIN_PT
+
+    fs = max(float(fontsize), MIN_PT)
     lo, hi = vrange or kernel_range(v)
     im = ax.imshow(v, vmin=lo, vmax=hi, cmap="viridis")
     if title:
-        ax.set_title(title, fontsize=fontsize)
+        ax.set_title(title, fontsize=fs)
     m = v.shape[0]
     ax.set_xticks([0, m - 1])
     ax.set_yticks([0, m - 1])
-    ax.tick_params(labelsize=7)
-    ax.set_xlabel("position", fontsize=8)
-    ax.set_ylabel("position", fontsize=8)
+    ax.tick_params(labelsize=fs)
+    if xlabel:
+        ax.set_xlabel("position", fontsize=fs, labelpad=1)
+    if ylabel:
+        ax.set_ylabel("position", fontsize=fs, labelpad=1)
     ax.grid(False)
     cb = ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    cb.ax.tick_params(labelsize=7)
+    cb.ax.tick_params(labelsize=fs)
+    cb.ax.yaxis.set_major_locator(MaxNLocator(nbins=3))
     return cb
 
 
 def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False,
                     suptitle: str | None = None) -> Figure:
     """Position x position matrices (e.g. :func:`lstpe.analysis.kernels.pe_kernels`), one panel
-    each.
+    each, in a figure as wide as the page's column with every text at 9 pt or more there
+    (:mod:`lstpe.analysis.style`); only the outer panels name their axes.
 
     Every panel gets its own colour bar, on the range of its off-diagonal values (the diagonal
     of a cosine kernel is 1 and would hide the rest), unless ``share``: then one range for all.
@@ -357,6 +378,8 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False
         ValueError: no kernels, or a kernel that is not square.
     """
     import matplotlib.pyplot as plt
+
+    from lstpe.analysis import style
 
     if not kernels:
         raise ValueError("no kernels to plot")
@@ -371,16 +394,19 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False
     n = len(mats)
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.7 * ncols, 2.5 * nrows + 0.3),
-                             squeeze=False)
+    side = min(2.2, (style.WIDTH - 0.3) / ncols - 0.75)  # a panel, its colour bar beside it
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
+                             figsize=(style.WIDTH, nrows * (side + 0.45) + 0.3 * bool(suptitle)))
     for ax in axes.flat[n:]:
         ax.set_visible(False)
-    for ax, (name, v) in zip(axes.flat[:n], mats.items(), strict=True):
-        draw_kernel(ax, v, shared if share else None, title=name).set_label("cosine", fontsize=8)
+    for k, (ax, (name, v)) in enumerate(zip(axes.flat[:n], mats.items(), strict=True)):
+        r, c = divmod(k, ncols)
+        cb = draw_kernel(ax, v, shared if share else None, title=name,
+                         xlabel=k + ncols >= n, ylabel=c == 0)
+        cb.set_label("cosine", fontsize=9, labelpad=1)
     if suptitle:
         fig.suptitle(suptitle, fontsize=10)
-    fig.tight_layout()
-    return fig
+    return style.readable(fig)
 
 
 def plot_human_scatter(puzzles: pd.DataFrame, humans: pd.DataFrame, pe: str,

@@ -1,4 +1,5 @@
-"""Chapter 11's figures beyond the forest plot: Table 2 over every sigma, and the campaign.
+"""The report's figures beyond the forest plot (Table 2 over every sigma, the campaign) and
+chapter 8's previews of Tables 4-6.
 
 * :func:`plot_sigma_sweep`: validation accuracy over the 20 sigmas of Table 2: the authors'
   logs at our units' epoch (mean and t 95% interval of their seeds), the paper at 4000 epochs
@@ -6,11 +7,14 @@
   a sigma has two or more).
 * :func:`plot_progress`: the campaign's items, units done of each, and the long chunks' epochs
   of their targets.
+* :func:`plot_run_finals`: final accuracy per PE of whole runs (chapter 8's Tables 4-6), each
+  model and the mean, on the full accuracy axis with chance.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +25,12 @@ from lstpe.analysis.seed_stats import mean_ci, t_half
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_sigma_sweep", "plot_progress"]
+__all__ = ["plot_sigma_sweep", "plot_progress", "plot_run_finals", "run_tag"]
+
+
+DODGE = 0.2
+"""How far the paper's squares sit right of their sigma and ours left of it, as a share of the
+smallest spacing of the sigmas."""
 
 
 def _sigma(pe: str) -> float:
@@ -31,6 +40,10 @@ def _sigma(pe: str) -> float:
 def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataFrame,
                      epoch: int = 200) -> Figure:
     """Table 2 over every sigma.
+
+    At each sigma the paper's square sits a little right of the sigma and ours (seeds and mean)
+    a little left (:data:`DODGE` of the sigmas' spacing), so that neither hides the other; the
+    axes hold every point with a margin, and chance.
 
     Args:
         final: one row per stored model: ``pe``, ``accuracy`` (validation, as the authors
@@ -52,22 +65,27 @@ def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataF
                     label=f"authors @{epoch}, 95% CI")
     ax.plot(a["sigma"], a["acc_mean"], color="0.45", lw=1.5, label=f"authors @{epoch}, mean")
     p = paper.sort_values("sigma")
-    ax.plot(p["sigma"], p["mean"], "s", mfc="none", mec="k", ms=5, label="paper @4000")
     ours = final[final["pe"].astype(str).str.startswith("learn-")].copy()
     ours["sigma"] = ours["pe"].map(_sigma)
-    ax.plot(ours["sigma"], ours["accuracy"], "o", color="C0", alpha=0.35, ms=4,
+    sig = np.unique(np.concatenate([a["sigma"], p["sigma"], ours["sigma"]]).astype(float))
+    d = DODGE * (float(np.diff(sig).min()) if len(sig) > 1 else 1.0)
+    ax.plot(p["sigma"] + d, p["mean"], "s", mfc="none", mec="k", ms=5, label="paper @4000")
+    ax.plot(ours["sigma"] - d, ours["accuracy"], "o", color="C0", alpha=0.35, ms=4,
             label=f"ours @{epoch}, each seed")
     for s, g in ours.groupby("sigma"):
         if len(g) >= 2:
             m, lo, hi = mean_ci(g["accuracy"].to_numpy())
-            ax.errorbar(s, m, yerr=[[m - max(lo, 0)], [min(hi, 1) - m]], fmt="D", color="C0",
-                        ms=5, capsize=3, label=None)
+            ax.errorbar(s - d, m, yerr=[[m - max(lo, 0)], [min(hi, 1) - m]], fmt="D",
+                        color="C0", ms=5, capsize=3, label=None)
     ax.errorbar([], [], yerr=[], fmt="D", color="C0", capsize=3,
                 label=f"ours @{epoch}, mean and 95% CI")
     ax.axhline(0.25, color="0.6", ls=":", lw=1)
-    ax.text(2.02, 0.25, "chance", va="center", fontsize=9, color="0.4")
+    ax.annotate("chance", (1, 0.25), xycoords=("axes fraction", "data"), xytext=(-2, 2),
+                textcoords="offset points", ha="right", va="bottom", fontsize=9, color="0.4")
+    lo_x, hi_x = float(sig.min()) - d, float(sig.max()) + d
+    pad = 0.05 * (hi_x - lo_x or 1.0)
     ax.set(xlabel="sigma of the learnable PE's initialisation", ylabel="validation accuracy",
-           ylim=(0, 1.02), xlim=(0, 2.2))
+           ylim=(0, 1.05), xlim=(lo_x - pad, hi_x + pad))
     ax.legend(loc="lower left", fontsize=9, ncol=2, frameon=False)
     fig.tight_layout()
     return fig
@@ -99,3 +117,53 @@ def plot_progress(progress: pd.DataFrame, long: pd.DataFrame) -> Figure:
     ax.set(xlim=(0, 1), xticks=[0, 0.5, 1], xlabel="share done")
     fig.tight_layout()
     return fig
+
+
+def run_tag(run: Any) -> str:
+    """What a run is, for a panel's title: its scale (``preview: illustrates the analysis,
+    tests nothing`` below paper scale) and epochs."""
+    tag = "preview: illustrates the analysis, tests nothing" if run.scale != "paper" \
+        else run.scale
+    return f"{tag}, {run.config.get('epochs')} ep."
+
+
+def plot_run_finals(runs: Mapping[str, Any], split: str = "val", chance: float = 0.25
+                    ) -> Figure:
+    """Final ``split`` accuracy per PE of each run, one panel a run, stacked: every model a
+    grey dot, the mean over models an orange square; the accuracy axis runs from 0 to 1 with
+    chance dotted, so a run at chance reads as chance (a zoomed axis would show its noise as
+    effects). Chapter 8 draws Table 4's SGD run and the AdamW run of Tables 5-6 with it.
+
+    Args:
+        runs: panel title -> run (a :class:`lstpe.store.results.Run`, or anything with
+            ``final(split)`` (one row per model: ``pe``, ``accuracy``), ``scale`` and
+            ``config``); :func:`run_tag` is added to each title.
+    Raises:
+        ValueError: no runs.
+    """
+    import matplotlib.pyplot as plt
+
+    if not runs:
+        raise ValueError("no runs to plot")
+    fig, axes = plt.subplots(len(runs), 1, squeeze=False, layout="constrained",
+                             figsize=style.figsize(1.0, 2.9 * len(runs) + 0.4))
+    for ax, (title, run) in zip(axes[:, 0], runs.items(), strict=True):
+        f = run.final(split)
+        pes = list(dict.fromkeys(f["pe"]))
+        x = {pe: i for i, pe in enumerate(pes)}
+        for pe, g in f.groupby("pe", sort=False):
+            k = len(g)
+            jit = np.linspace(-0.12, 0.12, k) if k > 1 else np.zeros(1)
+            ax.plot(x[pe] + jit, g["accuracy"], "o", color="0.6", ms=3.5, zorder=2,
+                    label="each model" if x[pe] == 0 else None)
+        mean = f.groupby("pe", sort=False)["accuracy"].mean()
+        ax.plot([x[p] for p in mean.index], mean, "s", color="C1", ms=6, zorder=3,
+                label="mean over models")
+        ax.axhline(chance, color="0.4", ls=":", lw=1.2, label=f"chance ({chance:g})")
+        ax.set_xticks(range(len(pes)), pes, rotation=90)
+        ax.set(ylabel=f"{'validation' if split.startswith('val') else split} accuracy",
+               ylim=(0, 1.04), yticks=[0, 0.25, 0.5, 0.75, 1.0], xlim=(-0.6, len(pes) - 0.4),
+               title=f"{title}\n{run_tag(run)}")
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3,
+               fontsize=9)
+    return style.readable(fig)

@@ -11,21 +11,29 @@ wider figure is shrunk and its text with it: :func:`displayed_pt` says by how mu
   ``lstpe.chapters.notebook.setup``);
 * :func:`figsize`: a width as a fraction of the column, and a height;
 * :func:`readable`: fit a finished figure to the column, text at least :data:`MIN_PT`;
-* :func:`small_text`: the texts of a figure that would show under :data:`MIN_PT` (for tests).
+* :func:`small_text`: the texts of a figure that would show under :data:`MIN_PT` (for tests);
+  :func:`overlapping_text`: texts that run into each other; :func:`legend_clashes`: legends
+  over texts or other panels; :func:`markers_at_edge`: markers cut by their axes' edge;
+* :func:`legend_below`: a legend under an axes and its tick labels;
+  :func:`swarm_offsets`: sideways offsets that keep markers at one x from hiding each other.
 
 Lives in :mod:`lstpe.analysis` (floor 4), under every module that draws figures.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from matplotlib.text import Text
 
 __all__ = ["COLUMN_PX", "DPI", "MIN_PT", "RC", "WIDTH", "apply", "displayed_pt", "figsize",
-           "readable", "small_text"]
+           "legend_below", "legend_clashes", "markers_at_edge", "overlapping_text", "readable",
+           "small_text", "swarm_offsets"]
 
 COLUMN_PX = 688
 """Width in CSS px of a cell output in the book's content column (sphinx-book-theme 1.3,
@@ -105,39 +113,51 @@ def small_text(fig: Figure, min_pt: float = MIN_PT,
     """``(text, displayed pt)`` of every visible text of ``fig`` that shows under ``min_pt``
     on the page (:func:`displayed_pt`)."""
     out = []
+    scale = min(1.0, column_px / _png_width_px(fig)) * fig.dpi / DPI  # one layout for all
     for t in _texts(fig):
-        pt = displayed_pt(fig, t.get_fontsize(), column_px)
+        pt = t.get_fontsize() * scale
         if pt < min_pt - 1e-6:
             out.append((t.get_text(), round(pt, 2)))
     return out
 
 
-def overlapping_text(fig: Figure, slack_px: float = 1.0) -> list[tuple[str, str]]:
+def _frame_texts(ax: Axes) -> list[Text]:
+    """The titles, axis labels and drawn tick labels (inside the view) of ``ax``: the texts
+    around its frame."""
+    own = [ax.title, ax._left_title, ax._right_title]
+    for axis in (ax.xaxis, ax.yaxis) if ax.axison else ():
+        own.append(axis.label)
+        lo, hi = sorted(axis.get_view_interval())
+        own += [lab for tick in axis.get_major_ticks()
+                if lo - 1e-9 <= tick.get_loc() <= hi + 1e-9
+                for lab in (tick.label1, tick.label2)]
+    return [t for t in own if t.get_visible() and t.get_text().strip()]
+
+
+def _overlap(a: Any, b: Any, slack_px: float) -> bool:
+    """Whether boxes ``a`` and ``b`` overlap by more than ``slack_px`` each way."""
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > slack_px
+            and min(a.y1, b.y1) - max(a.y0, b.y0) > slack_px)
+
+
+def overlapping_text(fig: Figure, slack_px: float = 1.0, draw: bool = True
+                     ) -> list[tuple[str, str]]:
     """Pairs ``(text, what)`` of titles, axis labels and tick labels of ``fig`` whose drawn box
     overlaps another such text or another axes' plotting area by more than ``slack_px`` pixels
     each way (``what``: the other text, or ``axes <its title>``): titles run together, ticks
     collide, a panel covers its neighbour's ticks. Texts drawn inside an axes (annotations,
-    cell values) are not compared."""
-    fig.canvas.draw()
+    cell values) are not compared. ``draw=False``: the figure was just drawn."""
+    if draw:
+        fig.canvas.draw()
     r = fig.canvas.get_renderer()
     items: list[tuple[Text, Any]] = [(t, None) for t in [fig._suptitle]
                                      if t is not None and t.get_text()]
     axes = [ax for ax in fig.axes if ax.get_visible()]
-    for ax in axes:
-        own = [ax.title, ax._left_title, ax._right_title]
-        for axis in (ax.xaxis, ax.yaxis) if ax.axison else ():  # ticks drawn: inside the view
-            own.append(axis.label)
-            lo, hi = sorted(axis.get_view_interval())
-            own += [lab for tick in axis.get_major_ticks()
-                    if lo - 1e-9 <= tick.get_loc() <= hi + 1e-9
-                    for lab in (tick.label1, tick.label2)]
-        items += [(t, ax) for t in own]
-    items = [(t, ax) for t, ax in items if t.get_visible() and t.get_text().strip()]
+    items += [(t, ax) for ax in axes for t in _frame_texts(ax)]
     boxes = [t.get_window_extent(r) for t, _ in items]
 
     def hit(a: Any, b: Any) -> bool:
-        return (min(a.x1, b.x1) - max(a.x0, b.x0) > slack_px
-                and min(a.y1, b.y1) - max(a.y0, b.y0) > slack_px)
+        return _overlap(a, b, slack_px)
 
     out = []
     for i, (ti, ai) in enumerate(items):
@@ -166,3 +186,109 @@ def readable(fig: Figure, min_pt: float = MIN_PT) -> Figure:
         w, h = fig.get_size_inches()
         fig.set_size_inches(w * COLUMN_PX / px, h * COLUMN_PX / px)
     return fig
+
+
+def _has_marker(line: Any) -> bool:
+    return line.get_visible() and line.get_marker() not in (None, "None", "none", "", " ")
+
+
+def markers_at_edge(fig: Figure, margin_px: float = 2.0) -> list[tuple[str, float, float]]:
+    """``(label, x, y)`` (data coordinates) of every marker of ``fig``'s axes whose centre lies
+    less than its half size plus ``margin_px`` inside its axes' box: a point drawn on the
+    frame, cut by it, or out of view (error-bar caps included; colour bars skipped)."""
+    import numpy as np
+
+    fig.canvas.draw()
+    out = []
+    for ax in fig.axes:
+        if not ax.get_visible() or ax.get_label() == "<colorbar>":
+            continue
+        box = ax.bbox
+        for line in ax.get_lines():
+            if not _has_marker(line):
+                continue
+            r = line.get_markersize() * fig.dpi / 72 / 2 + margin_px
+            xy = np.asarray(line.get_xydata(), dtype=float).reshape(-1, 2)
+            xy = xy[np.isfinite(xy).all(axis=1)]
+            if not len(xy):
+                continue
+            px = line.get_transform().transform(xy)
+            bad = ((px[:, 0] < box.x0 + r) | (px[:, 0] > box.x1 - r)
+                   | (px[:, 1] < box.y0 + r) | (px[:, 1] > box.y1 - r))
+            out += [(line.get_label(), float(x), float(y)) for x, y in xy[bad]]
+    return out
+
+
+def legend_below(ax: Axes, gap_pt: float = 4.0, **kw: Any) -> Any:
+    """The Axes' legend centred under it, below its x tick labels and axis label (measured on
+    the drawn axes, so a label at the right edge or a colour bar cannot overprint it), at a
+    fixed distance in points from the axes' bottom (it stays clear when the figure is
+    re-drawn at another size); keyword arguments go to ``ax.legend`` (default: 2 columns,
+    9 pt)."""
+    import matplotlib.transforms as mtransforms
+
+    fig = ax.figure
+    r = fig.canvas.get_renderer()
+    below_in = (ax.bbox.y0 - ax.get_tightbbox(r).y0) / fig.dpi + gap_pt / 72
+    shift = mtransforms.ScaledTranslation(0, -below_in, fig.dpi_scale_trans)
+    opts = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0),
+            "bbox_transform": ax.transAxes + shift, "ncols": 2, "fontsize": 9,
+            "borderaxespad": 0.0, **kw}
+    return ax.legend(**opts)
+
+
+def swarm_offsets(y_px: Sequence[float], size_px: float, side: str = "both") -> np.ndarray:
+    """Sideways offsets (px) for markers of diameter ``size_px`` drawn at one x and heights
+    ``y_px``, so that no two centres come closer than ``size_px`` (a beeswarm: each marker,
+    in the given order, takes the smallest offset that clears those placed before it).
+
+    Args:
+        side: ``both`` (either way), ``left`` or ``right`` (a marker at the axes' right or
+            left end moves inwards only).
+    Returns:
+        One offset per marker, 0 where nothing is in the way.
+    """
+    import numpy as np
+
+    if side not in ("both", "left", "right"):
+        raise ValueError(f"side must be 'both', 'left' or 'right', got {side!r}")
+    ys = np.asarray(y_px, dtype=float)
+    dx = np.zeros(len(ys))
+    for i, y in enumerate(ys):
+        near = [(dx[j], (size_px ** 2 - (ys[j] - y) ** 2) ** 0.5) for j in range(i)
+                if abs(ys[j] - y) < size_px]
+        cands = [0.0] + [c + s * w for c, w in near for s in (-1, 1)]
+        cands = [c for c in cands if side == "both" or (c <= 0 if side == "left" else c >= 0)]
+        for c in sorted(cands, key=abs):
+            if all(abs(c - x) >= w - 1e-9 for x, w in near):
+                dx[i] = c
+                break
+    return dx
+
+
+def legend_clashes(fig: Figure, slack_px: float = 1.0, draw: bool = True
+                   ) -> list[tuple[str, str]]:
+    """Pairs ``(legend, what)``: a legend of ``fig`` (of an axes or of the figure) whose box
+    overlaps a title, axis label or tick label (``what``: its text), another axes' plotting
+    area (``axes <title>``) or another legend, by more than ``slack_px`` each way; a legend
+    inside its own axes is not a clash. ``draw=False``: the figure was just drawn."""
+    if draw:
+        fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    legs = [(ax.get_legend(), ax) for ax in fig.axes if ax.get_legend() is not None]
+    legs += [(leg, None) for leg in fig.legends]
+    texts = [t for ax in fig.axes if ax.get_visible() for t in _frame_texts(ax)]
+
+    def hit(a: Any, b: Any) -> bool:
+        return _overlap(a, b, slack_px)
+
+    out = []
+    for i, (leg, own) in enumerate(legs):
+        box = leg.get_window_extent(r)
+        name = f"legend {i}"
+        out += [(name, t.get_text()) for t in texts if hit(box, t.get_window_extent(r))]
+        out += [(name, f"axes {ax.get_title() or ax.get_label()}") for ax in fig.axes
+                if ax is not own and ax.get_visible() and hit(box, ax.get_window_extent(r))]
+        out += [(name, f"legend {j}") for j, (other, _) in enumerate(legs)
+                if j > i and hit(box, other.get_window_extent(r))]
+    return out

@@ -12,6 +12,27 @@ import pandas as pd
 from lstpe.analysis import style
 from lstpe.brain.data import TEST_MASK
 
+NETWORK_SHORT: dict[str, str] = {
+    "Vis": "Vis", "SomMot": "SM", "DorsAttn": "DA", "SalVentAttn": "SVA", "Limbic": "Lim",
+    "Cont": "Cont", "Default": "Def",
+}
+"""Short tick labels of the Yeo-7 networks (a 100-region matrix gives Limbic 5 rows: its full
+name runs into its neighbours')."""
+
+NETWORK_LONG: dict[str, str] = {
+    "Vis": "visual", "SomMot": "somatomotor", "DorsAttn": "dorsal attention",
+    "SalVentAttn": "salience / ventral attention", "Limbic": "limbic", "Cont": "control",
+    "Default": "default",
+}
+"""What each Yeo-7 network's name stands for (the key under the abbreviated figures)."""
+
+
+def network_key(names: Sequence[str]) -> str:
+    """One line naming the abbreviations of :data:`NETWORK_SHORT` used for ``names``
+    (``"Vis visual, SM somatomotor, ..."``); empty when none of ``names`` is a Yeo-7 name."""
+    return ", ".join(f"{NETWORK_SHORT[n]} {NETWORK_LONG[n]}" for n in names
+                     if n in NETWORK_SHORT)
+
 
 def sigma_order(pes: Sequence[str]) -> list[str]:
     """``pes`` with the learnable ones (``learn-<sigma>``) in increasing sigma after the others
@@ -25,13 +46,16 @@ def sigma_order(pes: Sequence[str]) -> list[str]:
 
 
 def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], ax=None,
-                    title: str = "", sort: bool = True, **imshow_kw):
+                    title: str = "", sort: bool = True, short: bool = True,
+                    labels: tuple[bool, bool] = (True, True), **imshow_kw):
     """Show an (R, R) matrix with tokens grouped by network (boundaries and network names).
 
     Args:
         w: (R, R) matrix in token order.
         networks: (R,) network code of each token; names: the codes' names.
         sort: group the tokens by network (False: token order, networks as a colour strip).
+        short: tick labels abbreviated (:data:`NETWORK_SHORT`, key: :func:`network_key`).
+        labels: whether the (x, y) ticks carry the names (a grid labels its outer panels).
 
     Fits the Axes' figure to the page's column (:func:`lstpe.analysis.style.readable`), so that
     the network names show at 9 pt or more.
@@ -53,8 +77,9 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
             ax.axvline(e - 0.5, color="w", lw=0.6)
         centres = edges - sizes / 2 - 0.5
         keep = sizes > 0
-        ax.set_xticks(centres[keep], np.asarray(names)[keep], rotation=90, fontsize=9)
-        ax.set_yticks(centres[keep], np.asarray(names)[keep], fontsize=9)
+        shown = np.asarray([NETWORK_SHORT.get(n, n) if short else n for n in names])[keep]
+        ax.set_xticks(centres[keep], shown if labels[0] else [], rotation=90, fontsize=9)
+        ax.set_yticks(centres[keep], shown if labels[1] else [], fontsize=9)
     else:
         ax.set_xlabel("token (region) index")
         ax.set_ylabel("token (region) index")
@@ -63,29 +88,50 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
     return im
 
 
+def _seeds(summary: pd.DataFrame) -> int:
+    """The fewest seeds behind a PE of :func:`mse_summary` output (its ``*_count`` columns;
+    without them, 2 where every SD exists, else 1)."""
+    counts = [c for c in ("train_count", "test_count") if c in summary]
+    if counts:
+        return int(summary[counts].min().min())
+    return 2 if summary[["train_std", "test_std"]].notna().all().all() else 1
+
+
+def error_bar_note(n_seeds: int) -> str:
+    """What the error bars of :func:`plot_mse_bars` are, for ``n_seeds`` seeds per PE."""
+    return ("error bars: SD over seeds" if n_seeds >= 2 else
+            "one seed: no error bars")
+
+
 def plot_mse_bars(summary: pd.DataFrame, baseline: float | None = None, ax=None,
                   title: str = ""):
-    """Final train and test MSE per PE as paired bars with SD error bars (the paper's Fig. 3D).
+    """Final train and test MSE per PE as paired bars (the paper's Fig. 3D), with SD error
+    bars where every PE has two seeds or more; the title's last line says which
+    (:func:`error_bar_note`).
 
     Args:
         summary: :func:`mse_summary` output (sorted as it should be drawn).
         baseline: the linear predictor's test MSE, drawn as a dashed line.
+        title: the first line(s) of the title; a clause ``error bars: ...`` in it (as older
+            chapter cells wrote) is dropped for the note.
     """
     import matplotlib.pyplot as plt
 
-    ax = ax or plt.subplots(figsize=(8, 3.8))[1]
+    ax = ax or plt.subplots(figsize=style.figsize(1.0, 3.8))[1]
     x = np.arange(len(summary))
-    ax.bar(x - 0.2, summary["train_mean"], 0.4, yerr=summary["train_std"].fillna(0),
-           label="train (main)")
-    ax.bar(x + 0.2, summary["test_mean"], 0.4, yerr=summary["test_std"].fillna(0),
-           label="test (holdout)")
+    n = _seeds(summary)
+    err = {s: summary[f"{s}_std"].fillna(0) if n >= 2 else None for s in ("train", "test")}
+    ax.bar(x - 0.2, summary["train_mean"], 0.4, yerr=err["train"], label="train (main)")
+    ax.bar(x + 0.2, summary["test_mean"], 0.4, yerr=err["test"], label="test (holdout)")
     lows = [summary[["train_mean", "test_mean"]].min().min()]
     if baseline is not None:
         ax.axhline(baseline, color="k", ls="--", lw=1, label="linear baseline (test)")
         lows.append(baseline)
     ax.set_ylim(0.9 * min(lows), None)
     ax.set_xticks(x, summary["pe"], rotation=30)
-    ax.set(ylabel=f"MSE at {TEST_MASK:.0%} masked", title=title)
+    head = re.sub(r"[;,]?\s*error bars:[^;\n]*", "", title).strip()
+    note = error_bar_note(n)
+    ax.set(ylabel=f"MSE at {TEST_MASK:.0%} masked", title=f"{head}\n{note}" if head else note)
     ax.legend(fontsize=9)
     style.readable(ax.figure)
     return ax
@@ -94,7 +140,9 @@ def plot_mse_bars(summary: pd.DataFrame, baseline: float | None = None, ax=None,
 def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0.0,
                          vmax: float = 1.0, align: str = "none"):
     """One :func:`plot_by_network` panel of :func:`~lstpe.analysis.networks.pe_similarity`
-    per model (additive PEs). Returns the Figure.
+    per model (additive PEs), up to 3 a row, sized so the square panels fill the figure; the
+    networks are named (abbreviated, with a key under the panels) on the outer panels only.
+    Returns the Figure.
 
     Args:
         artifacts: a run's artefacts (``pe_final`` (M, L, R, d), ``labels``, ``networks``,
@@ -109,15 +157,20 @@ def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0
     from lstpe.analysis.networks import pe_similarity
 
     names, nets = artifacts["network_names"], np.asarray(artifacts["networks"])
-    cols = max(1, (len(models) + 1) // 2)
-    fig, axes = plt.subplots(2, cols, figsize=(style.WIDTH, 3.6 * 2), squeeze=False,
-                             layout="constrained")
+    n = max(1, len(models))
+    cols = min(3, n)
+    rows = -(-n // cols)
+    side = min(2.4, (style.WIDTH - 1.5) / cols - 0.1)  # a square panel; names, colour bar
+    key = network_key([names[c] for c in sorted(set(nets.tolist()))])
+    fig, axes = plt.subplots(rows, cols, squeeze=False, layout="constrained",
+                             figsize=(style.WIDTH, rows * (side + 0.3) + 0.75 + 0.3 * bool(key)))
     im = None
-    for ax, i in zip(axes.flat, models, strict=False):
+    for k, (ax, i) in enumerate(zip(axes.flat, models, strict=False)):
         label = artifacts["labels"][i]
+        outer = (k + cols >= len(models), k % cols == 0)  # bottom of its column, left column
         try:
             im = plot_by_network(pe_similarity(artifacts["pe_final"][i], align), nets, names,
-                                 ax=ax, title=label, vmin=vmin, vmax=vmax)
+                                 ax=ax, title=label, vmin=vmin, vmax=vmax, labels=outer)
         except ValueError as e:  # all distances equal (1d-fixed, align="pair"): W undefined
             if "distances are equal" not in str(e):
                 raise
@@ -128,7 +181,9 @@ def plot_pe_similarities(artifacts: dict, models: Sequence[int], vmin: float = 0
     for ax in axes.flat[len(models):]:
         ax.axis("off")
     if im is not None:
-        fig.colorbar(im, ax=axes, fraction=0.02, label="1 - scaled distance")
+        fig.colorbar(im, ax=axes, fraction=0.03, label="1 - scaled distance")
+    if key:
+        fig.supxlabel(f"networks: {key}", fontsize=9, wrap=True)
     return style.readable(fig)
 
 
