@@ -313,8 +313,8 @@ LAYOUT_JS = r"""
     // issue 51: the page's height, where its finding starts (its first Markdown output) and
     // the code inputs a reader sees above it, and what must fit the column at any width
     out.height = document.documentElement.scrollHeight;
-    const finding = col.querySelector(
-      ".cell_output .text_markdown, .cell_output .output.text_markdown");
+    // a cell's Markdown output is parsed into the page: its paragraphs sit in .cell_output
+    const finding = col.querySelector(".cell_output > p, .cell_output .text_markdown");
     out.finding = finding ? finding.getBoundingClientRect().top + window.scrollY : null;
     out.inputs_before = [...col.querySelectorAll(".cell_input")].filter(i => {
       const r = i.getBoundingClientRect();
@@ -432,7 +432,9 @@ RESULTS_PAGES = ("book/intro", "book/05_training", "book/06_sigma_sweep",
 FIRST_SCREEN = 800
 """The height in px of a laptop's first screen at a 1280-px window (1280 x 800)."""
 MAX_HEIGHT = 10_500
-"""A results page's height at 1280 px, folded sections folded (issue 51: about 10k px)."""
+"""A long page's height at 1280 px, folded sections folded (issue 51: about 10k px)."""
+LONG_PAGES = ("book/07_inside_the_models", "book/10_brain", "book/11_reproduction_report")
+"""The pages issue 51 found too long (15.9k, 16.9k and 13.5k px at 1280 px)."""
 
 
 def measured(chromium: str, html_dir: Path, chapter: str, width: int) -> dict:
@@ -445,9 +447,9 @@ def measured(chromium: str, html_dir: Path, chapter: str, width: int) -> dict:
 
 def reader_problems(got: dict, chapter: str, width: int) -> list[str]:
     """What a results page's measurement says against issue 51: at 1280 px the finding starts
-    inside the first screen with at most one code input above it, and the page is at most
-    :data:`MAX_HEIGHT` tall; at every width no key table column or figure is wider than the
-    column."""
+    inside the first screen with at most one code input above it, and a page of
+    :data:`LONG_PAGES` is at most :data:`MAX_HEIGHT` tall; at every width no key table column
+    or figure is wider than the column."""
     out = []
     if width == 1280:
         if got.get("finding") is None:
@@ -457,7 +459,7 @@ def reader_problems(got: dict, chapter: str, width: int) -> list[str]:
                        f"first screen ({FIRST_SCREEN} px)")
         if got.get("inputs_before", 0) > 1:
             out.append(f"{chapter}: {got['inputs_before']} code inputs shown above the finding")
-        if got.get("height", 0) > MAX_HEIGHT:
+        if chapter in LONG_PAGES and got.get("height", 0) > MAX_HEIGHT:
             out.append(f"{chapter}: {got['height']} px tall at 1280 px (at most {MAX_HEIGHT})")
     out += [f"{chapter} @{width}: a key table wider than the column: {t}"
             for t in got.get("key_wide", [])]
@@ -469,7 +471,7 @@ def reader_problems(got: dict, chapter: str, width: int) -> list[str]:
 def test_reader_problems_sees_a_late_finding_and_a_wide_table() -> None:
     got = {"finding": 1400, "inputs_before": 2, "height": 16_900, "key_wide": ["cell n"],
            "fig_wide": []}
-    problems = reader_problems(got, "x", 1280)
+    problems = reader_problems(got, LONG_PAGES[0], 1280)
     assert len(problems) == 4 and "below the first screen" in problems[0]
     assert reader_problems({"finding": 500, "inputs_before": 1, "height": 9000}, "x", 1280) == []
 

@@ -26,8 +26,11 @@ FOLDED = {"hide-input"}
 RESULTS_PAGES = ("intro", "05_training", "06_sigma_sweep", "07_inside_the_models", "08_robustness",
                  "09_models_and_humans", "10_brain", "11_reproduction_report")
 """The pages that open with a finding: the intro and chapters 5-11."""
-MAX_LINES, MAX_IFS = 80, 8
-"""The issue's budget for all hidden cells of the book together."""
+MAX_LINES, MAX_IFS = 120, 8
+"""The budget for all hidden cells of the book together: issue 48's 80 lines, plus 40 for the
+takeaways issue 51 glues under figures and in each Takeaways section (one ``fd.md`` or
+``fd.md_facts`` call each, 2-4 counted lines: the call's first and last line and its facts
+argument). Branches stay at issue 48's 8."""
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENDMARKER, tokenize.STRING}
 

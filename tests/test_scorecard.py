@@ -152,6 +152,9 @@ def test_scorecard_on_the_stored_units():
     md = claims.claims_markdown(card).splitlines()
     assert len(md) == 2 + len(card) and md[1] == "| --- | --- | --- | --- |"
     assert all(ln.endswith(f"({w}) |") for ln, w in zip(md[2:], card["where"], strict=True))
+    short = claims.claims_markdown(card, evidence=False).splitlines()  # chapter 11 folds it
+    assert short[1] == "| --- | --- | --- |" and len(short) == len(md)
+    assert all(r.evidence not in ln for ln, r in zip(short[2:], card.itertuples(), strict=True))
     assert cl.long["hours_left"].notna().all()  # priced at the units' rate before a segment
     # the numbers chapter 11 and the intro glue in, read off the same verdicts
     rf, cf = claims.report_facts(cl), claims.counts_facts(card)
@@ -172,6 +175,7 @@ def test_report_figures_draw_every_stored_seed_readably():
     matplotlib.use("Agg")
     from lstpe.analysis import authors_logs, paper_compare, report_plots, style
     from lstpe.experiments import campaign_status as cs
+    from lstpe.experiments import long_progress as lp
     from lstpe.experiments import long_units as lu
     from lstpe.experiments.runs import get_run
 
@@ -183,7 +187,7 @@ def test_report_figures_draw_every_stored_seed_readably():
     assert len(seeds.get_xdata()) == final["pe"].str.startswith("learn-").sum()
     assert style.small_text(fig) == []
     table = cs.status(verify=False)
-    fig = report_plots.plot_progress(cs.progress(table), lu.long_status())
+    fig = report_plots.plot_progress(cs.progress(table), lp.long_status())
     bars = [t.get_text() for t in fig.axes[0].texts]
     assert len(bars) == sum(k.isdigit() for k in cs.progress(table).index) + len(lu.LONG_PLAN)
     assert style.small_text(fig) == []

@@ -118,14 +118,15 @@ def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.
                          else 0 for r in OPTIMIZER_RUNS}
 
 
-def claims_markdown(card: pd.DataFrame) -> str:
+def claims_markdown(card: pd.DataFrame, evidence: bool = True) -> str:
     """``card`` (:func:`lstpe.claims.scorecard`) as a Markdown table: claim, verdict in bold
-    (with its epoch and the part that holds), evidence, a link to the chapter that shows
-    it."""
-    rows = [f"| {r.claim} | **{r.label}** | {r.evidence} | "
-            f"[chapter {int(r.where[:2])}]({r.where}) |" for r in card.itertuples()]
-    return ("| the paper's claim | verdict | evidence | where |\n| --- | --- | --- | --- |\n"
-            + "\n".join(rows))
+    (with its epoch and the part that holds), evidence (left out with ``evidence=False``, for
+    a page that folds it), a link to the chapter that shows it."""
+    rows = [f"| {r.claim} | **{r.label}** | " + (f"{r.evidence} | " if evidence else "")
+            + f"[chapter {int(r.where[:2])}]({r.where}) |" for r in card.itertuples()]
+    head = ("| the paper's claim | verdict | evidence | where |\n| --- | --- | --- | --- |\n"
+            if evidence else "| the paper's claim | verdict | where |\n| --- | --- | --- |\n")
+    return head + "\n".join(rows)
 
 
 def report_facts(cl: Claims) -> dict[str, str] | None:
