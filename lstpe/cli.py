@@ -283,8 +283,10 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                                     "$LSTPE_RESULTS)")
         table = cs.status(args.results)
         print(cs.status_text(table))
-        print(cs.long_and_cpus_text(table, args.results))
-        return 1 if (table["state"] == "damaged").any() else 0
+        long = cs.long_table(args.results, table)
+        print(cs.long_and_cpus_text(table, args.results, long))
+        damaged = (table["state"] == "damaged").any() or (long["state"] == "damaged").any()
+        return 1 if damaged else 0
     elif args.action == "run":
         from lstpe.experiments.campaign_run import run
 

@@ -20,6 +20,7 @@ from scipy.linalg import orthogonal_procrustes  # noqa: E402
 from lstpe.analysis import long_runs as lr  # noqa: E402
 from lstpe.analysis import mechanism as mech  # noqa: E402
 from lstpe.analysis import pe_structure as ps  # noqa: E402
+from lstpe.experiments import long_train as lt  # noqa: E402
 from lstpe.experiments import long_units as lu  # noqa: E402
 from lstpe.nn import encodings as enc  # noqa: E402
 from lstpe.nn.model import ModelConfig  # noqa: E402
@@ -48,7 +49,7 @@ def trained(tmp_path_factory):
     mp.setattr(lu, "SEGMENT", 2)
     try:
         chunk = lu.LongChunk("t", (UNIT,), 2, 4, "test")
-        assert lu.train_chunk(chunk, time.monotonic() + 900, root, log=lambda m: None, **TINY)
+        assert lt.train_chunk(chunk, time.monotonic() + 900, root, log=lambda m: None, **TINY)
         cfg = UNIT.config(**TINY, epochs=2)
     finally:
         mp.undo()

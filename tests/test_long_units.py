@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from lstpe.experiments import long_progress as lp
+from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.nn.model import ModelConfig
 from lstpe.store import results as res
@@ -32,7 +34,7 @@ def chunk(target: int) -> lu.LongChunk:
 
 
 def train(target: int, results: Path) -> bool:
-    return lu.train_chunk(chunk(target), time.monotonic() + 600, results, log=lambda m: None,
+    return lt.train_chunk(chunk(target), time.monotonic() + 600, results, log=lambda m: None,
                           **TINY)
 
 
@@ -136,12 +138,12 @@ def test_campaign_run_trains_a_long_chunk_in_its_place(short, tmp_path, monkeypa
     assert any(m.startswith("long: training m") for m in logs)
     assert logs[-1] == "campaign: no free unit left"
     assert all(lu.published_epoch(u, tmp_path) == 4 for u in UNITS)
-    assert lu.long_status(tmp_path).iloc[0][["epoch", "resume_epoch"]].tolist() == [4, 4]
+    assert lp.long_status(tmp_path).iloc[0][["epoch", "resume_epoch"]].tolist() == [4, 4]
 
 
 def test_a_later_target_counts_only_its_own_epochs(tmp_path):
     """Item 6 extends item 4's chunk from 1000 to 4000: its hours are for 3000 epochs."""
-    t = lu.long_status(tmp_path).set_index(["chunk", "target"])
+    t = lp.long_status(tmp_path).set_index(["chunk", "target"])
     assert t.loc[("mechanism", 4000), "from"] == 1000
     assert t.loc[("mechanism", 1000), "from"] == 0
 
@@ -149,15 +151,15 @@ def test_a_later_target_counts_only_its_own_epochs(tmp_path):
 def test_a_chunk_without_a_segment_is_priced_at_the_units_rate(tmp_path):
     """Before its first segment a chunk's hours are its models x epochs x the 200-epoch units'
     rate, and the status line says so; without a rate the hours are unknown, not zero."""
-    t = lu.long_status(tmp_path, s_per_model_epoch=10.0).set_index(["chunk", "target"])
+    t = lp.long_status(tmp_path, s_per_model_epoch=10.0).set_index(["chunk", "target"])
     r = t.loc[("mechanism", 1000)]
     assert r["basis"] == "the 200-epoch units' rate"
     assert r["hours_left"] == pytest.approx(r["units"] * 1000 * 10.0 / 3600)
     assert t.loc[("mechanism", 4000), "hours_left"] == pytest.approx(r["units"] * 3000 * 10 / 3600)
-    text = lu.long_status_text(lu.long_status(tmp_path, s_per_model_epoch=10.0))
+    text = lp.long_status_text(lp.long_status(tmp_path, s_per_model_epoch=10.0))
     assert f"{r['hours_left']:.1f} machine-hours left at the 200-epoch units' rate" in text
-    bare = lu.long_status(tmp_path)
-    assert bare["hours_left"].isna().all() and "no rate measured yet" in lu.long_status_text(bare)
+    bare = lp.long_status(tmp_path)
+    assert bare["hours_left"].isna().all() and "no rate measured yet" in lp.long_status_text(bare)
 
 
 def test_hours_left_start_at_the_resume_checkpoint_and_ignore_a_gpu_rate(short, tmp_path,
@@ -165,9 +167,9 @@ def test_hours_left_start_at_the_resume_checkpoint_and_ignore_a_gpu_rate(short, 
     """A chunk paused past its last segment prices only the epochs after its checkpoint; a
     segment trained on a GPU does not price the CPU's hours (the units' rate does)."""
     monkeypatch.setattr(lu, "LONG_PLAN", (lu.LongChunk("t", UNITS, 6, 4, "test"),))
-    assert lu.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
+    assert lt.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
                           **TINY)  # stops at epoch 3: segment 0-2 published, checkpoint at 3
-    r = lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
+    r = lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
     assert (r["epoch"], r["resume_epoch"], r["from"]) == (2, 3, 3)
     assert r["basis"] == "its last segment"
     seg_rate = r["s_per_epoch"]
@@ -175,7 +177,7 @@ def test_hours_left_start_at_the_resume_checkpoint_and_ignore_a_gpu_rate(short, 
     real = res.read_manifest
     monkeypatch.setattr(res, "read_manifest",
                         lambda p: {**real(p), "device": "cuda: NVIDIA H100 80GB HBM3"})
-    r = lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
+    r = lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
     assert r["basis"] == "the 200-epoch units' rate"
     assert r["hours_left"] == pytest.approx(3 * len(UNITS) * 10.0 / 3600)
 
@@ -186,13 +188,13 @@ def test_a_segment_resumed_in_its_middle_is_priced_by_the_epochs_it_timed(short,
     divides by those epochs, not by the whole segment; a segment that does not say which
     epochs it timed (published before ``timed_from`` existed) gives no rate."""
     monkeypatch.setattr(lu, "LONG_PLAN", (lu.LongChunk("t", UNITS, 4, 4, "test"),))
-    assert lu.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
+    assert lt.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
                           **TINY)  # segment 0-2, checkpoint at 3
     assert train(4, tmp_path)  # a new writer, resumed at 3: segment 2-4 timed over 1 epoch
     paths = lu.segments(UNITS[0], tmp_path)
     infos = [res.read_manifest(p)["long"] for p in paths]
     assert [(i["from_epoch"], i["timed_from"]) for i in infos] == [(0, 0), (2, 3)]
-    r = lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
+    r = lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
     assert r["basis"] == "its last segment"
     assert r["s_per_epoch"] == pytest.approx(res.read_manifest(paths[-1])["wall_time_s"] / 1)
     real = res.read_manifest
@@ -202,7 +204,7 @@ def test_a_segment_resumed_in_its_middle_is_priced_by_the_epochs_it_timed(short,
         return {**m, "long": {k: v for k, v in m["long"].items() if k != "timed_from"}}
 
     monkeypatch.setattr(res, "read_manifest", legacy)
-    assert lu.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]["basis"] == \
+    assert lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]["basis"] == \
         "the 200-epoch units' rate"
 
 
@@ -227,7 +229,7 @@ def test_the_mechanism_line_reads_the_long_units(short, tmp_path, monkeypatch):
     assert before.summary.empty and before.reached == 0
     assert lm.long_line(before).endswith("published epoch 0 of 6: nothing past epoch 2 is "
                                          "measured yet.")
-    assert lu.train_chunk(plan[0], time.monotonic() + 600, tmp_path, log=lambda m: None, **TINY)
+    assert lt.train_chunk(plan[0], time.monotonic() + 600, tmp_path, log=lambda m: None, **TINY)
     got = lm.long_mechanism(tmp_path, every=False)
     s = got.summary
     assert (got.reached, got.goal, list(s["pe"]), list(s["epoch"])) == \

@@ -10,11 +10,13 @@
    pauses at the deadline and the next run resumes it);
 3. claims them (one :class:`~lstpe.store.rundir.RunLock` per unit: two processes never train the
    same unit), trains them as one batch of models (:func:`lstpe.training.train.train_many`,
-   checkpointed every :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs, pausing cleanly
-   before
-   the deadline), then verifies and publishes each unit as its fragment
+   checkpointed every :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs, pausing
+   cleanly before the deadline), then verifies and publishes each unit as its fragment
    (:func:`lstpe.experiments.campaign.publish`);
-4. repeats while another unit fits.
+4. repeats while another unit fits and the budget lasts. Long chunks come first on a GPU, last
+   on a CPU; one that is damaged, claimed or at its target without all its segments is named
+   and passed over for the rest of the run
+   (:func:`lstpe.experiments.long_train.train_or_pass`).
 
 The estimate is made as follows: seconds per model-epoch = (median step time x steps per
 epoch + evaluation time x evaluations per epoch) / models in the probe, times the chunk's
@@ -39,6 +41,7 @@ import torch
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
+from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.runtime import cpu_flags, pick_device
 from lstpe.store import results as res
@@ -213,14 +216,18 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
               and lu.chunk_epoch(c, results_dir) < c.target}.values():
         log(f"long: {c.name} has published segments but no resume checkpoint here "
             f"({lu.resume_dir(c, results_dir)}): passed over")
+    passed = lt.damaged_chunks(results_dir, log) if units is None else set()  # not to pick
     while True:
+        if time.monotonic() >= deadline:  # whatever the chunks do, the budget ends a run
+            log("campaign: the time budget is spent")
+            return published
         free = free_units(results_dir, units)
         # a GPU trains long units first; a CPU only when no 200-epoch unit is left
         chunk = None if units is not None or (free and dev.type != "cuda") else \
-            lu.next_chunk(results_dir)
+            lu.next_chunk(results_dir, skip=passed)
         if chunk is not None:  # a long chunk comes before the next 200-epoch unit
-            if not lu.train_chunk(chunk, deadline, results_dir, dev, amp=fresh["amp"],
-                                  precision=precision, log=log, **overrides):
+            if lt.train_or_pass(chunk, deadline, results_dir, dev, precision, fresh["amp"], log,
+                                overrides, passed) is False:  # paused at the deadline
                 return published
             continue
         if not free:

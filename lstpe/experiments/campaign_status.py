@@ -315,20 +315,20 @@ def plan_text(results_dir: str | Path | None = None) -> str:
 
 def long_table(results_dir: str | Path | None = None,
                table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`lstpe.experiments.long_units.long_status`, a chunk with no segment yet priced at
+    """:func:`lstpe.experiments.long_progress.long_status`, a chunk with no segment yet priced at
     the 200-epoch units' measured rate (:func:`unit_rate`; ``table``: :func:`status`, read
     unverified when not given)."""
-    from lstpe.experiments import long_units as lu
-
     table = status(results_dir, verify=False) if table is None else table
     rate = unit_rate(table)[0] / CAMPAIGN_EPOCHS if (table["state"] == "done").any() else None
-    out = lu.long_status(results_dir, rate)
+    from lstpe.experiments import long_progress
+
+    out = long_progress.long_status(results_dir, rate)
     out["gpu_minutes_left"] = gpu_minutes_left(out, results_dir)
     return out
 
 
 def gpu_minutes_left(long: pd.DataFrame, results_dir: str | Path | None = None) -> list[float]:
-    """Per row of :func:`lstpe.experiments.long_units.long_status`: minutes of a GPU to its
+    """Per row of :func:`lstpe.experiments.long_progress.long_status`: minutes of a GPU to its
     target, by the step-time fit of the newest lease record
     (:func:`lstpe.experiments.lease.last_record`; NaN without one), each chunk alone."""
     from lstpe.experiments import lease as ls
@@ -347,13 +347,16 @@ def gpu_minutes_left(long: pd.DataFrame, results_dir: str | Path | None = None) 
     return out
 
 
-def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = None) -> str:
-    """The long chunks' epochs and hours left, and which CPUs (flags, precision) trained the
-    stored units."""
-    from lstpe.experiments import long_units as lu
+def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = None,
+                       long: pd.DataFrame | None = None) -> str:
+    """The long chunks' epochs and hours left (a damaged chunk marked, with what is wrong),
+    and which CPUs (flags, precision) trained the stored units (``long``: :func:`long_table`,
+    computed when not given)."""
 
-    long = long_table(results_dir, table)
-    lines = [lu.long_status_text(long)]
+    long = long_table(results_dir, table) if long is None else long
+    from lstpe.experiments import long_progress
+
+    lines = [long_progress.long_status_text(long)]
     last = long.drop_duplicates("chunk", keep="last")  # a chunk's last target holds the rest
     if last["gpu_minutes_left"].notna().any():
         from lstpe.experiments.lease import last_record

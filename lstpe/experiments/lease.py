@@ -12,7 +12,7 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
    seconds per step = a + b x models, adds the evaluations' measured time, and takes the
    longest prefix of the groups predicted to finish with :data:`LEASE_MARGIN_S` to spare
    (:func:`choose`);
-3. trains that prefix as one chunk (:func:`lstpe.experiments.long_units.train_chunk`), which
+3. trains that prefix as one chunk (:func:`lstpe.experiments.long_train.train_chunk`), which
    publishes every unit's verified 200-epoch segments as it goes and pauses cleanly at the
    deadline if the prediction was wrong (the segments published so far stay valid);
 4. packs ``results/long`` (without resume state) and the table into at most 4 files of
@@ -35,6 +35,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.runtime import default_results_dir, tf32_mode
 
@@ -248,7 +249,7 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
                              "a GPU lease: " + ", ".join(g.name for g in taken),
                              snapshots="sparse")
         t0 = time.monotonic()
-        done = lu.train_chunk(chunk, end - LEASE_MARGIN_S / 3, results, dev, amp=False,
+        done = lt.train_chunk(chunk, end - LEASE_MARGIN_S / 3, results, dev, amp=False,
                               precision="fp32", log=log, checkpoint_every=0)
         wall = time.monotonic() - t0
         summary.update({"units": [u.key for u in units], "finished": done,

@@ -28,15 +28,27 @@ a checkpoint committed at each session's end loses nothing when the machine chan
 history cost of about 15 MB per model per session that trained it (:data:`RESUME_BUDGET_MB`).
 Resuming from it continues the trajectory bit for bit on the same kind of machine
 (tests/test_long_units.py).
+
+**Integrity.** Published segments and the checkpoint depend on each other: a segment cannot be
+published again once the checkpoint is past it, and a checkpoint continues only the segments
+its trajectory published (it records their manifest checksums). :func:`chunk_problems` checks
+a chunk before it trains and for ``lstpe campaign status``: the checkpoint against its digest,
+``chunk.json``, every segment against its manifest and the one before it, a folder without
+its manifest (an incomplete copy), a segment missing behind the checkpoint, and a segment
+other than the one the checkpoint's trajectory published. A chunk with a problem is refused,
+naming the file and a repair that keeps the work (restore it as git holds it), never
+"delete it": that would leave a chunk that can neither resume nor publish again. Training
+(:func:`lstpe.experiments.long_train.train_chunk`) compares a segment it finds already
+published with the one it recomputes, and refuses a different one (two trajectories would be
+spliced); every process that trained epochs of a segment is in its manifest
+(``long.processes``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
-import time
-from collections.abc import Sequence
+import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,8 +58,7 @@ import torch
 
 from lstpe.experiments.campaign import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.experiments.registry import run_config
-from lstpe.nn.attention import bitwise_on
-from lstpe.runtime import PAPER_SEEDS, cpu_flags, default_results_dir
+from lstpe.runtime import PAPER_SEEDS, default_results_dir
 from lstpe.store import results as res
 
 LONG_EPOCHS = 4000
@@ -148,12 +159,15 @@ def find_chunk(name: str, target: int | None = None) -> LongChunk:
                      f"{sorted({c.name for c in LONG_PLAN})}")
 
 
-def next_chunk(results_dir: str | Path | None = None) -> LongChunk | None:
-    """The first long chunk of :data:`LONG_PLAN` short of its target. A chunk without its
-    resume checkpoint but with published segments (:func:`unresumable`) is passed over: it
-    cannot go on here."""
+def next_chunk(results_dir: str | Path | None = None,
+               skip: Collection[str] = ()) -> LongChunk | None:
+    """The first long chunk of :data:`LONG_PLAN` short of its target and not named in
+    ``skip`` (chunks a run found damaged or claimed). A chunk without its resume checkpoint
+    but with published segments (:func:`unresumable`) is passed over: it cannot go on here.
+    Reads only folder names (the checks are :func:`chunk_problems`)."""
     for c in LONG_PLAN:
-        if chunk_epoch(c, results_dir) < c.target and not unresumable(c, results_dir):
+        if c.name not in skip and chunk_epoch(c, results_dir) < c.target and \
+                not unresumable(c, results_dir):
             return c
     return None
 
@@ -164,62 +178,6 @@ def unresumable(chunk: LongChunk, results_dir: str | Path | None = None) -> bool
     would start again from epoch 0, so :func:`train_chunk` refuses."""
     return not resume_checkpoint(chunk, results_dir).exists() and \
         any(published_epoch(u, results_dir) > 0 for u in chunk.units)
-
-
-def long_status(results_dir: str | Path | None = None,
-                s_per_model_epoch: float | None = None) -> pd.DataFrame:
-    """One row per (chunk, target) of :data:`LONG_PLAN`: ``item, chunk, units, target,
-    epoch`` (the smallest published epoch over its units), ``from`` (where the hours left
-    start: its epoch, or an earlier target of the same chunk), ``resume_epoch`` (its resume
-    checkpoint), ``s_per_epoch`` (the chunk's seconds per epoch in its last segment, over the
-    epochs its wall time covers; before one, when it ran on a GPU, or when it does not say
-    which epochs it timed, ``s_per_model_epoch`` times its models, else NaN): hours of
-    the CPU the campaign is planned for, ``basis`` (what that rate rests on) and
-    ``hours_left`` (to the target at that rate, from the later of the last segment and the
-    resume checkpoint).
-
-    ``s_per_model_epoch``: the 200-epoch units' measured rate
-    (:func:`lstpe.experiments.campaign_status.long_table` passes it)."""
-    rows = []
-    for c in LONG_PLAN:
-        ep = chunk_epoch(c, results_dir)
-        rate, basis = float("nan"), ""
-        last = segments(c.units[0], results_dir)
-        if last:
-            man = res.read_manifest(last[-1])
-            info = man.get("long") or {}
-            # the wall time covers the epochs from ``timed_from`` (a segment resumed in its
-            # middle was timed only from there); a segment without it does not say which
-            # epochs its time covers and gives no rate
-            span = info.get("to_epoch", 0) - info.get("timed_from", info.get("to_epoch", 0))
-            on_cpu = str(man.get("device", "cpu")).startswith("cpu")
-            if span > 0 and man.get("wall_time_s") and on_cpu:
-                rate, basis = float(man["wall_time_s"]) / span, "its last segment"
-        if rate != rate and s_per_model_epoch:  # no CPU segment yet (none, or a GPU's)
-            rate, basis = s_per_model_epoch * len(c.units), "the 200-epoch units' rate"
-        # a later target of the same chunk starts where the earlier one ends; a resume
-        # checkpoint past the last segment counts
-        start = max([ep, min(resume_epoch(c, results_dir), c.target)]
-                    + [x.target for x in LONG_PLAN if x.name == c.name and x.target < c.target])
-        rows.append({"item": c.item, "chunk": c.name, "units": len(c.units),
-                     "target": c.target, "epoch": min(ep, c.target), "from": start,
-                     "resume_epoch": resume_epoch(c, results_dir), "s_per_epoch": rate,
-                     "basis": basis, "hours_left": max(c.target - start, 0) * rate / 3600})
-    return pd.DataFrame(rows)
-
-
-def long_status_text(table: pd.DataFrame) -> str:
-    """``lstpe campaign status``'s lines for long chunks (``table``: :func:`long_status`)."""
-    lines = []
-    for _, r in table.iterrows():
-        at = f" at {r['basis']}" if r["basis"] else " (no rate measured yet)"
-        gpu = r.get("gpu_minutes_left", float("nan"))
-        on_gpu = f", or {gpu:.0f} GPU-minutes" if gpu == gpu else ""
-        lines.append(f"item {r['item']} (long): {r['chunk']} ({r['units']} models) at epoch "
-                     f"{r['epoch']} of {r['target']} (resume checkpoint at epoch "
-                     f"{r['resume_epoch']}); {r['hours_left']:.1f} machine-hours left{at}"
-                     f"{on_gpu}")
-    return "\n".join(lines)
 
 
 def long_root(results_dir: str | Path | None = None) -> Path:
@@ -251,96 +209,41 @@ def sparse_snapshot_epochs(upto: int | None = None) -> tuple[list[int], list[int
     return list(range(0, upto + 1, SEGMENT)), list(range(0, upto + 1, 500))
 
 
-class SegmentWriter:
-    """The :class:`~lstpe.training.engine.EpochHook` of a long chunk: takes the snapshots and
-    publishes each unit's segment every :data:`SEGMENT` epochs."""
-
-    def __init__(self, chunk: LongChunk, cfgs: Sequence[Any], val_x: torch.Tensor,
-                 device: torch.device, results_dir: str | Path | None, precision: str,
-                 log=print) -> None:
-        self.chunk, self.cfgs, self.val_x, self.device = chunk, list(cfgs), val_x, device
-        self.results_dir, self.precision, self.log = results_dir, precision, log
-        epochs = sparse_snapshot_epochs if chunk.snapshots == "sparse" else snapshot_epochs
-        self.pe_at, self.att_at = map(set, epochs())
-        self.snaps: dict[int, dict[str, torch.Tensor]] = {}
-        self.t_last = time.perf_counter()
-        self.timed_from: int | None = None  # the epoch self.t_last's clock starts at
-        ok, why = bitwise_on(device, [u.pe for u in chunk.units])
-        self.bitwise = {"ok": ok, "why": why}  # whether a resume here repeats the trajectory
-
-    def state(self) -> dict[str, Any]:
-        return {"snaps": self.snaps}
-
-    def load(self, state: dict[str, Any]) -> None:
-        # on the CPU whatever device the checkpoint was loaded to: a chunk paused on a GPU
-        # resumes on a CPU and the other way round, and its snapshots are stacked together
-        self.snaps = {e: {k: v.cpu() for k, v in s.items()}
-                      for e, s in state.get("snaps", {}).items()}
-
-    def after_epoch(self, epoch: int, model: Any, history: list[dict]) -> None:
-        from lstpe.training.task import predict
-
-        if self.timed_from is None:  # the first epoch this process trains (or 0)
-            self.timed_from = max(epoch - 1, 0)
-        if epoch in self.pe_at:
-            snap = {"pe": model.pe().detach().cpu().clone()}
-            if epoch in self.att_at:
-                _, att = predict(model, self.val_x, return_attention=True)
-                snap["val_attention"] = att.to(torch.float16).cpu()
-            self.snaps[epoch] = snap
-        if epoch > 0 and epoch % SEGMENT == 0:
-            for i, unit in enumerate(self.chunk.units):
-                self._publish(i, unit, epoch, history)
-            self.t_last, self.timed_from = time.perf_counter(), epoch
-            self.snaps = {e: s for e, s in self.snaps.items() if e > epoch}
-
-    def _publish(self, i: int, unit: LongUnit, epoch: int, history: list[dict]) -> None:
-        dest = unit.path(self.results_dir) / f"e{epoch:04d}"
-        if (dest / "manifest.json").exists():  # published before a restart: same numbers
-            res.load(dest, artifacts=False)
-            return
-        lo = epoch - SEGMENT
-        rows = [{k: v for k, v in r.items() if k != "_config"} for r in history
-                if r["_config"] == i and (lo < r["epoch"] <= epoch or (lo == 0 and
-                                                                       r["epoch"] == 0))]
-        hist = pd.DataFrame(rows)
-        eps = sorted(e for e in self.snaps if e <= epoch)
-        att = [e for e in eps if "val_attention" in self.snaps[e]]
-        arts = {"pe_epochs": eps, "pe": torch.stack([self.snaps[e]["pe"][i] for e in eps]),
-                "attention_epochs": att}
-        if att:
-            arts["val_attention"] = torch.stack([self.snaps[e]["val_attention"][i]
-                                                 for e in att])
-        prev = unit.path(self.results_dir) / f"e{lo:04d}"
-        prev_sha = res.read_manifest(prev)["manifest_sha256"] if lo > 0 else None
-        man = res.make_manifest(self.cfgs[i].to_dict(), self.device,
-                                time.perf_counter() - self.t_last, n_models=1,
-                                kind="long-segment",
-                                long={"unit": unit.key, "chunk": self.chunk.name,
-                                      "from_epoch": lo, "to_epoch": epoch,
-                                      "timed_from": max(self.timed_from or 0, lo),
-                                      "previous": prev_sha, "precision": self.precision,
-                                      "tf32": bool(torch.backends.cuda.matmul.allow_tf32)
-                                      if self.device.type == "cuda" else None,
-                                      "autocast": None if self.precision == "fp32"
-                                      else self.precision,
-                                      "cpu_flags": cpu_flags(),
-                                      "threads": torch.get_num_threads(),
-                                      "bitwise": self.bitwise})
-        stage = long_root(self.results_dir) / ".work" / "staging" / \
-            f"{unit.key.replace('/', '__')}__e{epoch:04d}"
-        shutil.rmtree(stage, ignore_errors=True)
-        res.save_run(stage, hist, man, arts)
-        res.load(stage)  # verify before publishing
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        stage.rename(dest)
-        self.log(f"long: published {unit.key} segment {lo}-{epoch}")
-
-
 def segments(unit: LongUnit, results_dir: str | Path | None = None) -> list[Path]:
-    """The unit's published segment folders, in epoch order."""
+    """The unit's segment folders (``eNNNN``), in epoch order, complete or not."""
     root = unit.path(results_dir)
     return sorted(p for p in root.glob("e[0-9][0-9][0-9][0-9]") if p.is_dir())
+
+
+def published_segments(unit: LongUnit, results_dir: str | Path | None = None) -> list[Path]:
+    """The unit's segment folders that hold a manifest (a folder without one is an
+    incomplete copy, not a published segment), in epoch order."""
+    return [p for p in segments(unit, results_dir) if (p / "manifest.json").is_file()]
+
+
+class LongChunkError(res.DamagedFileError):
+    """A long chunk cannot be trained as it is stored: a file damaged, missing or not the one
+    its trajectory wrote (the message names it and a repair that keeps the work)."""
+
+
+class SegmentConflictError(LongChunkError):
+    """A segment already published differs from the one a resumed run recomputed."""
+
+
+def restore_hint(path: Path) -> str:
+    """How to repair a damaged or missing file of a long chunk without losing work."""
+    return (f"restore it as git holds it (git checkout -- {path}) or copy it again from the "
+            "machine that wrote it; do not delete it: the chunk's checkpoint and segments "
+            "depend on each other, so it would not train again")
+
+
+_DELETE_HINT = re.compile(r";\s*(the run in .*? is damaged;\s*)?delete .*$", re.S)
+
+
+def segment_damage(path: Path, err: Exception) -> str:
+    """The message of a damaged segment: ``err``'s, its "delete it to retrain" hint (wrong
+    for a segment: the checkpoint is past it) replaced by :func:`restore_hint`."""
+    return f"{_DELETE_HINT.sub('', str(err))}; {restore_hint(path)}"
 
 
 def load_long(unit: LongUnit, results_dir: str | Path | None = None) -> dict[str, Any] | None:
@@ -349,8 +252,9 @@ def load_long(unit: LongUnit, results_dir: str | Path | None = None) -> dict[str
     "epoch" (the last), "manifests"}``; None if none is published.
 
     Raises:
-        lstpe.store.results.DamagedFileError: a segment fails verification, or a segment does
-            not follow the one before it (a gap or a replaced segment), naming the folder.
+        lstpe.store.results.DamagedFileError: a segment fails verification or has no
+            manifest, or a segment does not follow the one before it (a gap or a replaced
+            segment), naming the folder.
     """
     paths = segments(unit, results_dir)
     if not paths:
@@ -358,14 +262,17 @@ def load_long(unit: LongUnit, results_dir: str | Path | None = None) -> dict[str
     hists, pes, pe_ep, atts, att_ep, mans = [], [], [], [], [], []
     prev_sha, prev_to = None, 0
     for p in paths:
-        r = res.load(p)
+        try:
+            r = res.load(p)
+        except (OSError, ValueError) as e:
+            raise res.DamagedFileError(segment_damage(p, e)) from None
         info = r.manifest.get("long") or {}
         if info.get("from_epoch") != prev_to or info.get("previous") != prev_sha \
                 or info.get("unit") != unit.key:
             raise res.DamagedFileError(
                 f"the segment {p} does not follow the segment before it (expected unit "
                 f"{unit.key} from epoch {prev_to}); the chain of {unit.path(results_dir)} is "
-                "broken")
+                f"broken: {restore_hint(unit.path(results_dir))}")
         prev_sha, prev_to = r.manifest["manifest_sha256"], info["to_epoch"]
         hists.append(r.history)
         pes.append(r.artifacts["pe"])
@@ -381,8 +288,10 @@ def load_long(unit: LongUnit, results_dir: str | Path | None = None) -> dict[str
 
 
 def published_epoch(unit: LongUnit, results_dir: str | Path | None = None) -> int:
-    """The last epoch of the unit's published segments (0: none), from the folder names."""
-    paths = segments(unit, results_dir)
+    """The last epoch of the unit's published segments (0: none), from the names of the
+    folders that hold a manifest (:func:`published_segments`; :func:`chunk_problems` checks
+    their content and chain)."""
+    paths = published_segments(unit, results_dir)
     return int(paths[-1].name[1:]) if paths else 0
 
 
@@ -392,12 +301,32 @@ def resume_checkpoint(chunk: LongChunk, results_dir: str | Path | None = None) -
 
 
 def resume_epoch(chunk: LongChunk, results_dir: str | Path | None = None) -> int:
-    """The epoch of the chunk's resume checkpoint (0: none). Reads only its header."""
+    """The epoch of the chunk's resume checkpoint (0: none), unchecked.
+
+    Raises:
+        lstpe.store.results.DamagedFileError: it cannot be read (naming it).
+    """
     path = resume_checkpoint(chunk, results_dir)
     if not path.exists():
         return 0
-    state = res.load_torch(path, "checkpoint", map_location="cpu")
+    state = res.load_torch(path, "checkpoint", map_location="cpu", hint=restore_hint(path))
     return int(state.get("epoch", 0)) if isinstance(state, dict) else 0
+
+
+def read_checkpoint(chunk: LongChunk, results_dir: str | Path | None = None) -> dict | None:
+    """The chunk's resume checkpoint on the CPU, checked against its digest; None if there is
+    none.
+
+    Raises:
+        lstpe.store.results.DamagedFileError: it is empty, truncated, or does not match its
+            digest, naming it with :func:`restore_hint`.
+    """
+    from lstpe.training.checkpoint import verify_checkpoint
+
+    path = resume_checkpoint(chunk, results_dir)
+    if not path.exists():
+        return None
+    return verify_checkpoint(path, "cpu", restore_hint(path))
 
 
 def chunk_epoch(chunk: LongChunk, results_dir: str | Path | None = None) -> int:
@@ -405,66 +334,122 @@ def chunk_epoch(chunk: LongChunk, results_dir: str | Path | None = None) -> int:
     return min(published_epoch(u, results_dir) for u in chunk.units)
 
 
-def train_chunk(chunk: LongChunk, deadline: float, results_dir: str | Path | None = None,
-                device: torch.device | None = None, amp: bool = False, precision: str = "fp32",
-                log=print, **overrides: Any) -> bool:
-    """Train ``chunk`` towards its target until ``deadline`` (a ``time.monotonic()`` value).
+PRECISIONS = ("fp32", "bf16", "fp16")
+"""The precisions a chunk may train in (``chunk.json``'s ``precision``)."""
 
-    Resumes from the chunk's resume checkpoint; the precision is the one the chunk began with
-    (``chunk.json`` beside the checkpoint), whatever ``amp`` says now. On a GPU the checkpoint
-    is written at every segment's end and at the deadline (not every
-    :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs), unless ``overrides`` say.
-    Returns True when the chunk reached its target, False when it paused at the deadline.
+
+def read_spec(chunk: LongChunk, results_dir: str | Path | None = None) -> dict | None:
+    """The chunk's ``chunk.json`` (its units and the precision it began in), checked; None if
+    there is none.
 
     Raises:
-        lstpe.store.rundir.RunLockedError: another process trains a unit of the chunk.
-        FileNotFoundError: segments are published but the resume checkpoint is missing
-            (:func:`unresumable`), naming it.
+        LongChunkError: naming the file: not JSON, not an object, ``units`` not the chunk's,
+            ``precision`` not one of :data:`PRECISIONS`, ``amp`` not a boolean, or the two
+            contradict each other (``amp`` is true exactly when the precision is not fp32).
     """
-    from lstpe.store.rundir import RunLock
-    from lstpe.training.config import load_data
-    from lstpe.training.engine import Paused
-    from lstpe.training.train import train_many
-
-    device = device or torch.device("cpu")
-    rdir = resume_dir(chunk, results_dir)
-    if unresumable(chunk, results_dir):
-        raise FileNotFoundError(
-            f"{resume_checkpoint(chunk, results_dir)} is missing but {chunk.name} has "
-            f"published epoch {max(published_epoch(u, results_dir) for u in chunk.units)}: "
-            "refusing to train "
-            "it again from epoch 0 (restore the checkpoint: git checkout -- results/long)")
-    spec_path = rdir / "chunk.json"
-    if spec_path.exists():
-        spec = json.loads(spec_path.read_text())
-    else:
-        spec = {"units": [u.key for u in chunk.units], "precision": precision, "amp": amp}
+    path = resume_dir(chunk, results_dir) / "chunk.json"
+    if not path.exists():
+        return None
+    hint = restore_hint(path)
+    try:
+        spec = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise LongChunkError(f"{path} cannot be read ({e}); {hint}") from None
+    if not isinstance(spec, dict):
+        raise LongChunkError(f"{path} does not hold a JSON object; {hint}")
+    if not isinstance(spec.get("units"), list):
+        raise LongChunkError(f"{path} has no list of 'units'; {hint}")
     if spec["units"] != [u.key for u in chunk.units]:
-        raise ValueError(f"{spec_path} holds units {spec['units']}, not those of the chunk "
-                         f"{chunk.name}: the plan changed under a chunk in training")
-    if device.type == "cuda":  # hashing ~15 MB per model every 5 epochs would cost minutes
-        overrides = {"checkpoint_every": SEGMENT, **overrides}
-    cfgs = [u.config(device=str(device), amp=spec["amp"], **overrides) for u in chunk.units]
-    work = long_root(results_dir) / ".work" / "claims"
-    with contextlib.ExitStack() as claims:
-        for u in chunk.units:
-            claims.enter_context(RunLock(work / u.key.replace("/", "__")))
-        res.save_json(spec, spec_path)
-        splits = load_data(cfgs[0])
-        hook = SegmentWriter(chunk, cfgs, splits["val"].x, device, results_dir,
-                             spec["precision"], log)
-        stop = chunk.target if chunk.target < LONG_EPOCHS else None
-        at = resume_epoch(chunk, results_dir)
-        if at >= chunk.target:
-            return True
-        log(f"long: training {chunk.name} ({', '.join(u.key for u in chunk.units)}) from "
-            f"epoch {at} towards {chunk.target} in {spec['precision']}")
-        try:
-            train_many(cfgs, [None] * len(cfgs), progress=False, splits=splits, work_dir=rdir,
-                       deadline=deadline, stop_at=stop, hook=hook)
-        except Paused as e:
-            from lstpe.training.engine import Stopped
+        raise LongChunkError(f"{path} holds units {spec['units']}, not those of the chunk "
+                             f"{chunk.name}: the plan changed under a chunk in training")
+    prec, amp = spec.get("precision"), spec.get("amp")
+    if prec not in PRECISIONS or not isinstance(amp, bool) or amp != (prec != "fp32"):
+        raise LongChunkError(f"{path} holds precision {json.dumps(prec)} and amp "
+                             f"{json.dumps(amp)}: the precision must be one of {PRECISIONS} "
+                             "and amp true exactly when it is not fp32; " + hint)
+    return spec
 
-            log(f"long: {e}")
-            return isinstance(e, Stopped)
-        return True
+
+def chunk_problems(chunk: LongChunk, results_dir: str | Path | None = None,
+                   whole: bool = True) -> list[str]:
+    """What keeps ``chunk`` from training on, or its stored segments from being used, each
+    naming the file or folder and a repair that keeps the work; [] when none.
+
+    Checks the resume checkpoint against its digest, ``chunk.json`` (:func:`read_spec`) and,
+    per unit, every segment folder: one without a manifest (an incomplete copy), a segment
+    that fails verification, one that does not follow the one before it (a gap, a replaced
+    segment), a segment missing although the checkpoint is past it (it cannot be published
+    again), and a segment other than the one the checkpoint's trajectory published (its
+    record of their manifest checksums). ``whole``: every unit's chain must start at epoch 0;
+    without it a missing beginning is allowed (a tree trimmed for a GPU lease keeps only the
+    last segment of each unit). A chunk without its checkpoint is :func:`unresumable`, not a
+    problem here.
+    """
+    out: list[str] = []
+    ckpt = resume_checkpoint(chunk, results_dir)
+    try:
+        state = read_checkpoint(chunk, results_dir) or {}
+    except res.DamagedFileError as e:
+        out.append(str(e))
+        state = {}
+    try:
+        read_spec(chunk, results_dir)
+    except LongChunkError as e:
+        out.append(str(e))
+    at = int(state.get("epoch", 0))
+    recorded = (state.get("hook") or {}).get("published") or {}
+    for u in chunk.units:
+        out += _unit_problems(u, results_dir, whole, at, ckpt, recorded.get(u.key) or {})
+    return out
+
+
+def _unit_problems(unit: LongUnit, results_dir: str | Path | None, whole: bool, at: int,
+                   ckpt: Path, recorded: dict) -> list[str]:
+    """:func:`chunk_problems` of one unit (``at``: the checkpoint's epoch, 0 without one;
+    ``recorded``: epoch -> manifest checksum of the segments its trajectory published)."""
+    out, prev_sha, prev_to = [], None, 0
+    for k, p in enumerate(segments(unit, results_dir)):
+        if not (p / "manifest.json").is_file():
+            out.append(f"the segment folder {p} has no manifest.json (an incomplete copy, such "
+                       "as a lease's tarball cut short): it is not published, and no segment "
+                       "can be published over it; copy it again whole, or move that folder "
+                       "away (nothing in it is verified)")
+            prev_sha, prev_to = "?", int(p.name[1:])
+            continue
+        try:
+            man = res.read_manifest(p)
+            res.verify_files(p, man)
+        except (OSError, ValueError) as e:
+            out.append(segment_damage(p, e))
+            prev_sha, prev_to = "?", int(p.name[1:])
+            continue
+        info, sha = man.get("long") or {}, man[res.MANIFEST_HASH_KEY]
+        start = info.get("from_epoch")
+        if info.get("unit") != unit.key or info.get("to_epoch") != int(p.name[1:]):
+            out.append(f"the segment {p} holds {info.get('unit')} to epoch "
+                       f"{info.get('to_epoch')}, not {unit.key} to epoch {int(p.name[1:])}: "
+                       f"{restore_hint(p)}")
+        elif k == 0 and not whole and isinstance(start, int) and start > 0:
+            pass  # a trimmed tree: the segments before it are elsewhere
+        elif start != prev_to:
+            gone = unit.path(results_dir) / f"e{start:04d}" if isinstance(start, int) else p
+            out.append(f"the segment {gone} of {unit.key} is missing: {p} follows it, but the "
+                       f"segments before end at epoch {prev_to}; {restore_hint(gone)}")
+        elif prev_sha != "?" and info.get("previous") != prev_sha:
+            out.append(f"the segment {p} does not follow the segment before it (it names "
+                       "another one: a replaced segment, two trajectories spliced); "
+                       f"{restore_hint(p)}")
+        mine = recorded.get(str(int(p.name[1:])))
+        if mine is not None and mine != sha:
+            out.append(f"the segment {p} is not the one the trajectory of {ckpt} published "
+                       "(its manifest checksum differs: replaced, e.g. by a lease's tarball or "
+                       "an unpack from another machine); the checkpoint cannot continue it: "
+                       f"{restore_hint(p)}")
+        prev_sha, prev_to = sha, info.get("to_epoch")
+    need = at // SEGMENT * SEGMENT
+    gone = unit.path(results_dir) / f"e{need:04d}"
+    if need > published_epoch(unit, results_dir) and not gone.exists():  # (else named above)
+        out.append(f"{unit.key}: the segment {gone} is missing, but the resume checkpoint "
+                   f"{ckpt} is at epoch {at}, past it: it cannot be published again from the "
+                   f"checkpoint; {restore_hint(gone)}")
+    return out

@@ -131,10 +131,14 @@ def earlier_segments(segments: Iterable[dict]) -> list[dict] | None:
 
 
 def run_commits(manifest: dict) -> list[str]:
-    """The git commits that trained a run, oldest first, each once: its segments' (a run
+    """The git commits that trained a run, oldest first, each once: a long segment's
+    ``long.processes`` (every process that trained epochs of it), else its segments' (a run
     paused and resumed under newer code has several; ``"?"`` for a segment whose checkpoint
     was written before segments recorded their commit), else its ``git_commit``."""
-    seen = [str(seg.get("git_commit") or "?") for seg in manifest.get("segments") or []]
+    long = manifest.get("long")
+    procs = long.get("processes") if isinstance(long, dict) else None
+    recs = procs if isinstance(procs, list) and procs else manifest.get("segments") or []
+    seen = [str(seg.get("git_commit") or "?") for seg in recs if isinstance(seg, dict)]
     return list(dict.fromkeys(seen)) or [str(manifest.get("git_commit"))]
 
 

@@ -155,18 +155,23 @@ def _file_mode() -> int:
     return 0o666 & ~mask
 
 
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+def atomic_write(path: str | Path, write: Callable[[Path], None],
+                 tmp_dir: str | Path | None = None) -> Path:
     """Call ``write(tmp_path)``, flush it to disk, then rename ``tmp_path`` onto ``path``.
 
-    The temporary file lies in the same folder (``.<name>.<random>.tmp``), so the rename is
-    atomic: ``path`` holds either its old content or the complete new one, even if the process
-    is killed. The final file gets ordinary permissions (0666 minus the umask, e.g. 0644).
-    A process killed mid-write leaves its temporary file, which :class:`RunLock` removes.
+    The temporary file lies in the same folder (``.<name>.<random>.tmp``), or in ``tmp_dir``
+    (a folder on the same file system, e.g. an untracked work folder beside a folder git
+    tracks), so the rename is atomic: ``path`` holds either its old content or the complete
+    new one, even if the process is killed. The final file gets ordinary permissions (0666
+    minus the umask, e.g. 0644). A process killed mid-write leaves its temporary file, which
+    :class:`RunLock` removes (in ``tmp_dir``: whoever owns that folder).
     """
     path = Path(path)
+    where = Path(tmp_dir) if tmp_dir is not None else path.parent
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        where.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=where)
     except OSError as e:
         raise WriteError(e.errno or errno.EIO, f"cannot write {path}: {e.strerror or e}; "
                          "nothing was written") from None
@@ -210,16 +215,16 @@ def _disk_error(e: RuntimeError) -> bool:
                                    "unexpected pos", "errno 28", "disk quota"))
 
 
-def save_torch(obj: Any, path: str | Path) -> Path:
-    """``torch.save`` atomically."""
-    return atomic_write(path, lambda p: torch.save(obj, p))
+def save_torch(obj: Any, path: str | Path, tmp_dir: str | Path | None = None) -> Path:
+    """``torch.save`` atomically (``tmp_dir``: see :func:`atomic_write`)."""
+    return atomic_write(path, lambda p: torch.save(obj, p), tmp_dir)
 
 
-def save_json(obj: Any, path: str | Path) -> Path:
-    """Write JSON atomically (indented, keys sorted)."""
+def save_json(obj: Any, path: str | Path, tmp_dir: str | Path | None = None) -> Path:
+    """Write JSON atomically (indented, keys sorted; ``tmp_dir``: see :func:`atomic_write`)."""
     return atomic_write(
-        path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    )
+        path, lambda p: p.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str)),
+        tmp_dir)
 
 
 def save_table(df: pd.DataFrame, path: str | Path) -> Path:

@@ -12,7 +12,8 @@ module supplies everything else:
 * running training metrics accumulated on the device (no host synchronisation inside an
   epoch): mean loss and mean minibatch accuracy per model in train mode (the authors'
   training-accuracy measure), and a per-model flag for a non-finite loss (divergence);
-* checkpoints every ``checkpoint_every`` epochs, written atomically, resumed exactly;
+* checkpoints every ``checkpoint_every`` epochs, written atomically, resumed exactly (their
+  digest and loading: :mod:`lstpe.training.checkpoint`);
 * mixed precision when asked, by device (:func:`lstpe.runtime.choose_amp`): bf16 autocast on
   CUDA capability >= 8.0 and on CPUs with bf16 instructions, fp16 autocast with per-model
   dynamic loss scaling (:class:`LossScaler`) on older CUDA GPUs (T4, V100), fp32 elsewhere.
@@ -31,6 +32,15 @@ import torch
 
 from lstpe.runtime import autocast_supported, choose_amp
 from lstpe.store import results as res
+from lstpe.training.checkpoint import (  # noqa: F401  (re-exported: the checkpoint layer)
+    DIGEST_KEY,
+    ON_DAMAGED,
+    DigestMismatch,
+    _load_checkpoint,
+    _meta_key,
+    state_digest,
+    verify_checkpoint,
+)
 from lstpe.training.optim import StackedOptimizer
 
 STEP_MODES: tuple[str, ...] = ("auto", "eager", "compile", "graph")
@@ -273,67 +283,6 @@ def resolve_mode(mode: str, device: torch.device) -> str:
     return mode
 
 
-DIGEST_KEY = "sha256"
-"""The key of a checkpoint's digest of its own content (:func:`state_digest`)."""
-
-
-def state_digest(obj: Any) -> str:
-    """SHA-256 over a checkpoint's content: every tensor's name, dtype, shape and bytes, and
-    every other value's text, in a fixed order (nested dicts by key, lists in order)."""
-    import hashlib
-
-    h = hashlib.sha256()
-
-    def walk(x: Any, name: str) -> None:
-        if isinstance(x, torch.Tensor):
-            t = x.detach().cpu().contiguous()
-            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-        elif isinstance(x, dict):
-            for k in sorted(x, key=str):
-                walk(x[k], f"{name}.{k}")
-        elif isinstance(x, (list, tuple)):
-            for i, v in enumerate(x):
-                walk(v, f"{name}[{i}]")
-        else:
-            h.update(f"{name}={x!r};".encode())
-
-    walk(obj, "")
-    return h.hexdigest()
-
-
-def _load_checkpoint(ckpt: Path, device: torch.device) -> dict | None:
-    """The checkpoint's state if it is whole; a checkpoint whose content does not match its
-    digest (or that has none) is moved aside with a warning and None is returned: the chunk
-    trains again from the start, never from damaged numbers."""
-    import warnings
-
-    state = res.load_torch(ckpt, "checkpoint", map_location=device)
-    if not isinstance(state, dict) or "epoch" not in state:
-        raise res.DamagedFileError(f"checkpoint {ckpt} is not a training checkpoint; "
-                                   "delete it to restart the run")
-    digest = state.pop(DIGEST_KEY, None)
-    if digest is not None and digest == state_digest(state):
-        return state
-    aside = ckpt.with_name(f"{ckpt.name}.damaged-{int(time.time())}")
-    ckpt.rename(aside)
-    why = "has no digest of its content" if digest is None else \
-        "does not match the digest of its content (damaged or edited)"
-    warnings.warn(f"checkpoint {ckpt} {why}: not resumed; it was moved to {aside} and the "
-                  "training of this chunk starts again from the beginning", stacklevel=3)
-    return None
-
-
-def _meta_key(meta: Any) -> Any:
-    """A checkpoint's meta without how it is executed (device, step mode, ...: a run moved from
-    a CPU to a GPU resumes), so that only what is computed must match."""
-    if not isinstance(meta, dict) or not isinstance(meta.get("configs"), list):
-        return meta
-    cfgs = [{k: v for k, v in c.items() if k not in res.EXECUTION_KEYS}
-            if isinstance(c, dict) else c for c in meta["configs"]]
-    return {**meta, "configs": cfgs}
-
-
 class Paused(RuntimeError):
     """Training stopped before its time budget ran out; the checkpoint holds the progress."""
 
@@ -382,6 +331,13 @@ class LoopOptions:
     stop_at: int | None = None
     """Stop after this epoch (< ``epochs``) with a checkpoint and :class:`Stopped`."""
     hook: EpochHook | None = None
+    on_damaged: str = "restart"
+    """A checkpoint that fails its digest: one of :data:`ON_DAMAGED`."""
+    checkpoint_hint: str | None = None
+    """What to do about a damaged checkpoint (default: delete it to restart the run)."""
+    tmp_dir: Path | None = None
+    """Where the checkpoint's temporary file is written before its rename (default: beside
+    it; a folder git tracks wants one a killed write cannot litter)."""
 
 
 def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
@@ -408,7 +364,8 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
     history: list[dict] = []
     start, state0, segments = 0, {}, []
     ckpt = opts.checkpoint
-    state = _load_checkpoint(ckpt, device) if ckpt is not None and ckpt.exists() else None
+    state = _load_checkpoint(ckpt, device, opts.on_damaged, opts.checkpoint_hint) \
+        if ckpt is not None and ckpt.exists() else None
     if state is not None:
         if _meta_key(state.get("meta")) != _meta_key(opts.checkpoint_meta):
             raise ValueError(f"checkpoint {ckpt} was written by a different configuration; "
@@ -467,7 +424,7 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
                 state["scaler"] = [t.cpu() for t in scaler.tensors()]
             if opts.hook is not None:
                 state["hook"] = opts.hook.state()
-            res.save_torch({**state, DIGEST_KEY: state_digest(state)}, ckpt)
+            res.save_torch({**state, DIGEST_KEY: state_digest(state)}, ckpt, opts.tmp_dir)
         if pause:
             if ckpt is None:
                 raise ValueError("a deadline needs a checkpoint path to resume from")

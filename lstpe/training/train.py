@@ -139,7 +139,9 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
                progress: bool = True, splits: dict | None = None,
                work_dir: str | Path | None = None, deadline: float | None = None,
                eval_chunk: int | None = None, stop_at: int | None = None,
-               hook: Any = None) -> list[res.Run]:
+               hook: Any = None, on_damaged: str = "restart",
+               checkpoint_hint: str | None = None,
+               tmp_dir: str | Path | None = None) -> list[res.Run]:
     """Train several configurations as one batch of models; save each to its own folder.
 
     The configurations must agree on everything but PEs and optimizer settings
@@ -158,6 +160,12 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
             :class:`lstpe.training.engine.Stopped` (a long unit trained in legs).
         hook: an :class:`lstpe.training.engine.EpochHook` watching every epoch (its state is
             checkpointed). With ``stop_at`` or ``hook`` the models must fit one chunk.
+        on_damaged: a checkpoint that fails its digest is moved aside and the chunk restarts
+            (``"restart"``), or is refused (``"refuse"``: results published from it depend
+            on it); :data:`lstpe.training.engine.ON_DAMAGED`.
+        checkpoint_hint: what the error of a damaged checkpoint tells the user to do.
+        tmp_dir: where temporary files of the work folder's writes go (default: beside each
+            file): a folder git tracks is never left with one by a killed process.
     Returns:
         One :class:`lstpe.store.results.Run` per configuration, in order.
     """
@@ -176,22 +184,42 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
                                       "lstpe.store.results.load or delete it to retrain")
         device = pick_device(cfgs[0].device)
         with tf32_mode(device, TF32):
+            loop = {"on_damaged": on_damaged, "checkpoint_hint": checkpoint_hint,
+                    "tmp_dir": Path(tmp_dir) if tmp_dir is not None else None}
             return _train_many(cfgs, dirs, progress, splits, work_dir, deadline, device,
-                               eval_chunk, stop_at, hook)
+                               eval_chunk, stop_at, hook, loop)
 
 
-def _layout(ckdir: Path | None, n_models: int, planned: int) -> int:
+def _layout(ckdir: Path | None, n_models: int, planned: int,
+            tmp_dir: Path | None = None) -> int:
     """The models per chunk of a run whose chunks were planned from free memory: the size
     stored in its checkpoint folder if it has one (a resumed run keeps its chunks whatever
-    memory is free now), else ``planned`` (stored for the next session)."""
+    memory is free now), else ``planned`` (stored for the next session).
+
+    Raises:
+        lstpe.store.storage.DamagedFileError: ``chunk_layout.json`` is not JSON, not an
+            object, or its ``models_per_chunk`` is no whole number from 1 to its ``n_models``
+            (naming the file; it is left as it is).
+    """
     if ckdir is None:
         return planned
     path = ckdir / "chunk_layout.json"
     if path.exists():
-        stored = json.loads(path.read_text())
+        hint = (f"restore it as it was written (git checkout -- {path}); it must hold "
+                '{"n_models": N, "models_per_chunk": K} with 1 <= K <= N')
+        try:
+            stored = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise res.DamagedFileError(f"{path} cannot be read ({e}); {hint}") from None
+        if not isinstance(stored, dict):
+            raise res.DamagedFileError(f"{path} does not hold a JSON object; {hint}")
         if stored.get("n_models") == n_models:
-            return int(stored["models_per_chunk"])
-    res.save_json({"n_models": n_models, "models_per_chunk": planned}, path)
+            k = stored.get("models_per_chunk")
+            if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= n_models:
+                raise res.DamagedFileError(f"{path} holds models_per_chunk {json.dumps(k)}, "
+                                           f"not a whole number from 1 to {n_models}; {hint}")
+            return k
+    res.save_json({"n_models": n_models, "models_per_chunk": planned}, path, tmp_dir)
     return planned
 
 
@@ -199,15 +227,16 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
                 splits: dict | None, work_dir: str | Path | None,
                 deadline: float | None, device: torch.device,
                 eval_chunk: int | None = None, stop_at: int | None = None,
-                hook: Any = None) -> list[res.Run]:
+                hook: Any = None, loop: dict[str, Any] | None = None) -> list[res.Run]:
     t0 = time.perf_counter()
+    loop = loop or {}
     base = replace(cfgs[0], save_attention=any(c.save_attention for c in cfgs))
     mode = resolve_mode(base.step_mode, device)
     amp, precision_why = choose_amp(device, asked=base.amp)
     splits = splits or load_data(base)
     ckdir = Path(work_dir) if work_dir else (dirs[0] / "checkpoints" if dirs[0] else None)
     if ckdir is not None and base.checkpoint_every:
-        res.save_json(cfgs[0].to_dict(), ckdir / "config.json")
+        res.save_json(cfgs[0].to_dict(), ckdir / "config.json", loop.get("tmp_dir"))
     slots, settings = [], []
     for ci, c in enumerate(cfgs):
         for k, (spec, seed) in enumerate((sp, sd) for sp in c.specs for sd in c.seeds):
@@ -216,7 +245,8 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
     step, evals = chunk_sizes(base, len(slots), device, mode, len(splits["val"]),
                               eval_chunk=eval_chunk)
     if device.type == "cuda" and not base.max_models:
-        step = _layout(ckdir if base.checkpoint_every else None, len(slots), step)
+        step = _layout(ckdir if base.checkpoint_every else None, len(slots), step,
+                       loop.get("tmp_dir"))
     chunks = [list(range(i, min(i + step, len(slots)))) for i in range(0, len(slots), step)]
     if (stop_at is not None or hook is not None) and len(chunks) > 1:
         raise ValueError(f"{len(slots)} models need {len(chunks)} chunks here; a run with a "
@@ -246,7 +276,7 @@ def _train_many(cfgs: list[TrainConfig], dirs: list[Path | None], progress: bool
                            checkpoint_every=base.checkpoint_every, checkpoint_meta=meta,
                            progress=progress, desc=f"chunk {ci + 1}/{len(chunks)} "
                            f"({len(ids)} models)", deadline=deadline, stop_at=stop_at,
-                           hook=hook)
+                           hook=hook, **loop)
 
         def init_state(task=task) -> dict[str, Any]:
             st = {"pe": task.model.pe().detach().cpu()}

@@ -1,0 +1,342 @@
+"""Training a long chunk: the hook that publishes its segments, and :func:`train_chunk`.
+
+:class:`SegmentWriter` takes each unit's snapshots and publishes a verified segment every
+:data:`lstpe.experiments.long_units.SEGMENT` epochs. Its state travels in the chunk's resume
+checkpoint: the snapshots not yet published, the manifest checksum of every segment its
+trajectory published (:func:`lstpe.experiments.long_units.chunk_problems` compares them with
+the stored ones before a resume), and the processes that trained epochs of the open segment
+(each segment's manifest names all of them in ``long.processes``: device, commit, host, the
+epochs it trained and its wall time).
+
+**A segment already published** when a resumed run reaches its epoch (a process killed between
+two units' publishes, or a segment brought from elsewhere) is compared with the one recomputed
+here (:func:`segment_diff`): config, the segment before it, history, snapshots. Equal (the same
+trajectory; on the same kind of machine a resume repeats it bit for bit): it is kept as it is.
+Different: training stops with :class:`~lstpe.experiments.long_units.SegmentConflictError`
+naming it; the stored segment is never replaced and nothing is chained to it from the other
+trajectory. The recomputed segment is kept for inspection under ``long/.work/conflicts/``. The
+choice is refusal, not a fork: a segment's successors chain to one predecessor, and a
+trajectory continued on another kind of machine differs in its last bits, so one of the two
+must be chosen by hand (continue where the stored one was trained, or move it and its
+successors out of ``results/`` to publish this one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from lstpe.experiments import long_units as lu
+from lstpe.nn.attention import bitwise_on
+from lstpe.runtime import cpu_flags
+from lstpe.store import results as res
+
+
+class SegmentWriter:
+    """The :class:`~lstpe.training.engine.EpochHook` of a long chunk: takes the snapshots and
+    publishes each unit's segment every :data:`~lstpe.experiments.long_units.SEGMENT`
+    epochs."""
+
+    def __init__(self, chunk: lu.LongChunk, cfgs: Sequence[Any], val_x: torch.Tensor,
+                 device: torch.device, results_dir: str | Path | None, precision: str,
+                 log=print) -> None:
+        self.chunk, self.cfgs, self.val_x, self.device = chunk, list(cfgs), val_x, device
+        self.results_dir, self.precision, self.log = results_dir, precision, log
+        epochs = lu.sparse_snapshot_epochs if chunk.snapshots == "sparse" else \
+            lu.snapshot_epochs
+        self.pe_at, self.att_at = map(set, epochs())
+        self.snaps: dict[int, dict[str, torch.Tensor]] = {}
+        self.t_last = time.perf_counter()
+        self.timed_from: int | None = None  # the epoch self.t_last's clock starts at
+        self.epoch = 0  # the last epoch seen
+        ok, why = bitwise_on(device, [u.pe for u in chunk.units])
+        self.bitwise = {"ok": ok, "why": why}  # whether a resume here repeats the trajectory
+        self.process = res.process_record(device)
+        self.published: dict[str, dict[str, str]] = {}  # unit -> {epoch: manifest checksum}
+        self.earlier: list[dict[str, Any]] = []  # earlier processes of the open segment
+
+    def _me(self, lo: int, upto: int) -> list[dict[str, Any]]:
+        """This process's record for the epochs it trained in (``lo``, ``upto``]."""
+        start = max(self.timed_from or 0, lo)
+        if upto <= start:
+            return []
+        return [{**self.process, "from_epoch": start, "to_epoch": upto,
+                 "wall_s": round(time.perf_counter() - self.t_last, 3)}]
+
+    def state(self) -> dict[str, Any]:
+        lo = self.epoch // lu.SEGMENT * lu.SEGMENT
+        return {"snaps": self.snaps, "published": self.published,
+                "processes": self.earlier + self._me(lo, self.epoch)}
+
+    def load(self, state: dict[str, Any]) -> None:
+        # on the CPU whatever device the checkpoint was loaded to: a chunk paused on a GPU
+        # resumes on a CPU and the other way round, and its snapshots are stacked together
+        self.snaps = {e: {k: v.cpu() for k, v in s.items()}
+                      for e, s in state.get("snaps", {}).items()}
+        self.published = {k: dict(v) for k, v in (state.get("published") or {}).items()}
+        self.earlier = [dict(p) for p in state.get("processes") or []]
+
+    def after_epoch(self, epoch: int, model: Any, history: list[dict]) -> None:
+        from lstpe.training.task import predict
+
+        if self.timed_from is None:  # the first epoch this process trains (or 0)
+            self.timed_from = max(epoch - 1, 0)
+        self.epoch = epoch
+        if epoch in self.pe_at:
+            snap = {"pe": model.pe().detach().cpu().clone()}
+            if epoch in self.att_at:
+                _, att = predict(model, self.val_x, return_attention=True)
+                snap["val_attention"] = att.to(torch.float16).cpu()
+            self.snaps[epoch] = snap
+        if epoch > 0 and epoch % lu.SEGMENT == 0:
+            for i, unit in enumerate(self.chunk.units):
+                self._publish(i, unit, epoch, history)
+            self.t_last, self.timed_from, self.earlier = time.perf_counter(), epoch, []
+            self.snaps = {e: s for e, s in self.snaps.items() if e > epoch}
+
+    def _publish(self, i: int, unit: lu.LongUnit, epoch: int, history: list[dict]) -> None:
+        dest = unit.path(self.results_dir) / f"e{epoch:04d}"
+        if dest.exists() and not (dest / "manifest.json").is_file():
+            raise lu.LongChunkError(f"the segment folder {dest} has no manifest.json (an "
+                                    "incomplete copy): nothing is published over it; copy it "
+                                    "again whole, or move that folder away")
+        lo = epoch - lu.SEGMENT
+        prev = unit.path(self.results_dir) / f"e{lo:04d}"
+        if lo > 0 and not (prev / "manifest.json").is_file():
+            raise lu.LongChunkError(f"the segment {prev} of {unit.key} is missing: the segment "
+                                    f"to epoch {epoch} cannot name it; {lu.restore_hint(prev)}")
+        stage = self._stage(i, unit, epoch, lo, history,
+                            res.read_manifest(prev)["manifest_sha256"] if lo > 0 else None)
+        if dest.exists():  # published before: by a process killed before its checkpoint?
+            self._keep_if_equal(stage, dest, unit, epoch)
+            return
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        stage.rename(dest)
+        self.published.setdefault(unit.key, {})[str(epoch)] = \
+            res.read_manifest(dest)[res.MANIFEST_HASH_KEY]
+        self.log(f"long: published {unit.key} segment {lo}-{epoch}")
+
+    def _stage(self, i: int, unit: lu.LongUnit, epoch: int, lo: int, history: list[dict],
+               prev_sha: str | None) -> Path:
+        """Write unit ``i``'s segment (``lo``, ``epoch``] to its staging folder, verified."""
+        rows = [{k: v for k, v in r.items() if k != "_config"} for r in history
+                if r["_config"] == i and (lo < r["epoch"] <= epoch or (lo == 0 and
+                                                                       r["epoch"] == 0))]
+        hist = pd.DataFrame(rows)
+        eps = sorted(e for e in self.snaps if e <= epoch)
+        att = [e for e in eps if "val_attention" in self.snaps[e]]
+        arts = {"pe_epochs": eps, "pe": torch.stack([self.snaps[e]["pe"][i] for e in eps]),
+                "attention_epochs": att}
+        if att:
+            arts["val_attention"] = torch.stack([self.snaps[e]["val_attention"][i]
+                                                 for e in att])
+        procs = [p for p in self.earlier if p.get("to_epoch", 0) > lo] + self._me(lo, epoch)
+        man = res.make_manifest(self.cfgs[i].to_dict(), self.device,
+                                time.perf_counter() - self.t_last, n_models=1,
+                                kind="long-segment",
+                                long={"unit": unit.key, "chunk": self.chunk.name,
+                                      "from_epoch": lo, "to_epoch": epoch,
+                                      "timed_from": max(self.timed_from or 0, lo),
+                                      "processes": procs,
+                                      "previous": prev_sha, "precision": self.precision,
+                                      "tf32": bool(torch.backends.cuda.matmul.allow_tf32)
+                                      if self.device.type == "cuda" else None,
+                                      "autocast": None if self.precision == "fp32"
+                                      else self.precision,
+                                      "cpu_flags": cpu_flags(),
+                                      "threads": torch.get_num_threads(),
+                                      "bitwise": self.bitwise})
+        stage = lu.long_root(self.results_dir) / ".work" / "staging" / \
+            f"{unit.key.replace('/', '__')}__e{epoch:04d}"
+        shutil.rmtree(stage, ignore_errors=True)
+        res.save_run(stage, hist, man, arts)
+        res.load(stage)  # verify before publishing
+        return stage
+
+    def _keep_if_equal(self, stage: Path, dest: Path, unit: lu.LongUnit, epoch: int) -> None:
+        """Keep the published ``dest`` if it equals the recomputed ``stage``; else refuse."""
+        try:
+            diff = segment_diff(stage, dest)
+        except (OSError, ValueError) as e:
+            raise lu.LongChunkError(lu.segment_damage(dest, e)) from None
+        if not diff:
+            shutil.rmtree(stage)
+            self.published.setdefault(unit.key, {})[str(epoch)] = \
+                res.read_manifest(dest)[res.MANIFEST_HASH_KEY]
+            self.log(f"long: kept {dest}, published before an interruption (equal to the "
+                     "segment recomputed here)")
+            return
+        aside = lu.long_root(self.results_dir) / ".work" / "conflicts" / \
+            f"{stage.name}-{time.strftime('%Y%m%dT%H%M%S')}"
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        stage.rename(aside)
+        raise lu.SegmentConflictError(
+            f"the segment {dest} is already published and differs from the one this run "
+            f"recomputed from the chunk's resume checkpoint (in {', '.join(diff)}): it belongs "
+            "to another trajectory (another machine's, or a replaced segment), and going on "
+            f"would splice two trajectories. {dest} is kept as it is; the recomputed segment is "
+            f"in {aside}. Go on where {dest} was trained (with the checkpoint that continues "
+            f"it), or move {dest} and the unit's later segments out of results/ to publish "
+            "this trajectory instead")
+
+
+def segment_diff(a: Path, b: Path) -> list[str]:
+    """What differs between two verified segment folders in what they computed: ``config``
+    (execution keys aside), ``segment`` (unit, epochs, the segment before it, precision),
+    ``history`` (the bytes of history.csv) and ``snapshots`` (every artefact); [] if
+    nothing."""
+    ma, mb = res.read_manifest(a), res.read_manifest(b)
+    res.verify_files(b, mb)
+    out = []
+    if res.config_diff(ma.get("config", {}), mb.get("config", {}), res.EXECUTION_KEYS):
+        out.append("config")
+    keys = ("unit", "chunk", "from_epoch", "to_epoch", "previous", "precision")
+    la, lb = ma.get("long") or {}, mb.get("long") or {}
+    if any(la.get(k) != lb.get(k) for k in keys):
+        out.append("segment")
+    if ma["files"]["history.csv"]["sha256"] != (mb["files"].get("history.csv") or {}).get(
+            "sha256"):
+        out.append("history")
+    xa = res.load_torch(a / "artifacts.pt", "artifacts")
+    xb = res.load_torch(b / "artifacts.pt", "artifacts")
+    if xa.keys() != xb.keys() or any(not _same(xa[k], xb[k]) for k in xa):
+        out.append("snapshots")
+    return out
+
+
+def _same(x: Any, y: Any) -> bool:
+    if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+        return x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+    return x == y
+
+
+def _clean_temporaries(*folders: Path) -> None:
+    """Delete the temporary files killed writes left in ``folders`` (only while holding the
+    claims of every unit of the chunk that writes there)."""
+    for folder in folders:
+        for p in folder.glob(".*.tmp") if folder.is_dir() else []:
+            p.unlink(missing_ok=True)
+
+
+def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | None = None,
+                device: torch.device | None = None, amp: bool = False, precision: str = "fp32",
+                log=print, **overrides: Any) -> bool:
+    """Train ``chunk`` towards its target until ``deadline`` (a ``time.monotonic()`` value).
+
+    Resumes from the chunk's resume checkpoint; the precision is the one the chunk began with
+    (``chunk.json`` beside the checkpoint), whatever ``amp`` says now. On a GPU the checkpoint
+    is written at every segment's end and at the deadline (not every
+    :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs), unless ``overrides`` say.
+    Temporary files of the resume folder's writes go to ``long/.work/tmp/<chunk>/`` (a
+    killed write never leaves one in the folder git tracks; they are removed at the next
+    start). Returns True when the chunk reached its target, False when it paused at the
+    deadline.
+
+    Raises:
+        lstpe.store.rundir.RunLockedError: another process trains a unit of the chunk.
+        FileNotFoundError: segments are published but the resume checkpoint is missing
+            (:func:`~lstpe.experiments.long_units.unresumable`), naming it.
+        lstpe.experiments.long_units.LongChunkError: before training, whatever
+            :func:`~lstpe.experiments.long_units.chunk_problems` finds (a damaged checkpoint
+            or ``chunk.json``, an incomplete, damaged, missing or replaced segment), naming
+            it; while training, a published segment that differs from the recomputed one
+            (:class:`~lstpe.experiments.long_units.SegmentConflictError`).
+    """
+    from lstpe.store.rundir import RunLock
+    from lstpe.training.config import load_data
+    from lstpe.training.engine import Paused
+    from lstpe.training.train import train_many
+
+    device = device or torch.device("cpu")
+    rdir = lu.resume_dir(chunk, results_dir)
+    if lu.unresumable(chunk, results_dir):
+        raise FileNotFoundError(
+            f"{lu.resume_checkpoint(chunk, results_dir)} is missing but {chunk.name} has "
+            f"published epoch {max(lu.published_epoch(u, results_dir) for u in chunk.units)}: "
+            "refusing to train "
+            "it again from epoch 0 (restore the checkpoint: git checkout -- results/long)")
+    work = lu.long_root(results_dir) / ".work"
+    tmp = work / "tmp" / chunk.name
+    with contextlib.ExitStack() as claims:
+        for u in chunk.units:
+            claims.enter_context(RunLock(work / "claims" / u.key.replace("/", "__")))
+        _clean_temporaries(rdir, tmp)
+        problems = lu.chunk_problems(chunk, results_dir, whole=False)
+        if problems:
+            raise lu.LongChunkError(f"the long chunk {chunk.name} is not trained: "
+                                    + "; ".join(problems))
+        spec = lu.read_spec(chunk, results_dir) or \
+            {"units": [u.key for u in chunk.units], "precision": precision, "amp": amp}
+        if device.type == "cuda":  # hashing ~15 MB per model every 5 epochs would cost minutes
+            overrides = {"checkpoint_every": lu.SEGMENT, **overrides}
+        cfgs = [u.config(device=str(device), amp=spec["amp"], **overrides) for u in chunk.units]
+        res.save_json(spec, rdir / "chunk.json", tmp)
+        splits = load_data(cfgs[0])
+        hook = SegmentWriter(chunk, cfgs, splits["val"].x, device, results_dir,
+                             spec["precision"], log)
+        stop = chunk.target if chunk.target < lu.LONG_EPOCHS else None
+        at = lu.resume_epoch(chunk, results_dir)
+        if at >= chunk.target:
+            return True
+        log(f"long: training {chunk.name} ({', '.join(u.key for u in chunk.units)}) from "
+            f"epoch {at} towards {chunk.target} in {spec['precision']}")
+        ckpt = lu.resume_checkpoint(chunk, results_dir)
+        try:
+            train_many(cfgs, [None] * len(cfgs), progress=False, splits=splits, work_dir=rdir,
+                       deadline=deadline, stop_at=stop, hook=hook, on_damaged="refuse",
+                       checkpoint_hint=lu.restore_hint(ckpt), tmp_dir=tmp)
+        except Paused as e:
+            from lstpe.training.engine import Stopped
+
+            log(f"long: {e}")
+            return isinstance(e, Stopped)
+        return True
+
+
+def damaged_chunks(results_dir: str | Path | None, log) -> set[str]:
+    """The long chunks whose stores :func:`lstpe.experiments.long_units.chunk_problems`
+    finds damaged, each logged with what it found (``lstpe campaign run`` passes them
+    over)."""
+    out = set()
+    for c in {c.name: c for c in lu.LONG_PLAN}.values():
+        problems = lu.chunk_problems(c, results_dir, whole=False)
+        if problems:
+            log(f"long: {c.name} is damaged and passed over until it is repaired: "
+                + "; ".join(problems))
+            out.add(c.name)
+    return out
+
+
+def train_or_pass(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | None,
+                  dev: torch.device, precision: str, amp: bool, log, overrides: dict,
+                  passed: set[str]) -> bool | None:
+    """:func:`train_chunk` in ``lstpe campaign run`` :
+    True when it reached its target, False when it paused at the deadline, None when it is
+    passed over (claimed, refused as damaged, or at its target with a unit short of it:
+    added to ``passed``, and logged)."""
+    try:
+        if not train_chunk(chunk, deadline, results_dir, dev, amp=amp, precision=precision,
+                              log=log, **overrides):
+            return False
+    except res.RunLockedError as e:
+        log(f"long: {chunk.name} is claimed by another process ({e}); passed over")
+        passed.add(chunk.name)
+        return None
+    except res.RunDirError as e:  # damaged, incomplete, a segment that conflicts: named
+        log(f"long: {chunk.name} is passed over: {e}")
+        passed.add(chunk.name)
+        return None
+    short = [u.key for u in chunk.units if lu.published_epoch(u, results_dir) < chunk.target]
+    if short:  # at its target, yet not every unit's segments: never picked again in this run
+        log(f"long: {chunk.name} is at its target {chunk.target} but {', '.join(short)} "
+            f"published less ({lu.long_root(results_dir)}): passed over")
+        passed.add(chunk.name)
+        return None
+    return True
