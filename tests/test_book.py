@@ -316,9 +316,11 @@ LAYOUT_JS = r"""
     // a cell's Markdown output is parsed into the page: its paragraphs sit in .cell_output
     const finding = col.querySelector(".cell_output > p, .cell_output .text_markdown");
     out.finding = finding ? finding.getBoundingClientRect().top + window.scrollY : null;
+    // a folded input sits in a closed <details> (Chromium still lays it out: ask the details)
     out.inputs_before = [...col.querySelectorAll(".cell_input")].filter(i => {
       const r = i.getBoundingClientRect();
-      return r.height > 0 && finding && r.top < finding.getBoundingClientRect().top;
+      return r.height > 0 && !i.closest("details:not([open])") && finding
+        && r.top < finding.getBoundingClientRect().top;
     }).length;
     const past = el => el.getBoundingClientRect().right > c.right + 1;
     out.key_wide = [...col.querySelectorAll("table.lstpe-key")].filter(past)
