@@ -23,22 +23,9 @@ def sh(repo: Path, *args: str) -> None:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A git repo shaped like this one: code, stored units, two chunks' segments and
-    checkpoints."""
-    files = {"lstpe/x.py": "code", "results/paper/table1/nope/8880/history.csv": "h"}
-    for c in ("mechanism", "weight-decay"):
-        files[f"results/long/_resume/{c}/chunk0.pt"] = c
-        for u in next(ch for ch in lu.LONG_PLAN if ch.name == c).units:
-            for e in ("e0200", "e0400"):
-                files[f"results/long/{u.key}/{e}/manifest.json"] = f"{u.key}{e}"
-    for f, text in files.items():
-        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / f).write_text(text)
-    sh(tmp_path, "init", "-q")
-    sh(tmp_path, "add", "-A")
-    sh(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
-    return tmp_path
+def repo(tmp_path: Path, lease_checkout) -> Path:
+    """A git repo shaped like this one (conftest's ``lease_checkout``)."""
+    return lease_checkout(tmp_path)
 
 
 def present(repo: Path) -> set[str]:

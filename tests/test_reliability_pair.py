@@ -21,7 +21,6 @@ import pytest
 import torch
 
 from lstpe import cli
-from lstpe.experiments import long_units as lu
 from lstpe.experiments import precision as pr
 from lstpe.experiments.plan import plan_table
 from lstpe.runtime import repo_root
@@ -294,24 +293,10 @@ def sh(repo: Path, *args: str) -> str:
 
 
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A checkout shaped like this one: code, a stored unit, two chunks' segments and
-    checkpoints."""
-    root = tmp_path / "checkout"
-    files = {"lstpe/x.py": "code", "results/paper/table1/nope/8880/history.csv": "h",
-             "results/paper/table2/learn-1/2235/manifest.json": "m"}
-    for c in ("mechanism", "weight-decay"):
-        files[f"results/long/_resume/{c}/chunk0.pt"] = c
-        for u in next(ch for ch in lu.LONG_PLAN if ch.name == c).units:
-            for e in ("e0200", "e0400"):
-                files[f"results/long/{u.key}/{e}/manifest.json"] = f"{u.key}{e}"
-    for f, text in files.items():
-        (root / f).parent.mkdir(parents=True, exist_ok=True)
-        (root / f).write_text(text)
-    sh(root, "init", "-q")
-    sh(root, "add", "-A")
-    sh(root, *GIT_ID, "commit", "-qm", "x")
-    return root
+def repo(tmp_path: Path, lease_checkout) -> Path:
+    """A checkout shaped like this one (conftest's ``lease_checkout``) with a second unit."""
+    return lease_checkout(tmp_path / "checkout",
+                          {"results/paper/table2/learn-1/2235/manifest.json": "m"})
 
 
 def _present(repo: Path) -> dict[str, str]:

@@ -45,6 +45,7 @@ from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.runtime import cpu_flags, pick_device
 from lstpe.store import results as res
+from lstpe.store.storage import read_json_object
 
 MAX_UNITS = 8
 """At most this many units per chunk (they all finish together at the end)."""
@@ -309,12 +310,7 @@ def chunk_spec(chunk: Path) -> dict:
     path = chunk / "chunk.json"
     hint = (f"restore it, or delete the folder {chunk} to drop the paused chunk (its units then "
             "train again from the start)")
-    try:
-        spec = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path} cannot be read ({e}); {hint}") from None
-    if not isinstance(spec, dict):
-        raise ValueError(f"{path} does not hold a JSON object; {hint}")
+    spec = read_json_object(path, hint)
     for key, typ in SPEC_KEYS.items():
         if not isinstance(spec.get(key), typ) or isinstance(spec.get(key), bool):
             raise ValueError(f"{path} has no valid {key!r} (got {json.dumps(spec.get(key))}); "

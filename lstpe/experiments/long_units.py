@@ -60,6 +60,7 @@ from lstpe.experiments.campaign import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.experiments.registry import run_config
 from lstpe.runtime import PAPER_SEEDS, default_results_dir
 from lstpe.store import results as res
+from lstpe.store.storage import read_json_object
 
 LONG_EPOCHS = 4000
 """Epochs in every long unit's configuration (the paper's length); targets stop short of it."""
@@ -351,12 +352,7 @@ def read_spec(chunk: LongChunk, results_dir: str | Path | None = None) -> dict |
     if not path.exists():
         return None
     hint = restore_hint(path)
-    try:
-        spec = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise LongChunkError(f"{path} cannot be read ({e}); {hint}") from None
-    if not isinstance(spec, dict):
-        raise LongChunkError(f"{path} does not hold a JSON object; {hint}")
+    spec = read_json_object(path, hint, LongChunkError)
     if not isinstance(spec.get("units"), list):
         raise LongChunkError(f"{path} has no list of 'units'; {hint}")
     if spec["units"] != [u.key for u in chunk.units]:

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 __all__ = [
+    "read_json_object",
     "RunDirError",
     "NotWritableError",
     "ConfigMismatchError",
@@ -460,3 +461,20 @@ def _read_csv(path: Path) -> pd.DataFrame:
                        f"delete {path.parent} to retrain the run") from e
 
 
+
+
+def read_json_object(path: str | Path, hint: str, error: type[Exception] = ValueError) -> dict:
+    """The JSON object stored in ``path``.
+
+    Raises:
+        ``error``: naming ``path``, what is wrong (unreadable, not JSON, not an object) and
+            ``hint`` (what to do).
+    """
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise error(f"{path} cannot be read ({e}); {hint}") from None
+    if not isinstance(obj, dict):
+        raise error(f"{path} does not hold a JSON object; {hint}")
+    return obj
