@@ -381,3 +381,34 @@ def test_describe_page_names_the_stored_units_and_no_scale():
     alone = ch.describe_page(S, [live])
     assert alone.startswith("No stored run of this page was found in `results/`")
     assert str(repo_root()) not in line
+
+
+def test_setup_refuses_a_results_dir_that_names_nothing(tmp_path):
+    """Issue 50, item 8: a results_dir that does not exist or is a file is an error naming it
+    (it used to warn and train the chapter); an existing empty folder is fine."""
+    from lstpe.chapters import notebook as nb
+
+    with pytest.raises(FileNotFoundError, match="no-such-folder"):
+        nb.setup("preview", "cpu", str(tmp_path / "no-such-folder"), verbose=False)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="a-file"):
+        nb.setup("preview", "cpu", str(tmp_path / "a-file"), verbose=False)
+    (tmp_path / "empty").mkdir()
+    assert nb.setup("preview", "cpu", str(tmp_path / "empty"), verbose=False).results_dir \
+        == tmp_path / "empty"
+
+
+def test_batch_resolves_a_relative_results_dir_where_it_runs(tmp_path, monkeypatch):
+    """Issue 50, item 8: lstpe batch runs a notebook in its own folder (book/), so a relative
+    results_dir is made absolute against the folder lstpe batch runs in, and one that names
+    nothing is refused before anything is written."""
+    from lstpe.chapters import batch
+
+    nb_path = Path(__file__).resolve().parents[1] / "book" / "05_training.ipynb"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "res").mkdir()
+    assert batch._results_dir("res") == {"results_dir": str(tmp_path / "res")}
+    assert batch._results_dir(None) == {}
+    with pytest.raises(ValueError, match="'typo' does not exist"):
+        batch.run_batch(nb_path, {"seeds": [[2235]]}, {"results_dir": "typo"}, tmp_path / "o")
+    assert not (tmp_path / "o").exists()

@@ -272,6 +272,24 @@ def _record(out: Path, index: dict[str, str | None], name: str, done: bool) -> N
     _write_index(out, index)
 
 
+def _results_dir(value: Any) -> dict[str, Any]:
+    """``{"results_dir": <absolute folder>}`` for a ``results_dir`` given to ``lstpe batch``
+    (relative to the folder lstpe batch runs in, not the notebook's, where papermill runs it);
+    ``{}`` for None or an empty value.
+
+    Raises:
+        ValueError: the folder does not exist or is a file (named).
+    """
+    if value is None or value == "":
+        return {}
+    folder = Path(str(value)).expanduser().resolve()
+    if not folder.is_dir():
+        how = "is a file" if folder.exists() else "does not exist"
+        raise ValueError(f"results_dir {str(value)!r} {how} (resolved against "
+                         f"{Path.cwd()}: {folder})")
+    return {"results_dir": str(folder)}
+
+
 def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str, Any],
               out: str | Path, kernel: str = "python3", progress: bool = False) -> pd.DataFrame:
     """Execute ``notebook`` with papermill at every grid point; collect the result tables.
@@ -313,6 +331,9 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
                 f"notebook {notebook} has no parameter {key!r}; its parameters: "
                 f"{', '.join(declared) or '(none: add a cell tagged parameters)'}"
             )
+    params = {**params, **_results_dir(params.get("results_dir"))}
+    grid = {**grid, **({"results_dir": [_results_dir(v)["results_dir"] for v in
+                                        grid["results_dir"]]} if "results_dir" in grid else {})}
     out = res.ensure_writable_dir(Path(out).resolve())
     points = grid_points(grid)
     names: list[str] = []

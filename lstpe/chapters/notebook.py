@@ -72,9 +72,21 @@ def setup(scale: str = "preview", device: str = "auto", results_dir: str | None 
 
     Raises:
         ValueError: unknown scale or device.
+        FileNotFoundError, NotADirectoryError: a ``results_dir`` given that does not exist or
+            is a file (a typo would otherwise train the chapter instead of showing the stored
+            runs; an existing empty folder is fine).
     """
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; valid scales: {', '.join(SCALES)}")
+    if results_dir:
+        given = Path(results_dir)
+        if not given.exists():
+            raise FileNotFoundError(f"results_dir {str(results_dir)!r} does not exist (from "
+                                    f"{Path.cwd().name}/): give a folder of stored runs, or "
+                                    "None for the repository's results/")
+        if not given.is_dir():
+            raise NotADirectoryError(f"results_dir {str(results_dir)!r} is a file, not a "
+                                     "folder of stored runs")
     dev = pick_device(device)
     torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
     style()
