@@ -158,6 +158,8 @@ STRAY_OUTPUT = [
     (re.compile(r"^\s*\[\]\s*$"), "a bare []"),
     (re.compile(r"^\s*\[<matplotlib\.", re.M), "a list of matplotlib artists"),
     (re.compile(r"<matplotlib\.\w+"), "a matplotlib object repr"),
+    (re.compile(r"\bscale=(?:preview|cpu|paper)\b"),
+     "a setup line naming the scale (issue 51: a page says which units it read)"),
     (re.compile(r"\|\s*:?(?:-{3,}|\u2014)+:?\s*\|"),  # "---", or the em dash Sphinx makes of it
      "a Markdown table shown as text, not rendered"),
     (re.compile(r"T[Tt]est\w*\("), "a raw scipy test result"),
