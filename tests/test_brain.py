@@ -422,10 +422,10 @@ def test_checkpoint_every_counts_whole_rounds(tiny, tmp_path, monkeypatch, every
     got = []
     real = res.save_torch
 
-    def spy(obj, path):
+    def spy(obj, path, tmp_dir=None):
         if isinstance(obj, dict) and "epoch" in obj:
             got.append(obj["epoch"])
-        return real(obj, path)
+        return real(obj, path, tmp_dir)
 
     monkeypatch.setattr(res, "save_torch", spy)
     brain.train_brain(_cfg(pes=["rope"], seeds=[1], steps=7, eval_every=3,
