@@ -32,15 +32,7 @@ import torch
 
 from lstpe.runtime import autocast_supported, choose_amp
 from lstpe.store import results as res
-from lstpe.training.checkpoint import (  # noqa: F401  (re-exported: the checkpoint layer)
-    DIGEST_KEY,
-    ON_DAMAGED,
-    DigestMismatch,
-    _load_checkpoint,
-    _meta_key,
-    state_digest,
-    verify_checkpoint,
-)
+from lstpe.training.checkpoint import DIGEST_KEY, _load_checkpoint, _meta_key, state_digest
 from lstpe.training.optim import StackedOptimizer
 
 STEP_MODES: tuple[str, ...] = ("auto", "eager", "compile", "graph")
@@ -332,7 +324,8 @@ class LoopOptions:
     """Stop after this epoch (< ``epochs``) with a checkpoint and :class:`Stopped`."""
     hook: EpochHook | None = None
     on_damaged: str = "restart"
-    """A checkpoint that fails its digest: one of :data:`ON_DAMAGED`."""
+    """A checkpoint that fails its digest: one of
+    :data:`lstpe.training.checkpoint.ON_DAMAGED`."""
     checkpoint_hint: str | None = None
     """What to do about a damaged checkpoint (default: delete it to restart the run)."""
     tmp_dir: Path | None = None

@@ -55,6 +55,7 @@ from lstpe.nn.attention import bitwise_on
 from lstpe.runtime import choose_amp, pick_device, precision_name, tf32_mode
 from lstpe.store import results as res
 from lstpe.store.history import HISTORY_COLUMNS
+from lstpe.store.storage import read_json_object
 from lstpe.training.config import (
     BUNDLE_KEYS_FREE,
     TrainConfig,
@@ -162,7 +163,7 @@ def train_many(cfgs: Sequence[TrainConfig], run_dirs: Sequence[str | Path | None
             checkpointed). With ``stop_at`` or ``hook`` the models must fit one chunk.
         on_damaged: a checkpoint that fails its digest is moved aside and the chunk restarts
             (``"restart"``), or is refused (``"refuse"``: results published from it depend
-            on it); :data:`lstpe.training.engine.ON_DAMAGED`.
+            on it); :data:`lstpe.training.checkpoint.ON_DAMAGED`.
         checkpoint_hint: what the error of a damaged checkpoint tells the user to do.
         tmp_dir: where temporary files of the work folder's writes go (default: beside each
             file): a folder git tracks is never left with one by a killed process.
@@ -207,12 +208,7 @@ def _layout(ckdir: Path | None, n_models: int, planned: int,
     if path.exists():
         hint = (f"restore it as it was written (git checkout -- {path}); it must hold "
                 '{"n_models": N, "models_per_chunk": K} with 1 <= K <= N')
-        try:
-            stored = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise res.DamagedFileError(f"{path} cannot be read ({e}); {hint}") from None
-        if not isinstance(stored, dict):
-            raise res.DamagedFileError(f"{path} does not hold a JSON object; {hint}")
+        stored = read_json_object(path, hint, res.DamagedFileError)
         if stored.get("n_models") == n_models:
             k = stored.get("models_per_chunk")
             if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= n_models:
