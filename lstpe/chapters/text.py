@@ -144,22 +144,14 @@ def describe_setup(S: SetupLike) -> str:
     no repository at all as on Colab, is called a custom folder), never a local absolute path."""
     import torch
 
-    from lstpe.runtime import repo_root
-
-    rd = Path(S.results_dir)
-    root = repo_root()
-    if not rd.is_absolute():
-        where = rd.as_posix()
-    elif root is not None and rd.resolve().is_relative_to(root.resolve()):
-        where = rd.resolve().relative_to(root.resolve()).as_posix()
-    else:
-        where = "custom folder (results_dir)"
+    where = _where(S.results_dir, custom="custom folder (results_dir)")
     return (f"scale={S.scale}  device={S.device}  torch={torch.__version__}  "
             f"python={platform.python_version()}  stored runs from: {where}")
 
 
-def _where(results_dir: str | Path) -> str:
-    """The results folder as a page may name it (:func:`describe_setup`'s rule)."""
+def _where(results_dir: str | Path, custom: str = "a custom folder (results_dir)") -> str:
+    """The results folder as a page may name it: a relative path as given, an absolute one
+    inside the repository relative to it, else ``custom`` (never a local absolute path)."""
     from lstpe.runtime import repo_root
 
     rd, root = Path(results_dir), repo_root()
@@ -167,7 +159,7 @@ def _where(results_dir: str | Path) -> str:
         return rd.as_posix()
     if root is not None and rd.resolve().is_relative_to(root.resolve()):
         return rd.resolve().relative_to(root.resolve()).as_posix()
-    return "a custom folder (results_dir)"
+    return custom
 
 
 def _seeds_text(counts: list[int]) -> str:
