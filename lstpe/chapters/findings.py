@@ -200,10 +200,10 @@ def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
     tost = f"p (TOST ±{margin:g})" if margin == margin else "p (TOST)"
     rows = []
     for _, r in cells.iterrows():
-        ref = r["authors_mean"] if r["authors_mean"] == r["authors_mean"] else r["paper_mean"]
         rows.append({"row": r["cell"], "n": str(int(r["n"])),
                      "estimate [95% CI]": ci(r["mean"], r["ci_low"], r["ci_high"], digits),
-                     "against": f"{r['ref']} ({num(ref, digits)})" if r["ref"] else "–",
+                     "against": f"{r['ref']} ({num(_ref_value(r), digits)})" if r["ref"]
+                     else "–",
                      "p (Welch)": _p(r["p_diff"]), tost: _p(r["p_equiv"]), "p (exact)": "–",
                      "floor": "–", "verdict": r["verdict"]})
     view = contrast_view(contrasts, digits) if contrasts is not None and len(contrasts) else None
@@ -276,12 +276,16 @@ class Shown:
                            + [self.summary] + [t.to_string() for t in self.folded])
 
 
+def _ref_value(r: pd.Series) -> float:
+    """The value a cell row was tested against: the authors' mean where they logged the cell,
+    else the paper's."""
+    return r["authors_mean"] if r["authors_mean"] == r["authors_mean"] else r["paper_mean"]
+
+
 def _ref_text(r: pd.Series, digits: int) -> str:
-    """A cell row's reference as the key table shows it: its value and whose it is."""
-    if not r["ref"]:
-        return "–"
-    value = r["authors_mean"] if str(r["ref"]).startswith("authors") else r["paper_mean"]
-    return f"{num(value, digits)} ({r['ref']})"
+    """A cell row's reference as the key table shows it: ``0.954 (authors@200)``; an en dash
+    for a row without one."""
+    return f"{num(_ref_value(r), digits)} ({r['ref']})" if r["ref"] else "–"
 
 
 def evidence_key(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
