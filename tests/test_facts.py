@@ -146,3 +146,28 @@ def test_human_facts_read_the_evidence():
 def test_md_facts_fills_a_template_or_says_what_is_missing():
     assert fd.md_facts("at {epoch}", {"epoch": "200"}).data == "at 200"
     assert fd.md_facts("at {epoch}", None, "nothing yet").data == "nothing yet"
+
+
+def test_figure_takeaway_facts_read_their_tables_and_fall_back():
+    """The takeaways under chapter 10's data and mask figures and chapter 7's correlation
+    table: each number from its table, and None (the page's fallback sentence) where the run
+    has no figure to describe."""
+    fit = pd.DataFrame({"main": [0.008, 0.016], "holdout": [0.015, 0.010]},
+                       index=pd.Index(["train", "test"], name="split"))
+    out = facts.surrogate_fit_facts(fit)
+    assert out["closer"] == "closer to" and out["test_holdout"] == "0.010"
+    assert facts.surrogate_fit_facts(fit[["holdout", "main"]].set_axis(
+        ["main", "holdout"], axis=1))["closer"] == "no closer to"
+    hist = pd.DataFrame([{"pe": pe, "split": sp, "mask_ratio": 0.9, "train_mask": tm,
+                          "step": 10, "seed": 0, "mse": m + (tm if pe == "a" else 0)}
+                         for pe, m in (("a", 0.5), ("b", 0.6)) for tm in (0.15, 0.5)
+                         for sp in ("train", "test")])
+    assert facts.mask_facts(hist, [0.5]) is None
+    m = facts.mask_facts(hist, [0.15, 0.5, 0.5])
+    assert m["masks"] == "15% and 50%" and m["best"].startswith("15%: `b`")
+    cor = pd.DataFrame({"rho": [0.77, -0.78], "n": [15, 15], "rho at init.": [0.74, math.nan]},
+                       index=pd.Index(["attention cosine, paper variant",
+                                       "Procrustes distance"], name="measure"))
+    c = facts.correlation_facts(cor)
+    assert (c["cos"], c["pr"], c["pr0"], c["n"]) == ("+0.77", "-0.78", "–", "15")
+    assert facts.correlation_facts(cor.iloc[:0]) is None

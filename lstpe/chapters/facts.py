@@ -20,7 +20,8 @@ from lstpe.chapters import findings as fd
 
 __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_facts",
            "mechanism_facts", "noise_facts", "witness_facts", "adam_column_facts",
-           "human_facts", "brain_facts", "SOURCES"]
+           "human_facts", "brain_facts", "surrogate_fit_facts", "brain_curve_facts",
+           "mask_facts", "correlation_facts", "SOURCES"]
 
 
 def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | None = None,
@@ -357,3 +358,68 @@ def brain_facts(run: Any, cells: pd.DataFrame, con: pd.DataFrame,
             "init_z": lo if lo == hi else f"{lo} to {hi}", "floor": f"{floor:.2g}",
             "order": "their verdicts are in the table" if floor < 0.05
             else "the order over σ is not tested by this run"}
+
+
+def surrogate_fit_facts(fit: pd.DataFrame) -> dict[str, str]:
+    """Chapter 10's takeaway under the surrogate fit (``fit``: the table
+    :func:`lstpe.brain.plots.plot_surrogate_fit` returns, rows ``train`` / ``test``, columns
+    ``main`` / ``holdout``: mean absolute differences). Keys: ``train_main``, ``test_holdout``,
+    ``test_main`` (the differences, 3 decimals) and ``closer`` (``closer to`` or ``no closer
+    to``: the test split against the holdout group's FC, compared with the main group's)."""
+    return {"train_main": f"{fit.loc['train', 'main']:.3f}",
+            "test_holdout": f"{fit.loc['test', 'holdout']:.3f}",
+            "test_main": f"{fit.loc['test', 'main']:.3f}",
+            "closer": "closer to" if fit.loc["test", "holdout"] < fit.loc["test", "main"]
+            else "no closer to"}
+
+
+def brain_curve_facts(run: Any, summ: pd.DataFrame) -> dict[str, str]:
+    """Chapter 10's takeaway under the training curves: ``run`` the brain run, ``summ``
+    :func:`lstpe.brain.analysis.mse_summary` at the page's mask ratio. Keys: ``steps``,
+    ``low`` / ``high`` (the lowest and highest final test MSE over the PEs, 4 decimals),
+    ``linear`` (the optimal linear predictor's test MSE) and ``stage`` (what a run of this
+    preset shows: a run below paper scale is far from converged)."""
+    from lstpe import brain
+
+    rc = run.config
+    return {"steps": str(rc["steps"]), "low": f"{summ['test_mean'].min():.4f}",
+            "high": f"{summ['test_mean'].max():.4f}",
+            "linear": f"{run.artifacts['linear_baseline'][f'test@{brain.TEST_MASK:g}']:.4f}",
+            "stage": "the end of the paper's schedule" if rc["preset"] == "paper" else
+            f"a `{rc['preset']}` run far from converged: it shows how fast each PE starts, "
+            "not where it ends"}
+
+
+def mask_facts(history: pd.DataFrame, masks: Any) -> dict[str, str] | None:
+    """Chapter 10's takeaway under the test error per training mask ratio: ``history`` the
+    brain run's, ``masks`` its training mask ratios. None when the run has one ratio (no
+    figure). Keys: ``masks`` (the ratios, as percentages), ``test_mask`` and ``best`` (per
+    ratio, the PE with the lowest test MSE at the test mask and that MSE)."""
+    from lstpe import brain
+
+    ratios = sorted(set(float(m) for m in masks))
+    if len(ratios) < 2:
+        return None
+    best = [brain.mse_summary(history, m).iloc[-1] for m in ratios]
+    return {"masks": fd.names([f"{m:.0%}" for m in ratios], code=False),
+            "test_mask": f"{brain.TEST_MASK:.0%}",
+            "best": "; ".join(f"{m:.0%}: `{b['pe']}` ({b['test_mean']:.4f})"
+                              for m, b in zip(ratios, best, strict=True))}
+
+
+def correlation_facts(cor: pd.DataFrame) -> dict[str, str] | None:
+    """Chapter 7's takeaway under "Do the alignment measures predict accuracy?" (``cor``:
+    :func:`lstpe.chapters.baselines.accuracy_correlations`, indexed by measure). None when it
+    is empty (fewer than three sigmas). Keys: ``n`` (the sigmas), ``cos`` / ``cos0``
+    (Spearman's rho of the attention cosine, paper variant, with validation accuracy, after
+    training / at initialisation) and ``pr`` / ``pr0`` (the same for the Procrustes
+    distance), each signed with 2 decimals (``–`` where a rho is undefined)."""
+    if cor.empty:
+        return None
+    c, p = cor.loc["attention cosine, paper variant"], cor.loc["Procrustes distance"]
+
+    def rho(x: float) -> str:
+        return f"{x:+.2f}" if pd.notna(x) else "–"
+
+    return {"n": f"{c['n']:.0f}", "cos": rho(c["rho"]), "cos0": rho(c["rho at init."]),
+            "pr": rho(p["rho"]), "pr0": rho(p["rho at init."])}

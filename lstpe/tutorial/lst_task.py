@@ -128,12 +128,19 @@ def pair_forced(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("puzzles")
 
 
-def plot_hidden_single(frame: pd.DataFrame) -> Figure:
-    """The first three-vector puzzle of ``frame`` that a pair of lines forces, pair shaded."""
+def hidden_single(frame: pd.DataFrame) -> lst.Puzzle:
+    """The first three-vector puzzle of ``frame`` that a pair of lines forces (a "hidden
+    single"); ValueError when there is none."""
     quat = lst.puzzles_from_frame(frame[frame["vectors"] == 3])
     p = next((q for q in quat if forcing(q, 2)), None)
     if p is None:
         raise ValueError("no three-vector puzzle of this frame is forced by two lines")
+    return p
+
+
+def plot_hidden_single(frame: pd.DataFrame) -> Figure:
+    """The first three-vector puzzle of ``frame`` that a pair of lines forces, pair shaded."""
+    p = hidden_single(frame)
     pair = forcing(p, 2)[0]
     fig, axes = _figure(figsize=(3.0, 3.1))
     lst.plot_puzzle(p, ax=axes[0, 0], show_answer=True)
