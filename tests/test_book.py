@@ -492,3 +492,42 @@ def test_results_pages_open_with_their_finding(built_book: Path, width: int) -> 
         problems += reader_problems(measured(chromium, built_book, chapter, width), chapter,
                                     width)
     assert not problems, "\n".join(problems)
+
+
+PICTURE = re.compile(r"<picture\b[^>]*?\bdata-lstpe-check=\"([^\"]*)\"[^>]*>.*?</picture>", re.S)
+"""A figure as :func:`lstpe.analysis.responsive.figure_html` writes it: the laptop's and the
+phone's rendering, and the house style's checks of both."""
+FIGURE_IMG = re.compile(r"<img\b[^>]*\bsrc=\"(?:data:image/png[^\"]{0,40}|[^\"]*_images/[^\"]+)\"")
+"""A figure drawn by a notebook (an inline PNG or one myst-nb wrote to ``_images/``)."""
+
+
+def figure_problems(page_html: str, chapter: str) -> list[str]:
+    """What the figures of one built page break (issue 51, the house style): every figure
+    has a phone's rendering, and at both widths none shows text under 9 pt, text over text
+    or over another panel, a legend over either, or a marker cut by its axes
+    (:func:`lstpe.analysis.responsive.check`, recorded in ``data-lstpe-check``)."""
+    out = []
+    for i, m in enumerate(PICTURE.finditer(page_html)):
+        got = json.loads(html.unescape(m.group(1)))
+        alt = re.search(r'alt="([^"]*)"', m.group(0))
+        name = f"{chapter} figure {i + 1} ({html.unescape(alt.group(1))[:50] if alt else '?'})"
+        for width, result in got.items():
+            out += [f"{name} @{width}: {kind}: {items[:3]}"
+                    for kind, items in result.items() if items]
+    rest = PICTURE.sub("", page_html)
+    out += [f"{chapter}: a figure without a phone's rendering: {m.group(0)[:90]}"
+            for m in FIGURE_IMG.finditer(rest)]
+    return out
+
+
+def test_figure_problems_reads_the_checks() -> None:
+    check = html.escape(json.dumps({"laptop": {"small": [], "overlap": []},
+                                    "phone": {"small": [["0.5", 6.1]], "cut": []}}))
+    page = (f'<picture class="lstpe-figure" data-lstpe-check="{check}"><source srcset="x">'
+            f'<img src="data:image/png;base64,AAAA" alt="curves"></picture>'
+            '<img src="../_images/abc.png" alt="">')
+    problems = figure_problems(page, "ch")
+    assert len(problems) == 2
+    assert "@phone: small" in problems[0] and "curves" in problems[0]
+    assert "without a phone's rendering" in problems[1]
+

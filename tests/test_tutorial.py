@@ -48,7 +48,8 @@ def check_figure(fig) -> None:
 
 def test_small_text_measures_the_displayed_size() -> None:
     """A 9 pt label on a figure twice the column's width shows at 4.5 pt; at the column's
-    width it shows at 9 pt; :func:`style.readable` fits the first to the column and lifts it."""
+    width it shows at 9 pt; :func:`style.readable` fits the first to the column (the saved PNG,
+    padded by ``savefig.pad_inches`` each side, at most the column wide) and lifts it."""
     fig = plt.figure(figsize=(2 * style.WIDTH, 3), dpi=style.DPI)
     ax = fig.add_axes((0, 0, 1, 0.8))  # the saved PNG (tight box) is the figure's full width
     ax.set_title("t", fontsize=9)
@@ -57,7 +58,8 @@ def test_small_text_measures_the_displayed_size() -> None:
     assert [t for t, _ in style.small_text(fig)] == ["t"]
     assert style.displayed_pt(fig, 9) == pytest.approx(4.5, rel=0.05)
     style.readable(fig)
-    assert fig.get_figwidth() == pytest.approx(style.WIDTH)
+    assert style.COLUMN_PX - 4 <= style._png_width_px(fig) <= style.COLUMN_PX
+    assert fig.get_figwidth() == pytest.approx(style.WIDTH, rel=0.04)
     assert style.small_text(fig) == []
     plt.close(fig)
 

@@ -86,13 +86,18 @@ def figsize(frac: float = 1.0, height: float = 3.6) -> tuple[float, float]:
 
 
 def _png_width_px(fig: Figure) -> float:
-    """Width in px of the PNG the inline backend saves (``bbox_inches="tight"``)."""
+    """Width in px of the PNG the inline backend saves (``bbox_inches="tight"``, which pads
+    the tight box by ``savefig.pad_inches`` on each side), measured on the drawn figure."""
+    import matplotlib as mpl
+
     canvas = fig.canvas
     if not hasattr(canvas, "get_renderer"):  # a figure closed in pyplot: give it an Agg canvas
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         canvas = FigureCanvasAgg(fig)
-    return fig.get_tightbbox(canvas.get_renderer()).width * fig.dpi
+    canvas.draw()  # a layout engine places the axes when the figure is drawn
+    pad = 2 * mpl.rcParams["savefig.pad_inches"] * fig.dpi
+    return fig.get_tightbbox(canvas.get_renderer()).width * fig.dpi + pad
 
 
 def displayed_pt(fig: Figure, size_pt: float, column_px: float = COLUMN_PX) -> float:
@@ -179,12 +184,12 @@ def readable(fig: Figure, min_pt: float = MIN_PT) -> Figure:
     for t in _texts(fig):
         if t.get_fontsize() < min_pt:
             t.set_fontsize(min_pt)
-    for _ in range(3):  # text over the figure's edge widens the saved PNG: shrink to fit
+    for _ in range(4):  # text over the figure's edge widens the saved PNG: shrink to fit
         px = _png_width_px(fig)
-        if px <= COLUMN_PX + 0.5:
+        if px <= COLUMN_PX:
             break
         w, h = fig.get_size_inches()
-        fig.set_size_inches(w * COLUMN_PX / px, h * COLUMN_PX / px)
+        fig.set_size_inches(w * (COLUMN_PX - 2) / px, h * (COLUMN_PX - 2) / px)
     return fig
 
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lstpe.analysis.responsive import figure_html
 from lstpe.analysis.style import DPI
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ _SWITCH = ("const k=[...this.querySelectorAll('[data-ctl]')].map(c=>c.type==='ch
            "(c.checked?'1':'0'):c.dataset.values?c.dataset.values.split('|')[c.value]:c.value)"
            ".join('|');let n=0;for(const r of this.querySelectorAll('input[type=range]'))"
            "r.nextElementSibling.textContent=r.dataset.shown.split('|')[r.value];"
-           "for(const i of this.querySelectorAll('img[data-key]')){i.hidden=i.dataset.key!==k;"
+           "for(const i of this.querySelectorAll('[data-key]')){i.hidden=i.dataset.key!==k;"
            "n+=!i.hidden}this.querySelector('.lstpe-missing').hidden=n>0;")
 """The explorer's JavaScript (the container's ``oninput``): the key of the controls' values,
 then show the view with that key (or the 'no view' note)."""
@@ -101,18 +102,21 @@ def _control_html(c: Control) -> str:
     raise ValueError(f"unknown control kind {c.kind!r}")
 
 
-def views_html(views: Mapping[tuple[str, ...], bytes], controls: Sequence[Control],
+def views_html(views: Mapping[tuple[str, ...], bytes | Figure], controls: Sequence[Control],
                alt: str = "explorer view") -> str:
     """The pre-rendered views of an explorer as one HTML block that switches between them.
 
     Args:
-        views: a PNG (or SVG) per state, keyed by the controls' values in order (a control
-            with no option of that value makes the view unreachable).
+        views: a PNG (or SVG), or a figure, per state, keyed by the controls' values in order
+            (a control with no option of that value makes the view unreachable); a figure
+            becomes a ``<picture>`` with its phone rendering and checks
+            (:func:`lstpe.analysis.responsive.figure_html`).
         controls: the controls, in the order of the keys.
         alt: the images' alt text (the key is appended).
     Returns:
-        HTML: the controls, every view as an ``<img data-key>`` (all but the first state's
-        hidden) and a note for a state with no view; its ``oninput`` switches views.
+        HTML: the controls, every view as an ``<img data-key>`` or ``<picture data-key>``
+        (all but the first state's hidden) and a note for a state with no view; its
+        ``oninput`` switches views.
     Raises:
         ValueError: a key with the wrong number of values, or no views.
     """
@@ -124,9 +128,14 @@ def views_html(views: Mapping[tuple[str, ...], bytes], controls: Sequence[Contro
         if len(key) != len(controls):
             raise ValueError(f"key {key!r} does not have one value per control")
         k = "|".join(key)
+        hidden = "" if k == first else " hidden"
+        label = f"{alt}: {k}"
+        if not isinstance(png, bytes):  # a figure: both renderings in a <picture>
+            imgs.append(figure_html(png, alt=label).replace(
+                "<picture ", f'<picture data-key="{html.escape(k)}"{hidden} ', 1))
+            continue
         b64 = base64.b64encode(png).decode("ascii")
         mime = PNG_MIME if png[:4] == b"\x89PNG" else "image/svg+xml"
-        hidden = "" if k == first else " hidden"
         imgs.append(f'<img data-key="{html.escape(k)}" alt="{html.escape(alt)}: '
                     f'{html.escape(k)}" src="data:{mime};base64,{b64}"{hidden}>')
     missing = " hidden" if first in {"|".join(k) for k in views} else ""
@@ -147,6 +156,8 @@ class WithStatic:
         text: the ``text/plain`` of the bundle (terminals, nbconvert to text).
         live: the object behind the widget (its callbacks and state), if any.
         html: the pre-rendered views that play on the page (:func:`views_html`), if any.
+        picture: without views, ``figure`` as the page shows it
+            (:func:`lstpe.analysis.responsive.figure_html`: a phone's rendering beside it).
     """
 
     def __init__(self, widget: Any, figure: Figure, text: str | None = None,
@@ -154,6 +165,7 @@ class WithStatic:
         self.widget, self.live, self.html = widget, live, html
         self.figure = figure
         self.png = figure_png(figure, dpi)
+        self.picture = None if html else figure_html(figure)
         close_figure(figure)
         self.text = text or f"{type(widget).__name__} widget (needs a live kernel)"
 
@@ -165,8 +177,7 @@ class WithStatic:
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         bundle["text/plain"] = self.text
         bundle[PNG_MIME] = base64.b64encode(self.png).decode("ascii")
-        if self.html:
-            bundle[HTML_MIME] = self.html
+        bundle[HTML_MIME] = self.html or self.picture
         return bundle
 
     def __repr__(self) -> str:

@@ -216,7 +216,7 @@ def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any]) -> str:
     (:func:`model_figure`) behind a sigma and a seed select box
     (:func:`lstpe.analysis.widgets.views_html`; a pair with no stored model says so)."""
     models = sigma_models(artifacts)
-    views = {(pe, str(s)): figure_png(model_figure(history, artifacts, pe, s)[0])
+    views = {(pe, str(s)): model_figure(history, artifacts, pe, s)[0]
              for pe, seeds in models.items() for s in seeds}
     seeds = sorted({s for ss in models.values() for s in ss})
     controls = [Control("σ", tuple((pe, f"{_sigma(pe):g}") for pe in models)),

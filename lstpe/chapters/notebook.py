@@ -130,10 +130,13 @@ def stored_message(results_dir: Path, how: str, scale: str) -> str:
 
 def style() -> None:
     """The book's matplotlib style (:mod:`lstpe.analysis.style`: figures sized to the page's
-    column, text at least 9 pt there, no top/right spines)."""
+    column, text at least 9 pt there, no top/right spines), and every figure shown with a
+    phone's rendering beside the laptop's (:func:`lstpe.analysis.responsive.install`)."""
+    from lstpe.analysis import responsive
     from lstpe.analysis import style as figure_style
 
     figure_style.apply()
+    responsive.install()
 
 
 PROVENANCE_COLUMNS = ("source", "run", "run_preset", "run_epochs", "run_seeds",

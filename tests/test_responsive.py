@@ -1,0 +1,140 @@
+"""Figures laid out again for a phone (lstpe.analysis.responsive), checked by the house style.
+
+The facts are the house style's own measures (lstpe.analysis.style): the text size a figure
+shows in a column of a given width, overlapping texts, legends over text, markers cut by
+their axes. A laptop figure shrunk to the phone's column breaks the first of them; its phone
+rendering must break none.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from lstpe.analysis import responsive, style, widgets  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _style():
+    with matplotlib.rc_context(style.RC):
+        yield
+    plt.close("all")
+
+
+def three_panels():
+    """Three panels side by side sharing y, a two-column legend under the middle one."""
+    fig, axes = plt.subplots(1, 3, figsize=style.figsize(1.0, 3.2), sharey=True,
+                             layout="constrained")
+    x = np.linspace(0, 200, 50)
+    for i, ax in enumerate(axes):
+        for k in range(4):
+            ax.plot(x, 1 - np.exp(-x / (20 + 30 * k + 10 * i)), marker="o", markevery=10,
+                    label=f"curve {k}")
+        ax.set_title(f"panel {i}: accuracy")
+        ax.set_xlabel("epoch")
+    axes[0].set_ylabel("accuracy")
+    style.legend_below(axes[1])
+    return style.readable(fig)
+
+
+def _png_width(png: bytes) -> int:
+    return Image.open(io.BytesIO(png)).size[0]
+
+
+def test_a_laptop_figure_shrunk_to_a_phone_shows_small_text():
+    """The fact the phone rendering exists for: 9-pt text of a full-column figure shows at
+    5-6 pt in the phone's 388-px column."""
+    fig = three_panels()
+    assert style.small_text(fig) == []
+    small = style.small_text(fig, column_px=responsive.PHONE_PX)
+    assert small and max(pt for _, pt in small) < 6.0
+
+
+def test_the_phone_rendering_stacks_the_panels_and_passes_every_check():
+    fig = three_panels()
+    ph = responsive.phone_figure(fig)
+    tops = sorted(ax.get_position().y0 for ax in ph.axes)
+    lefts = {round(ax.get_position().x0, 3) for ax in ph.axes}
+    assert len(lefts) == 1 and len(tops) == 3  # one column, three rows
+    assert responsive.check(ph, responsive.PHONE_PX) == {
+        "small": [], "overlap": [], "legend": [], "cut": []}
+    buf = io.BytesIO()
+    ph.savefig(buf, format="png", dpi=ph.dpi, bbox_inches="tight")
+    assert _png_width(buf.getvalue()) <= responsive.PHONE_PX
+    assert ph.axes[2].yaxis.get_ticklabels()[1].get_visible()  # shared y: labels come back
+    legend = next(ax.get_legend() for ax in ph.axes if ax.get_legend() is not None)
+    assert legend._ncols == 1 and len(legend.texts) == 4
+    # the laptop figure is left as it was
+    assert len({round(ax.get_position().y0, 3) for ax in fig.axes}) == 1
+
+
+def test_figure_html_carries_both_renderings_and_their_checks():
+    fig = three_panels()
+    out = responsive.figure_html(fig, alt="three panels")
+    m = re.search(r'data-lstpe-check="([^"]*)"', out)
+    got = json.loads(html.unescape(m.group(1)))
+    assert set(got) == {"laptop", "phone"}
+    found = {k: {c: v for c, v in r.items() if v} for k, r in got.items()}
+    assert found == {"laptop": {}, "phone": {}}
+    source = re.search(r'<source media="([^"]+)" srcset="data:image/png;base64,([^"]+)"', out)
+    assert source.group(1) == responsive.PHONE_MEDIA
+    assert _png_width(base64.b64decode(source.group(2))) <= responsive.PHONE_PX
+    laptop = re.search(r'<img src="data:image/png;base64,([^"]+)" alt="three panels"', out)
+    assert responsive.PHONE_PX < _png_width(base64.b64decode(laptop.group(1))) \
+        <= style.COLUMN_PX
+
+
+def test_a_figure_that_cannot_be_copied_says_why_and_still_shows():
+    fig = three_panels()
+    fig.canvas.mpl_connect("draw_event", lambda event: None)  # fine: callbacks are dropped
+    fig.axes[0].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
+        lambda v, _: f"{v:g}"))  # a lambda cannot be pickled
+    laptop, phone, got = responsive.renderings(fig)
+    assert phone is None and "error" in got["phone"] and laptop[:4] == b"\x89PNG"
+
+
+def test_overlapping_ticks_are_flagged_then_mended_on_the_phone():
+    """A laptop figure whose 9 category names fit; at the phone's width they would
+    run together: the phone rendering turns them upright."""
+    fig, ax = plt.subplots(figsize=style.figsize(1.0, 3.0), layout="constrained")
+    names = [f"name-{i:02d}" for i in range(9)]
+    ax.bar(names, np.arange(len(names)))
+    style.readable(fig)
+    assert style.overlapping_text(fig) == []
+    narrow = responsive._copy(fig)
+    narrow.set_size_inches(responsive.PHONE_PX / style.DPI, 3.0)
+    assert style.overlapping_text(narrow) != []
+    assert responsive.check(responsive.phone_figure(fig), responsive.PHONE_PX)["overlap"] == []
+
+
+def test_explorer_views_of_figures_become_switchable_pictures():
+    figs = {(k,): three_panels() for k in ("a", "b")}
+    out = widgets.views_html(figs, [widgets.Control("which", (("a", "A"), ("b", "B")))])
+    pics = re.findall(r"<picture data-key=\"(\w)\"( hidden)? ", out)
+    assert pics == [("a", ""), ("b", " hidden")]
+    assert "querySelectorAll('[data-key]')" in html.unescape(out)
+
+
+def test_install_shows_figures_as_pictures_in_ipython():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    responsive.install()
+    fig = three_panels()
+    data, _ = ip.display_formatter.format(fig)
+    assert data["text/html"].startswith('<picture class="lstpe-figure"')
+    ip.events.trigger("pre_run_cell", None)  # registered again before every cell, not twice
+    names = [getattr(f, "__qualname__", "") for f in ip.events.callbacks["pre_run_cell"]]
+    assert names.count("install.<locals>.register") == 1
