@@ -505,7 +505,7 @@ def figure_problems(page_html: str, chapter: str) -> list[str]:
     """What the figures of one built page break (issue 51, the house style): every figure
     has a phone's rendering, and at both widths none shows text under 9 pt, text over text
     or over another panel, a legend over either, or a marker cut by its axes
-    (:func:`lstpe.analysis.responsive.check`, recorded in ``data-lstpe-check``)."""
+    (:func:`lstpe.analysis.responsive.check_figure`, recorded in ``data-lstpe-check``)."""
     out = []
     for i, m in enumerate(PICTURE.finditer(page_html)):
         got = json.loads(html.unescape(m.group(1)))

@@ -68,7 +68,7 @@ def test_the_phone_rendering_stacks_the_panels_and_passes_every_check():
     tops = sorted(ax.get_position().y0 for ax in ph.axes)
     lefts = {round(ax.get_position().x0, 3) for ax in ph.axes}
     assert len(lefts) == 1 and len(tops) == 3  # one column, three rows
-    assert responsive.check(ph, responsive.PHONE_PX) == {
+    assert responsive.check_figure(ph, responsive.PHONE_PX) == {
         "small": [], "overlap": [], "legend": [], "cut": []}
     buf = io.BytesIO()
     ph.savefig(buf, format="png", dpi=ph.dpi, bbox_inches="tight")
@@ -116,7 +116,8 @@ def test_overlapping_ticks_are_flagged_then_mended_on_the_phone():
     narrow = responsive._copy(fig)
     narrow.set_size_inches(responsive.PHONE_PX / style.DPI, 3.0)
     assert style.overlapping_text(narrow) != []
-    assert responsive.check(responsive.phone_figure(fig), responsive.PHONE_PX)["overlap"] == []
+    phone = responsive.phone_figure(fig)
+    assert responsive.check_figure(phone, responsive.PHONE_PX)["overlap"] == []
 
 
 def test_explorer_views_of_figures_become_switchable_pictures():

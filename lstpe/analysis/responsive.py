@@ -6,21 +6,24 @@ page shrinks the PNG to it, so 9-pt text shows at 5 pt. Shrinking cannot keep te
 the figure has to be laid out again for the narrower column. :func:`phone_figure` does that
 on a copy of the finished figure, the same for every figure of the book:
 
-1. the figure's panels (the axes of its subplot grid) are stacked in reading order, one per
-   row, when they stood side by side (a panel keeps its height; a shared axis gets back the
-   tick labels it hid for its neighbour);
-2. the figure is made :data:`PHONE_PX` wide (text keeps its size in pt, at least
-   :data:`~lstpe.analysis.style.MIN_PT`) and laid out by matplotlib's constrained layout;
-3. tick labels that run into each other are thinned (numbers: fewer ticks) or turned
-   (names: upright at 90 degrees).
+1. panels drawn side by side are stacked in reading order (one column; two for eight or more
+   panels), unless the grid is a table whose rows are named; a shared axis keeps its tick
+   labels on the outer panels only;
+2. legends outside their axes go under them in one column; long titles and names are
+   wrapped; the figure is made :data:`PHONE_PX` wide (text keeps its size in pt, at least
+   :data:`~lstpe.analysis.style.MIN_PT`) and laid out by matplotlib's constrained layout
+   (else tight layout);
+3. crowded tick labels are thinned (numbers) or turned upright (names on the x axis), and
+   markers cut by their axes get room (a heatmap's shrink instead).
 
 :func:`figure_html` puts both renderings in one ``<picture>``: the page shows the phone's below
 a :data:`PHONE_MEDIA` window, the laptop's above; Jupyter and Colab render the same HTML. Each
-rendering is checked with the house style's checks (:func:`check`: text under 9 pt where it is
-shown, overlapping text, legends over text or panels, markers cut by their axes) and the
-result is written into the ``<picture>`` as ``data-lstpe-check``, so the book's test reads what
-every figure of the built book looks like at both widths. :func:`install` makes this the way
-a notebook shows every matplotlib figure (``lstpe.chapters.notebook.setup`` calls it).
+rendering is checked with the house style's checks (:func:`check_figure`: text under 9 pt
+where it is shown, overlapping text, legends over text or panels, markers cut by their
+axes) and the result is written into the ``<picture>`` as ``data-lstpe-check``, where a test
+of the built book reads what every figure looks like at both widths (``tests/test_book.py``,
+``figure_problems``). :func:`install` makes this the way a notebook shows every matplotlib
+figure (``lstpe.chapters.notebook.setup`` calls it).
 
 Lives in :mod:`lstpe.analysis` beside :mod:`lstpe.analysis.style`, which it builds on.
 """
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CHECK_ATTR", "PHONE_MEDIA", "PHONE_PX", "check", "figure_html", "install",
+__all__ = ["CHECK_ATTR", "PHONE_MEDIA", "PHONE_PX", "check_figure", "figure_html", "install",
            "phone_figure", "renderings"]
 
 PHONE_PX = 388
@@ -52,13 +55,13 @@ PHONE_MEDIA = "(max-width: 600px)"
 show at 0.8 of its size or less."""
 
 CHECK_ATTR = "data-lstpe-check"
-"""The ``<picture>`` attribute holding :func:`check`'s result for both renderings (JSON)."""
+"""The ``<picture>`` attribute holding :func:`check_figure`'s result for both renderings (JSON)."""
 
 
 # --------------------------------------------------------------------------- checking
 
 
-def check(fig: Figure, column_px: float) -> dict[str, list]:
+def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
     """The house style's checks of ``fig`` shown in a column ``column_px`` wide: ``small``
     (texts under :data:`~lstpe.analysis.style.MIN_PT` there), ``overlap`` (titles, labels and
     tick labels running into each other or into another panel), ``legend`` (a legend over
@@ -422,14 +425,14 @@ def renderings(fig: Figure) -> tuple[bytes, bytes | None, dict[str, Any]]:
     with warnings.catch_warnings():  # layout engines warn while they try: the checks judge
         warnings.simplefilter("ignore", UserWarning)
         style.readable(fig)
-        result: dict[str, Any] = {"laptop": check(fig, style.COLUMN_PX)}
+        result: dict[str, Any] = {"laptop": check_figure(fig, style.COLUMN_PX)}
         laptop = _png(fig)
         try:
             ph = phone_figure(fig)
         except Exception as err:  # noqa: BLE001 - any failure is reported, the figure shows
             result["phone"] = {"error": [f"{type(err).__name__}: {err}"]}
             return laptop, None, result
-        result["phone"] = check(ph, PHONE_PX)
+        result["phone"] = check_figure(ph, PHONE_PX)
         phone = _png(ph)
     plt.close(ph)
     return laptop, phone, result
