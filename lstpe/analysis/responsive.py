@@ -462,8 +462,9 @@ def _alt(fig: Figure) -> str:
 def install() -> None:
     """Show every matplotlib figure of this IPython kernel as :func:`figure_html` (its
     ``text/html``; the inline backend's ``image/png`` stays in the output beside it). The inline
-    backend drops other formatters of figures when it starts, so this runs after it and again
-    before every cell. A no-op outside IPython."""
+    backend drops other formatters of figures when it starts (at pyplot's first figure), so
+    this starts it, then registers, and registers again before every cell. A no-op outside
+    IPython."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -471,7 +472,9 @@ def install() -> None:
     ip = get_ipython()
     if ip is None:
         return
-    import matplotlib.pyplot  # noqa: F401 - starts the inline backend first
+    import matplotlib.pyplot as plt
+
+    plt.close(plt.figure())  # pyplot picks its backend at the first figure: start it first
 
     def register(*_: Any, **__: Any) -> None:
         from matplotlib.figure import Figure
