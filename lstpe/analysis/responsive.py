@@ -73,10 +73,6 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
             "cut": [list(t) for t in style.markers_at_edge(fig)]}
 
 
-def _problems(result: dict[str, list]) -> int:
-    return sum(len(v) for v in result.values())
-
-
 # --------------------------------------------------------------------------- the phone
 
 
