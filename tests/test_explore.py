@@ -95,7 +95,8 @@ def test_with_static_wraps_any_widget():
     ax.plot([0, 1])
     w = widgets.IntSlider()
     b = ch.with_static(w, fig, text="a slider")._repr_mimebundle_()
-    assert set(b) == {VIEW, PNG, "text/plain"} and b["text/plain"] == "a slider"
+    assert set(b) == {VIEW, PNG, "text/html", "text/plain"} and b["text/plain"] == "a slider"
+    assert b["text/html"].startswith('<picture class="lstpe-figure"')  # the page's picture
     assert b[VIEW]["model_id"] == w.model_id
     assert not plt.fignum_exists(fig.number)
 
