@@ -193,10 +193,15 @@ def test_config_makes_the_page_play_the_views(run, builder):
 
 
 def _views(html_text: str) -> dict[str, str]:
-    """key -> data URL of every view of a :func:`widgets.views_html` block."""
+    """key -> data URL of every view of a :func:`widgets.views_html` block: an
+    ``<img data-key>`` (a PNG or SVG view), or a ``<picture data-key>`` (a figure's view: its
+    laptop rendering)."""
     import re
 
-    return dict(re.findall(r'<img data-key="([^"]+)"[^>]*src="([^"]+)"', html_text))
+    views = dict(re.findall(r'<img data-key="([^"]+)"[^>]*src="([^"]+)"', html_text))
+    views.update(re.findall(r'<picture data-key="([^"]+)".*?<img src="([^"]+)"', html_text,
+                            re.S))
+    return views
 
 
 def test_the_page_views_hold_every_stored_model(run):
@@ -211,8 +216,9 @@ def test_the_page_views_hold_every_stored_model(run):
     assert all(v.startswith("data:image/png;base64,iVBOR") for v in views.values())
     assert re.findall(r'<option value="([^"]+)"', text) == ["learn-0.1", "learn-0.5",
                                                              "learn-2", "1", "2"]
-    shown = re.findall(r'<img data-key="([^"]+)"[^>]*src="[^"]+">', text)
+    shown = re.findall(r'<picture data-key="([^"]+)" class=', text)  # not hidden
     assert shown == ["learn-0.1|1"]
+    assert text.count("<source media=") == len(views)  # each with its phone rendering
     assert "oninput=" in text and "<script" not in text  # plays without a library
     plt.close("all")
 
