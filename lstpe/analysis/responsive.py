@@ -388,12 +388,8 @@ def _lay_out(fig: Figure) -> None:
 def _fit_width(fig: Figure, width_px: float) -> None:
     """Text reaching past the figure's edge widens the saved PNG: narrow the figure until
     the PNG fits ``width_px`` (its text keeps its size)."""
-    import matplotlib as mpl
-
-    pad = 2 * mpl.rcParams["savefig.pad_inches"] * fig.dpi
     for _ in range(6):
-        fig.canvas.draw()
-        px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi + pad
+        px = style._png_width_px(fig)  # drawn, tight box plus savefig's padding
         if px <= width_px - 1:
             return
         w, h = fig.get_size_inches()
