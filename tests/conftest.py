@@ -101,3 +101,13 @@ def lease_checkout():
         return root
 
     return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def house_style() -> None:
+    """Every figure of the suite is drawn in the house style, as every chapter draws it
+    (``chapters.notebook.setup`` applies it), whatever test ran before: a figure's layout
+    must not depend on the order the tests run in."""
+    from lstpe.analysis import style
+
+    style.apply()

@@ -190,18 +190,18 @@ def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125)) -> Figure:
     """The ALiBi bias matrix, the attention it alone gives position 0, and its row for ``cell``
     drawn on the grid."""
     B = enc.alibi_bias(N).numpy()
-    fig, axes = _figure(1, 3, figsize=(12.5, 3.6), width_ratios=[1.1, 1, 0.9])
+    fig, axes = _figure(1, 3, figsize=(7.1, 3.0), width_ratios=[1.1, 1, 0.9])
     _heatmap(fig, axes[0, 0], B, f"ALiBi bias -{enc.ALIBI_SLOPE} |i - j|", label="bias",
              cmap="Blues_r")
     ax = axes[0, 1]
     for slope in slopes:
         ax.plot(range(N), enc.alibi_bias(N, slope)[0].softmax(-1).numpy(), marker="o", ms=3,
                 label=f"slope {slope}")
-    ax.set_xlabel("key j (query 0, equal content)")
+    ax.set_xlabel("key j (query 0)")
     ax.set_ylabel("softmax weight")
-    ax.set_title("attention from position 0,\nbias alone", fontsize=9)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.42), ncols=3, fontsize=8)  # under
-    # the x-label, not over the data
+    ax.set_title("attention of query 0,\nbias alone", fontsize=9)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3,
+               fontsize=8)  # under the panels, not over the data
     _heatmap(fig, axes[0, 2], B[cell].reshape(4, 4), f"bias from cell {cell} (star)\non the grid",
              xlabel="column", ylabel="row", label="bias", cmap="Blues_r")
     axes[0, 2].plot(cell % 4, cell // 4, "r*", ms=12)
