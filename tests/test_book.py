@@ -531,3 +531,15 @@ def test_figure_problems_reads_the_checks() -> None:
     assert "@phone: small" in problems[0] and "curves" in problems[0]
     assert "without a phone's rendering" in problems[1]
 
+
+
+def test_figures_stay_readable_on_a_laptop_and_a_phone(built_book: Path) -> None:
+    """Issue 51: every figure of every chapter shows both renderings, and the house style's
+    checks of each pass (:func:`figure_problems`): no text under 9 pt, no text over text, no
+    legend over a label or the data, no marker cut by its axes, at 1280 and at 420 px."""
+    problems = []
+    for chapter in _chapters():
+        if _is_notebook(chapter):
+            problems += figure_problems(
+                (built_book / f"{chapter}.html").read_text(encoding="utf-8"), chapter)
+    assert not problems, "\n".join(problems)

@@ -40,8 +40,9 @@ computed with training, :mod:`lstpe.training.noise`):
   200-epoch unit of the same seed, and their figure
 - :mod:`lstpe.analysis.claim_tables` evidence tables of noise, humans and brain networks;
   :mod:`lstpe.analysis.report_plots` the report's figures; :mod:`lstpe.analysis.chance`,
-  :mod:`lstpe.analysis.kernels`, :mod:`lstpe.analysis.style`; :mod:`lstpe.analysis.responsive`
-  every figure laid out again for a phone, both renderings checked
+  :mod:`lstpe.analysis.kernels`, :mod:`lstpe.analysis.style`; :mod:`lstpe.analysis.phone`
+  every figure laid out again for a phone, :mod:`lstpe.analysis.responsive` both renderings
+  shown and checked
 
 Each paper claim's verdict is decided in :mod:`lstpe.claims`, one floor up.
 """
@@ -56,7 +57,7 @@ SUBMODULES: tuple[str, ...] = (
     "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "evidence",
     "forest",
     "pe_structure", "pe_plots", "learned_part", "mechanism", "long_runs", "claim_tables",
-    "report_plots", "chance", "kernels", "style", "responsive",
+    "report_plots", "chance", "kernels", "style", "phone", "responsive",
 )
 
 

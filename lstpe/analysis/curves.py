@@ -124,11 +124,11 @@ def plot_learning_curves(curves: pd.DataFrame, ax: Axes | None = None, by: str =
 
 SPLIT_STYLE: dict[str, dict] = {
     "train_running": {"color": "tab:blue", "ls": "-",
-                      "label": "training, running mean in train mode (paper's measure)"},
+                      "label": "training, running mean, train mode (paper's)"},
     "train": {"color": "tab:blue", "ls": "--", "label": "training, eval mode"},
     "val": {"color": "tab:orange", "ls": "-", "label": "validation, eval mode"},
     "val_dropout": {"color": "tab:red", "ls": ":",
-                    "label": "validation, dropout on (authors' evaluation)"},
+                    "label": "validation, dropout on (authors')"},
 }
 """Colour, line style and legend label of each split in :func:`plot_split_facets`."""
 
@@ -161,8 +161,9 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
     curves = {s: learning_curves(h, s) for s in splits}
     nrows = math.ceil(len(pes) / ncols)
     ncols = min(ncols, len(pes))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.0 * ncols + 0.4, 1.9 * nrows + 1.0),
-                             sharex=True, sharey=True, squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(min(2.0 * ncols + 0.4, 7.1),
+                                                    1.9 * nrows + 1.2),
+                             sharex=True, sharey=True, squeeze=False, layout="constrained")
     for ax in axes.flat[len(pes):]:
         ax.set_visible(False)
     for ax, pe in zip(axes.flat[:len(pes)], pes, strict=True):
@@ -190,9 +191,8 @@ def plot_split_facets(history: pd.DataFrame, pes: Sequence[str] | None = None,
     for ax in axes.flat[:len(pes)]:
         for hd, lb in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(lb, hd)
-    fig.tight_layout(rect=(0, 0.9 / fig.get_figheight(), 1, 1))
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=2, fontsize=9,
-               frameon=False)
+    fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=2,
+               fontsize=9, frameon=False)
     return fig
 
 

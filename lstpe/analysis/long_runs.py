@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from lstpe.analysis import style
 from lstpe.analysis._common import as_array, require
 from lstpe.analysis.attention import layer_mean_scores, layer_scores
 from lstpe.analysis.pe_structure import PermutationNull, snapshot_structure
@@ -356,7 +357,7 @@ def plot_witness(table: pd.DataFrame) -> Figure:
     dashed, what the decay alone leaves dotted."""
     import matplotlib.pyplot as plt
 
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.6), layout="constrained")
     for i, (pe, g) in enumerate(table.groupby("pe", sort=False)):
         for opt, ls in (("adamw", "-"), ("adam", "--")):
             h = g[g["optimizer"] == opt]
@@ -366,11 +367,10 @@ def plot_witness(table: pd.DataFrame) -> Figure:
     ax0.plot(w["epoch"], w["decay_only"], ":", color="k", label="the decay alone")
     ax1.axhline(0.25, color="0.5", ls=":", lw=1)
     ax0.set(xlabel="epoch", ylabel="PE norm / its norm at epoch 0")
-    ax1.set(xlabel="epoch", ylabel="validation accuracy (dotted: chance)", ylim=(0, 1))
-    fig.legend(*ax0.get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=8,
-               bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    return fig
+    ax1.set(xlabel="epoch", ylabel="validation accuracy\n(dotted: chance)", ylim=(0, 1))
+    fig.legend(*ax0.get_legend_handles_labels(), loc="outside lower center", ncols=3,
+               fontsize=9, frameon=False)
+    return style.readable(fig)
 
 
 ACCURACY_AT_COLUMNS: tuple[str, ...] = ("epoch", "split", "accuracy")

@@ -9,6 +9,9 @@ chapter 8's previews of Tables 4-6.
   of their targets.
 * :func:`plot_run_finals`: final accuracy per PE of whole runs (chapter 8's Tables 4-6), each
   model and the mean, on the full accuracy axis with chance.
+* :func:`plot_noise_loss`: chapter 8's accuracy lost to embedding noise, every model and each
+  PE's mean with its interval: the named PEs in one panel, the learnable PEs over sigma in
+  the other.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from lstpe.analysis.seed_stats import mean_ci, t_half
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_sigma_sweep", "plot_progress", "plot_run_finals", "run_tag"]
+__all__ = ["plot_sigma_sweep", "plot_progress", "plot_run_finals", "plot_noise_loss", "run_tag"]
 
 
 DODGE = 0.2
@@ -166,4 +169,53 @@ def plot_run_finals(runs: Mapping[str, Any], split: str = "val", chance: float =
                title=f"{title}\n{run_tag(run)}")
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=3,
                fontsize=9)
+    return style.readable(fig)
+
+
+def plot_noise_loss(losses: pd.DataFrame, cells: pd.DataFrame, noise: float) -> Figure:
+    """Accuracy lost at noise std ``noise``: every model (grey dots) and each PE's mean with
+    its 95% interval (blue squares), the PEs that are not ``learn-<sigma>`` by name on the
+    left, the ``learn-<sigma>`` PEs on a sigma axis on the right (one panel where only one
+    kind is present).
+
+    Args:
+        losses: ``pe, loss`` per model (:func:`lstpe.analysis.claim_tables.noise_loss_per_model`).
+        cells: ``cell, mean, ci_low, ci_high`` per PE
+            (:func:`lstpe.analysis.claim_tables.noise_evidence`).
+    Raises:
+        ValueError: a PE of ``cells`` without a model in ``losses``.
+    """
+    import matplotlib.pyplot as plt
+
+    rows = cells.set_index("cell")
+    missing = [pe for pe in rows.index if not (losses["pe"] == pe).any()]
+    if missing:
+        raise ValueError(f"no model of PE(s) {missing} in losses")
+    named = [pe for pe in rows.index if np.isnan(_sigma(str(pe)))]
+    swept = [pe for pe in rows.index if pe not in named]
+    groups = [g for g in (named, swept) if g]
+    fig, axes = plt.subplots(1, len(groups), figsize=style.figsize(1.0, 3.4), sharey=True,
+                             layout="constrained", squeeze=False,
+                             width_ratios=[max(len(g), 4) for g in groups])
+    for ax, group in zip(axes[0], groups, strict=True):
+        xs = [_sigma(pe) if group is swept else i for i, pe in enumerate(group)]
+        for x, pe in zip(xs, group, strict=True):
+            y = losses.loc[losses["pe"] == pe, "loss"].to_numpy(float)
+            ax.plot(np.full(len(y), x), y, "o", color="0.6", ms=4,
+                    label="one model" if pe == group[0] else None)
+            r = rows.loc[pe]
+            ax.errorbar(x, r["mean"], yerr=[[r["mean"] - r["ci_low"]], [r["ci_high"] - r["mean"]]],
+                        fmt="s", color="C0", capsize=3,
+                        label="mean, 95% interval" if pe == group[0] else None)
+        ax.axhline(0, color="0.3", lw=0.8)
+        if group is swept:
+            ax.set_xlabel("σ of learn-σ (init std)")
+        else:
+            ax.set_xticks(range(len(group)), group, rotation=90)
+            ax.set_xlim(-0.6, len(group) - 0.4)
+            ax.set_xlabel("positional encoding")
+    axes[0, 0].set_ylabel(f"accuracy lost at noise {noise:g}")
+    fig.suptitle("accuracy lost to embedding noise, per model", fontsize=10)
+    fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=2,
+               fontsize=9, frameon=False)
     return style.readable(fig)

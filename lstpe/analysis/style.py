@@ -184,12 +184,15 @@ def readable(fig: Figure, min_pt: float = MIN_PT) -> Figure:
     for t in _texts(fig):
         if t.get_fontsize() < min_pt:
             t.set_fontsize(min_pt)
-    for _ in range(4):  # text over the figure's edge widens the saved PNG: shrink to fit
+    for i in range(6):  # text over the figure's edge widens the saved PNG: shrink to fit
         px = _png_width_px(fig)
         if px <= COLUMN_PX:
             break
-        w, h = fig.get_size_inches()
-        fig.set_size_inches(w * (COLUMN_PX - 2) / px, h * (COLUMN_PX - 2) / px)
+        w, h = fig.get_size_inches()  # a legend or label in points does not shrink with the
+        # figure: after the first proportional step, shrink by more than the excess
+        new_w = (w * (COLUMN_PX - 2) / px if i == 0
+                 else w - 1.5 * (px - COLUMN_PX + 2) / fig.dpi)
+        fig.set_size_inches(new_w, h * new_w / w)
     return fig
 
 

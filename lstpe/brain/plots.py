@@ -205,7 +205,9 @@ def plot_network_measures(table: pd.DataFrame, order: Sequence[str]):
         ax.plot(x, mean["init"][order], "o", mfc="none", color="k", label="at initialisation")
         ax.plot(x, g[f"{m}_null_mean"].mean()["final"][order], "_", ms=18, color="r",
                 label="shuffled-network null (mean)")
-        ax.set_xticks(x, list(order), rotation=45, ha="right", rotation_mode="anchor")
+        ax.set_xticks(x, list(order), rotation=90)
+        ax.set_xlim(-0.6, len(order) - 0.4)
+        ax.margins(y=0.15)  # the null's wide marks drawn whole
         ax.set(ylabel=m, title=f"{m} of the PE\nvs the Yeo-7 networks")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=2,
                fontsize=9)

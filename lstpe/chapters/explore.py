@@ -136,7 +136,9 @@ def draw_model(ax_kernel: Axes, ax_curve: Axes, kernel: np.ndarray, curve: pd.Da
                           yerr=authors["acc_sd"].to_numpy(float), fmt="D", color="k", ms=4,
                           capsize=3, label="authors' logs, mean ± SD")
     ax_curve.axhline(0.25, color="0.5", ls=":", lw=1, label="chance")
-    ax_curve.set_ylim(0, 1.02)
+    last_epoch = max(float(curve["epoch"].max()), float(max(authors.index, default=0)))
+    ax_curve.set_xlim(-0.04 * last_epoch, 1.04 * last_epoch)  # the last diamond drawn whole
+    ax_curve.set_ylim(0, 1.06)  # and its error bar's cap
     ax_curve.set_xlabel("epoch", fontsize=9)
     ax_curve.set_ylabel("validation accuracy", fontsize=9)
     ax_curve.tick_params(labelsize=9)
@@ -196,16 +198,17 @@ def sigma_grid(history: pd.DataFrame, artifacts: Mapping[str, Any], seed: int | 
 
 def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, seed: int
                  ) -> tuple[Figure, tuple[np.ndarray, pd.DataFrame, str]]:
-    """One model's explorer view (:func:`draw_model`, the legend inside the curve's axes), as
+    """One model's explorer view (:func:`draw_model`, the legend under both panels), as
     wide as the page's column; the figure (closed in pyplot) and its kernel, curve, split."""
     import matplotlib.pyplot as plt
 
     kernel, curve, authors, split = _model_data(history, artifacts, pe, int(seed))
-    fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.3),
+    fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.7),
                                      layout="constrained", dpi=style.DPI,
                                      gridspec_kw={"width_ratios": [1, 1.25]})
     draw_model(ax_k, ax_c, kernel, curve, authors, pe, int(seed), split)
-    ax_c.legend(fontsize=9, loc="lower right")
+    fig.legend(*ax_c.get_legend_handles_labels(), fontsize=9, loc="outside lower center",
+               ncols=3)  # under the panels: inside, it would cover the curve's early epochs
     style.readable(fig)
     close_figure(fig)
     return fig, (kernel, curve, split)

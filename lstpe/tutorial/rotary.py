@@ -260,10 +260,10 @@ def plot_probe_mass(trained: dict, n: int) -> Figure:
     :math:`s_i = \\sum_j a_{ij}` per head of ``rope+l2`` and ``alibi+l2`` beside softmax's 1."""
     from lstpe.analysis import probe as P
 
-    fig, axes = _figure(1, 3, figsize=(12.5, 3.8))
+    fig, axes = _figure(1, 3, figsize=(7.1, 3.2), width_ratios=[1.15, 1, 1])
     with torch.no_grad():
         w = trained["alibi"]()[1]
-    _heatmap(fig, axes[0, 0], w[0], "trained alibi, head 0 (rows differ)",
+    _heatmap(fig, axes[0, 0], w[0], "trained alibi, head 0\n(rows differ)",
              label="attention weight", cmap="magma")
     pos = range(1, n + 1)
     for ax, v in zip(axes[0, 1:], ("rope+l2", "alibi+l2"), strict=True):
@@ -272,8 +272,8 @@ def plot_probe_mass(trained: dict, n: int) -> Figure:
             ax.plot(pos, mass[h], marker="o", ms=3, label=f"head {h}")
         ax.plot(pos, P.attention_mass(trained["rope"])[0], "k--", lw=1, label="rope (softmax)")
         ax.set_xlabel("position i")
-        ax.set_ylabel(r"attention mass $s_i=\sum_j a_{ij}$")
+        ax.set_ylabel(r"mass $s_i$ (row sum of $a$)")
         ax.set_title(f"{v}, trained", fontsize=9)
     handles, labels = axes[0, 1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right center", fontsize=8)
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=8)
     return style.readable(fig)

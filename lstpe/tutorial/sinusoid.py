@@ -300,10 +300,10 @@ def plot_grid_similarity(d: int = 160, cell: int = 5) -> Figure:
     for (pe, S), ls in zip(sims.items(), ("-", "--"), strict=True):
         axes[2].plot(range(16), S[cell] / S[cell, cell], ls, marker="o", ms=3, label=pe)
     axes[2].set_xticks(range(0, 16, 4), [f"r{i}" for i in range(4)])
-    axes[2].set_xlabel("key cell (ticks: column 0 of row r)")
+    axes[2].set_xlabel("key cell (rN: row N starts)")
     axes[2].set_ylabel("similarity / self-similarity")
     axes[2].set_title(f"cell {cell} (r{cell // 4} c{cell % 4}) vs every cell", fontsize=10)
-    axes[2].legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+    axes[2].legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncols=2)
     grid_axes = bottom.subplots(1, 2)
     for ax, (pe, S) in zip(grid_axes, sims.items(), strict=True):  # each on its own range
         im = ax.imshow((S[cell] / S[cell, cell]).reshape(4, 4), cmap="viridis")
