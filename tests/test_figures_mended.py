@@ -225,3 +225,35 @@ def test_pe_kernels_text_is_readable_at_the_column():
     assert style.small_text(fig) == []
     assert style.overlapping_text(fig) == []
     assert len([ax for ax in fig.axes if ax.get_visible()]) == 11 + 11  # and a bar each
+
+
+def test_noise_loss_names_the_fixed_pes_and_puts_sigmas_on_their_axis():
+    """Chapter 8's per-model noise loss: the 28 PE names on one axis ran into each other at
+    45 degrees. Now the named PEs stand upright in one panel and the learnable PEs sit at
+    their sigma on a number axis; every model is a dot, each PE's square sits at its mean
+    with its interval, and both the laptop's and the phone's renderings pass the checks."""
+    from lstpe.analysis import claim_tables as ct
+    from lstpe.analysis import responsive
+
+    pes = ["2d-fixed", "rope", "learn-0.1", "learn-0.5", "learn-2"]
+    rows = [{"noise": nz, "pe": pe, "seed": s, "condition": "all",
+             "accuracy": 0.9 - nz * (i + 1) * 0.1 - 0.01 * s}
+            for i, pe in enumerate(pes) for s in (1, 2, 3) for nz in (0.0, 0.1)]
+    losses = ct.noise_loss_per_model(pd.DataFrame(rows))
+    cells = pd.DataFrame({"cell": pes, "mean": [0.01, 0.02, 0.03, 0.04, 0.05],
+                          "ci_low": [0.0] * 5, "ci_high": [0.1] * 5})
+    fig = report_plots.plot_noise_loss(losses, cells, 0.1)
+    named, swept = fig.axes[:2]
+    assert [t.get_text() for t in named.get_xticklabels()] == ["2d-fixed", "rope"]
+    dots = [ln for ln in swept.get_lines() if ln.get_marker() == "o"]
+    assert sorted(float(ln.get_xdata()[0]) for ln in dots) == [0.1, 0.5, 2.0]
+    assert sum(len(ln.get_ydata()) for ax in (named, swept) for ln in ax.get_lines()
+               if ln.get_marker() == "o") == 15  # every model
+    squares = [c.lines[0] for c in swept.containers]
+    np.testing.assert_allclose([float(s.get_ydata()[0]) for s in squares], [0.03, 0.04, 0.05])
+    _, _, checks = responsive.renderings(fig)
+    assert all(not v for r in checks.values() for v in r.values()), checks
+    with pytest.raises(ValueError, match="learn-9"):
+        report_plots.plot_noise_loss(losses, pd.concat(
+            [cells, pd.DataFrame([{"cell": "learn-9", "mean": 0, "ci_low": 0, "ci_high": 0}])]),
+            0.1)

@@ -139,3 +139,38 @@ def test_install_shows_figures_as_pictures_in_ipython():
     ip.events.trigger("pre_run_cell", None)  # registered again before every cell, not twice
     names = [getattr(f, "__qualname__", "") for f in ip.events.callbacks["pre_run_cell"]]
     assert names.count("install.<locals>.register") == 1
+
+
+def test_a_wide_table_of_heatmaps_is_stacked_with_its_row_names_and_colour_bars():
+    """A 2 x 3 table of heatmaps, rows named by their first panel's y label, a colour bar
+    beside each: on the phone each panel carries its row's name in its title, every colour bar
+    stays beside its own panel (same height band, to its right) and the checks pass; a panel
+    that holds only a legend becomes the figure's legend."""
+    fig, axes = plt.subplots(2, 3, figsize=style.figsize(1.0, 4.6), layout="constrained")
+    rng = np.random.default_rng(0)
+    for r, name in enumerate(("learn-0.1\nrow", "learn-2\nrow")):
+        for c, ax in enumerate(axes[r]):
+            im = ax.imshow(rng.random((4, 4)))
+            fig.colorbar(im, ax=ax, label="cosine")
+            ax.set_title(["init", "learned", "final"][c])
+        axes[r, 0].set_ylabel(name)
+    readable = style.readable(fig)
+    ph = responsive.phone_figure(readable)
+    ph.canvas.draw()
+    panels = [a for a in ph.axes if a.get_label() != "<colorbar>"]
+    titles = sorted(a.get_title() for a in panels)
+    assert titles[0] == "learn-0.1\nfinal" and titles[-1] == "learn-2\nlearned"
+    for cax in [a for a in ph.axes if a.get_label() == "<colorbar>"]:
+        owner = cax._colorbar.mappable.axes
+        ob, cb = owner.get_position(), cax.get_position()
+        assert cb.x0 >= ob.x1 - 1e-3 and cb.x0 - ob.x1 < 0.1  # just right of its panel
+        assert min(ob.y1, cb.y1) - max(ob.y0, cb.y0) > 0.5 * ob.height  # in its height band
+    assert all(not v for v in responsive.check_figure(ph, responsive.PHONE_PX).values())
+
+    fig2, (ax, key) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.0))
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.set(xlabel="x", ylabel="y")
+    key.axis("off")
+    key.legend(*ax.get_legend_handles_labels())
+    ph2 = responsive.phone_figure(style.readable(fig2))
+    assert len(ph2.axes) == 1 and len(ph2.legends) + (ph2.axes[0].get_legend() is not None) == 1
