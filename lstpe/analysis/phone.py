@@ -213,11 +213,15 @@ def _put_legends(fig: Figure, taken: list, panels: list[Axes]) -> None:
     constrained = isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
     for ax, handles, labels, title in taken:
         if ax is None and constrained:  # under one panel of a grid it would squeeze them all
-            fig.legend(handles, labels, loc="outside lower center", ncols=1, title=title,
-                       fontsize=9, frameon=False)
-            continue
-        under = ax if ax is not None else (panels[-1] if panels else fig.axes[-1])
-        style.legend_below(under, handles=handles, labels=labels, ncols=1, title=title)
+            leg = fig.legend(handles, labels, loc="outside lower center", ncols=1, title=title,
+                             fontsize=9, frameon=False)
+        else:
+            under = ax if ax is not None else (panels[-1] if panels else fig.axes[-1])
+            leg = style.legend_below(under, handles=handles, labels=labels, ncols=1,
+                                     title=title)
+        fig.canvas.draw()  # the one-column legend was beside the panels: the figure grows
+        w, h = fig.get_size_inches()  # by its height, so the panels keep theirs
+        fig.set_size_inches(w, h + leg.get_window_extent().height / fig.dpi)
 
 
 def _thin_ticks(fig: Figure) -> None:
