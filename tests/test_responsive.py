@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from lstpe.analysis import responsive, style, widgets  # noqa: E402
+from lstpe.analysis import phone, responsive, style, widgets  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -58,21 +58,21 @@ def test_a_laptop_figure_shrunk_to_a_phone_shows_small_text():
     5-6 pt in the phone's 388-px column."""
     fig = three_panels()
     assert style.small_text(fig) == []
-    small = style.small_text(fig, column_px=responsive.PHONE_PX)
+    small = style.small_text(fig, column_px=phone.PHONE_PX)
     assert small and max(pt for _, pt in small) < 6.0
 
 
 def test_the_phone_rendering_stacks_the_panels_and_passes_every_check():
     fig = three_panels()
-    ph = responsive.phone_figure(fig)
+    ph = phone.phone_figure(fig)
     tops = sorted(ax.get_position().y0 for ax in ph.axes)
     lefts = {round(ax.get_position().x0, 3) for ax in ph.axes}
     assert len(lefts) == 1 and len(tops) == 3  # one column, three rows
-    assert responsive.check_figure(ph, responsive.PHONE_PX) == {
+    assert responsive.check_figure(ph, phone.PHONE_PX) == {
         "small": [], "overlap": [], "legend": [], "cut": []}
     buf = io.BytesIO()
     ph.savefig(buf, format="png", dpi=ph.dpi, bbox_inches="tight")
-    assert _png_width(buf.getvalue()) <= responsive.PHONE_PX
+    assert _png_width(buf.getvalue()) <= phone.PHONE_PX
     assert ph.axes[2].yaxis.get_ticklabels()[1].get_visible()  # shared y: labels come back
     legend = next(ax.get_legend() for ax in ph.axes if ax.get_legend() is not None)
     assert legend._ncols == 1 and len(legend.texts) == 4
@@ -90,9 +90,9 @@ def test_figure_html_carries_both_renderings_and_their_checks():
     assert found == {"laptop": {}, "phone": {}}
     source = re.search(r'<source media="([^"]+)" srcset="data:image/png;base64,([^"]+)"', out)
     assert source.group(1) == responsive.PHONE_MEDIA
-    assert _png_width(base64.b64decode(source.group(2))) <= responsive.PHONE_PX
+    assert _png_width(base64.b64decode(source.group(2))) <= phone.PHONE_PX
     laptop = re.search(r'<img src="data:image/png;base64,([^"]+)" alt="three panels"', out)
-    assert responsive.PHONE_PX < _png_width(base64.b64decode(laptop.group(1))) \
+    assert phone.PHONE_PX < _png_width(base64.b64decode(laptop.group(1))) \
         <= style.COLUMN_PX
 
 
@@ -101,8 +101,8 @@ def test_a_figure_that_cannot_be_copied_says_why_and_still_shows():
     fig.canvas.mpl_connect("draw_event", lambda event: None)  # fine: callbacks are dropped
     fig.axes[0].xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(
         lambda v, _: f"{v:g}"))  # a lambda cannot be pickled
-    laptop, phone, got = responsive.renderings(fig)
-    assert phone is None and "error" in got["phone"] and laptop[:4] == b"\x89PNG"
+    laptop, small, got = responsive.renderings(fig)
+    assert small is None and "error" in got["phone"] and laptop[:4] == b"\x89PNG"
 
 
 def test_overlapping_ticks_are_flagged_then_mended_on_the_phone():
@@ -113,11 +113,11 @@ def test_overlapping_ticks_are_flagged_then_mended_on_the_phone():
     ax.bar(names, np.arange(len(names)))
     style.readable(fig)
     assert style.overlapping_text(fig) == []
-    narrow = responsive._copy(fig)
-    narrow.set_size_inches(responsive.PHONE_PX / style.DPI, 3.0)
+    narrow = phone._copy(fig)
+    narrow.set_size_inches(phone.PHONE_PX / style.DPI, 3.0)
     assert style.overlapping_text(narrow) != []
-    phone = responsive.phone_figure(fig)
-    assert responsive.check_figure(phone, responsive.PHONE_PX)["overlap"] == []
+    mended = phone.phone_figure(fig)
+    assert responsive.check_figure(mended, phone.PHONE_PX)["overlap"] == []
 
 
 def test_explorer_views_of_figures_become_switchable_pictures():
@@ -155,7 +155,7 @@ def test_a_wide_table_of_heatmaps_is_stacked_with_its_row_names_and_colour_bars(
             ax.set_title(["init", "learned", "final"][c])
         axes[r, 0].set_ylabel(name)
     readable = style.readable(fig)
-    ph = responsive.phone_figure(readable)
+    ph = phone.phone_figure(readable)
     ph.canvas.draw()
     panels = [a for a in ph.axes if a.get_label() != "<colorbar>"]
     titles = sorted(a.get_title() for a in panels)
@@ -165,12 +165,12 @@ def test_a_wide_table_of_heatmaps_is_stacked_with_its_row_names_and_colour_bars(
         ob, cb = owner.get_position(), cax.get_position()
         assert cb.x0 >= ob.x1 - 1e-3 and cb.x0 - ob.x1 < 0.1  # just right of its panel
         assert min(ob.y1, cb.y1) - max(ob.y0, cb.y0) > 0.5 * ob.height  # in its height band
-    assert all(not v for v in responsive.check_figure(ph, responsive.PHONE_PX).values())
+    assert all(not v for v in responsive.check_figure(ph, phone.PHONE_PX).values())
 
     fig2, (ax, key) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.0))
     ax.plot([0, 1], [0, 1], label="a line")
     ax.set(xlabel="x", ylabel="y")
     key.axis("off")
     key.legend(*ax.get_legend_handles_labels())
-    ph2 = responsive.phone_figure(style.readable(fig2))
+    ph2 = phone.phone_figure(style.readable(fig2))
     assert len(ph2.axes) == 1 and len(ph2.legends) + (ph2.axes[0].get_legend() is not None) == 1

@@ -1,12 +1,12 @@
 """Figures that stay readable on a phone: a second rendering laid out for the phone's column.
 
 A book figure is drawn for the laptop's column (:data:`lstpe.analysis.style.COLUMN_PX`, 688
-px); on a phone in portrait (a 420-px window) the column is :data:`PHONE_PX` (388 px) and the
-page shrinks the PNG to it, so 9-pt text shows at 5 pt. Shrinking cannot keep text legible:
-the figure has to be laid out again for the narrower column: :func:`phone_figure`
-(:mod:`lstpe.analysis.phone`) does that on a copy of the finished figure, the same for every
-figure of the book (panels stacked, legends under them, long text wrapped, crowded ticks
-thinned, cut markers given room).
+px); on a phone in portrait (a 420-px window) the column is
+:data:`lstpe.analysis.phone.PHONE_PX` (388 px) and the page shrinks the PNG to it, so 9-pt
+text shows at 5 pt. Shrinking cannot keep text legible: the figure has to be laid out again
+for the narrower column: :func:`lstpe.analysis.phone.phone_figure` does that on a copy of
+the finished figure, the same for every figure of the book (panels stacked, legends under
+them, long text wrapped, crowded ticks thinned, cut markers given room).
 
 :func:`figure_html` puts both renderings in one ``<picture>``: the page shows the phone's below
 a :data:`PHONE_MEDIA` window, the laptop's above; Jupyter and Colab render the same HTML. Each
@@ -29,18 +29,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from lstpe.analysis import style
-from lstpe.analysis.phone import (  # noqa: F401 - _canvas, _copy: for callers
-    PHONE_PX,
-    _canvas,
-    _copy,
-    phone_figure,
-)
+from lstpe.analysis.phone import PHONE_PX, phone_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["CHECK_ATTR", "PHONE_MEDIA", "PHONE_PX", "check_figure", "figure_html", "install",
-           "phone_figure", "renderings"]
+__all__ = ["CHECK_ATTR", "PHONE_MEDIA", "check_figure", "figure_html", "install", "renderings"]
 
 PHONE_MEDIA = "(max-width: 600px)"
 """The windows that get the phone's rendering: below 600 px the laptop's 688-px figure would
