@@ -69,7 +69,7 @@ def test_the_phone_rendering_stacks_the_panels_and_passes_every_check():
     lefts = {round(ax.get_position().x0, 3) for ax in ph.axes}
     assert len(lefts) == 1 and len(tops) == 3  # one column, three rows
     assert responsive.check_figure(ph, phone.PHONE_PX) == {
-        "small": [], "overlap": [], "legend": [], "cut": []}
+        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": []}
     buf = io.BytesIO()
     ph.savefig(buf, format="png", dpi=ph.dpi, bbox_inches="tight")
     assert _png_width(buf.getvalue()) <= phone.PHONE_PX
@@ -103,6 +103,39 @@ def test_a_figure_that_cannot_be_copied_says_why_and_still_shows():
         lambda v, _: f"{v:g}"))  # a lambda cannot be pickled
     laptop, small, got = responsive.renderings(fig)
     assert small is None and "error" in got["phone"] and laptop[:4] == b"\x89PNG"
+
+
+def test_a_wide_legend_inside_its_panel_keeps_the_panel_whole_on_the_phone():
+    """A one-panel figure laid out once by ``tight_layout`` with a two-column legend inside
+    its axes (chapter 11's sigma sweep): on the phone the legend gets one column and the
+    panel keeps most of the figure's height. Narrowing the legend in place had left it
+    placed far below the axes, constrained layout then gave up ("axes sizes collapsed"), and
+    the panel was drawn a sixth of the figure tall; the check reports that as ``collapsed``."""
+    fig, ax = plt.subplots(figsize=style.figsize(1.0, 3.8))
+    x = np.linspace(0.1, 2.0, 20)
+    ax.fill_between(x, 0.1, 0.2, color="0.85", label="authors @200, 95% CI")
+    for k, label in enumerate(["authors @200, mean", "paper @4000", "ours @200, each seed",
+                               "ours @200, mean and 95% CI"]):
+        ax.plot(x, 0.9 - 0.02 * k - x / 10, marker="os^D"[k], label=label)
+    ax.set(xlabel="sigma of the learnable PE's initialisation", ylabel="validation accuracy",
+           ylim=(0, 1.05))
+    ax.legend(loc="lower left", fontsize=9, ncol=2, frameon=False)
+    fig.tight_layout()
+    ph = phone.phone_figure(fig)
+    assert ph.axes[0].get_legend()._ncols == 1
+    assert ph.axes[0].get_position().height > 0.6
+    assert responsive.check_figure(ph, phone.PHONE_PX) == {
+        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": []}
+
+
+def test_a_collapsed_layout_is_reported():
+    """Constrained layout cannot fit a legend taller than the figure beside its panel: the
+    check names the collapse."""
+    fig, ax = plt.subplots(figsize=(3.0, 1.2), layout="constrained")
+    for k in range(12):
+        ax.plot([0, 1], [k, k], label=f"curve {k}")
+    style.legend_below(ax, ncols=1)
+    assert responsive.check_figure(fig, phone.PHONE_PX)["collapsed"]
 
 
 def test_overlapping_ticks_are_flagged_then_mended_on_the_phone():

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 from typing import TYPE_CHECKING, Any
 
@@ -397,10 +398,15 @@ def _narrow_legends(fig: Figure, width_px: float) -> None:
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
-    for leg in [*legends, *fig.legends]:
+    for leg in legends:  # drawn again whole (re-initialising its box in place left it placed
+        # far below its axes, and constrained layout then collapsed them)
         if leg._ncols > 1 and leg.get_window_extent(r).width > width_px - 8:
-            leg._ncols = 1
-            leg._init_legend_box(leg.legend_handles, [t.get_text() for t in leg.texts])
+            handles, labels, title = _legend_parts(leg)
+            ax = leg.axes
+            size = leg.texts[0].get_fontsize() if leg.texts else style.MIN_PT
+            leg.remove()
+            ax.legend(handles, labels, loc=leg._loc, bbox_to_anchor=leg._bbox_to_anchor,
+                      ncols=1, fontsize=size, title=title, frameon=leg.get_frame_on())
 
 
 def _lay_out(fig: Figure) -> None:
@@ -420,7 +426,8 @@ def _lay_out(fig: Figure) -> None:
                 fig.canvas.draw()
             return
         except (RuntimeError, ValueError, ZeroDivisionError, UserWarning):
-            pass
+            with contextlib.suppress(RuntimeError):  # never keep an engine that failed
+                fig.set_layout_engine("none")
     try:  # a placeholder engine (tight_layout called once) refuses a new one: lay out once
         with warnings.catch_warnings():
             warnings.simplefilter("error")

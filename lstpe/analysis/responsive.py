@@ -51,12 +51,21 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
     """The house style's checks of ``fig`` shown in a column ``column_px`` wide: ``small``
     (texts under :data:`~lstpe.analysis.style.MIN_PT` there), ``overlap`` (titles, labels and
     tick labels running into each other or into another panel), ``legend`` (a legend over
-    text, a panel or a legend), ``cut`` (markers cut by their axes' edge)."""
-    fig.canvas.draw()
+    text, a panel or a legend), ``cut`` (markers cut by their axes' edge), ``collapsed`` (the
+    layout engine gave up: its panels would have no height or width, so they are drawn
+    squeezed where they were)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        fig.canvas.draw()
+    collapsed = sorted({str(w.message).split(".")[0] for w in caught
+                        if "collapsed" in str(w.message)})
     return {"small": [list(t) for t in style.small_text(fig, column_px=column_px)],
             "overlap": [list(t) for t in style.overlapping_text(fig, draw=False)],
             "legend": [list(t) for t in style.legend_clashes(fig, draw=False)],
-            "cut": [list(t) for t in style.markers_at_edge(fig)]}
+            "cut": [list(t) for t in style.markers_at_edge(fig)],
+            "collapsed": collapsed}
 
 
 # --------------------------------------------------------------------------- the phone
