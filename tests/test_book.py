@@ -324,6 +324,10 @@ LAYOUT_JS = r"""
       return r.height > 0 && !i.closest("details:not([open])") && finding
         && r.top < finding.getBoundingClientRect().top;
     }).length;
+    // a row's name (code in a table's first column) broken across lines reads as letters
+    out.broken = [...col.querySelectorAll("td:first-child code, th:first-child code")]
+      .filter(e => new Set([...e.getClientRects()].map(r => Math.round(r.top))).size > 1)
+      .map(e => e.textContent.trim().slice(0, 40));
     const past = el => el.getBoundingClientRect().right > c.right + 1;
     out.key_wide = [...col.querySelectorAll("table.lstpe-key")].filter(past)
       .map(t => t.textContent.trim().slice(0, 60));
@@ -369,7 +373,8 @@ def layout_problems(chromium: str, html_dir: Path, chapter: str, width: int) -> 
     not inside a box that scrolls horizontally (``overflow-x: auto | scroll``); every element
     that hides content it cuts off (``overflow-x: hidden | clip`` with a scroll width above
     its width); every printed line (stream or stderr output) that does not wrap (it would
-    need a scroll bar); and every resource the page fetched from anything but the built book
+    need a scroll bar); every row name (code in a table's first column) broken across lines;
+    and every resource the page fetched from anything but the built book
     (``file:``/``data:`` URLs). MathJax's screen-reader copy (``mjx-assistive-mml``, hidden
     by design) and overhangs of up to 8 px (glyphs of inline math) are not clipping.
     """
@@ -398,6 +403,7 @@ def layout_problems(chromium: str, html_dir: Path, chapter: str, width: int) -> 
     out += [f"{where}: content clipped: {c}" for c in got["clipped"]]
     out += [f"{where}: a printed line does not wrap: {u}" for u in got["unwrapped"]]
     out += [f"{where}: fetched from the network: {r}" for r in got["remote"]]
+    out += [f"{where}: a row's name broken across lines: {b}" for b in got.get("broken", [])]
     return out
 
 
