@@ -23,8 +23,10 @@ from lstpe.analysis import (  # noqa: E402
     authors_logs,
     curves,
     paper_compare,
+    phone,
     plots,
     report_plots,
+    responsive,
     style,
 )
 from tests.test_chapters import history  # noqa: E402
@@ -83,10 +85,22 @@ def test_pe_similarity_grid_has_no_empty_band_and_names_do_not_collide():
     top, bottom = fig.axes[0], fig.axes[3]  # the first column's two panels
     gap = top.get_tightbbox(r).y0 - bottom.get_tightbbox(r).y1
     assert gap < 30, f"{gap:.0f} px of empty band between the rows"
-    shown = {t.get_text() for ax in fig.axes if ax.get_label() != "<colorbar>"
-             for t in ax.get_yticklabels()} - {""}
-    assert shown == {"Vis", "SM", "DA", "SVA", "Lim", "Cont", "Def"}
+    names = {"Vis", "SM", "DA", "SVA", "Lim", "Cont", "Def"}
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+
+    def shown(ax, axis: str) -> set[str]:
+        ticks = ax.get_yticklabels() if axis == "y" else ax.get_xticklabels()
+        return {t.get_text() for t in ticks if t.get_visible()} - {""}
+
+    assert set().union(*(shown(ax, "y") for ax in panels)) == names
+    assert [bool(shown(ax, "y")) for ax in panels] == [True, False, False] * 2  # outer only
     assert "SVA salience / ventral attention" in fig.get_supxlabel()
+    ph = phone.phone_figure(fig)  # stacked in one column: every panel names its networks
+    stacked = [ax for ax in ph.axes if ax.get_label() != "<colorbar>"]
+    assert len({round(ax.get_position().x0, 2) for ax in stacked}) == 1
+    assert all(shown(ax, "y") == names and shown(ax, "x") == names for ax in stacked)
+    assert responsive.check_figure(ph, phone.PHONE_PX) == {
+        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": []}
 
 
 def mse_summary(seeds: int) -> pd.DataFrame:

@@ -55,7 +55,8 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
         networks: (R,) network code of each token; names: the codes' names.
         sort: group the tokens by network (False: token order, networks as a colour strip).
         short: tick labels abbreviated (:data:`NETWORK_SHORT`, key: :func:`network_key`).
-        labels: whether the (x, y) ticks carry the names (a grid labels its outer panels).
+        labels: whether the (x, y) tick names are shown (a grid shows its outer panels';
+            the inner ones are hidden, so a phone's layout can show them again).
 
     Fits the Axes' figure to the page's column (:func:`lstpe.analysis.style.readable`), so that
     the network names show at 9 pt or more.
@@ -78,8 +79,11 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
         centres = edges - sizes / 2 - 0.5
         keep = sizes > 0
         shown = np.asarray([NETWORK_SHORT.get(n, n) if short else n for n in names])[keep]
-        ax.set_xticks(centres[keep], shown if labels[0] else [], rotation=90, fontsize=9)
-        ax.set_yticks(centres[keep], shown if labels[1] else [], fontsize=9)
+        ax.set_xticks(centres[keep], shown, rotation=90, fontsize=9)
+        ax.set_yticks(centres[keep], shown, fontsize=9)
+        # an inner panel's names are hidden, not dropped: stacked on a phone
+        # (lstpe.analysis.phone) every panel shows them again
+        ax.tick_params(labelbottom=labels[0], labelleft=labels[1])
     else:
         ax.set_xlabel("token (region) index")
         ax.set_ylabel("token (region) index")
