@@ -128,6 +128,7 @@ def test_a_wide_legend_inside_its_panel_keeps_the_panel_whole_on_the_phone():
         "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": []}
 
 
+@pytest.mark.filterwarnings("ignore:constrained_layout not applied:UserWarning")
 def test_a_collapsed_layout_is_reported():
     """Constrained layout cannot fit a legend taller than the figure beside its panel: the
     check names the collapse."""
