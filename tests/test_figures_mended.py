@@ -247,7 +247,6 @@ def test_noise_loss_names_the_fixed_pes_and_puts_sigmas_on_their_axis():
     their sigma on a number axis; every model is a dot, each PE's square sits at its mean
     with its interval, and both the laptop's and the phone's renderings pass the checks."""
     from lstpe.analysis import claim_tables as ct
-    from lstpe.analysis import responsive
 
     pes = ["2d-fixed", "rope", "learn-0.1", "learn-0.5", "learn-2"]
     rows = [{"noise": nz, "pe": pe, "seed": s, "condition": "all",
