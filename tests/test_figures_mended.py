@@ -29,6 +29,7 @@ from lstpe.analysis import (  # noqa: E402
     responsive,
     style,
 )
+from lstpe.analysis.forest import plot_forest  # noqa: E402
 from tests.test_chapters import history  # noqa: E402
 
 
@@ -211,6 +212,22 @@ def test_sigma_sweep_holds_every_point_and_dodges_ours_from_the_paper():
     ours = [ln for ln in ax.get_lines() if ln.get_marker() == "D"]
     assert paper and ours and closest(paper, ours) >= 5.0
     assert style.small_text(fig) == [] and style.overlapping_text(fig) == []
+
+
+def test_report_intervals_clipped_at_zero_keep_their_caps_in_view():
+    """Two seeds far apart (n = 2: t = 12.7) give a 95% interval clipped to [0, 1]: its cap sat
+    on the frame at 0 in the report's sweep (ylim 0) and forest (xlim 0) once learn-1.4 had
+    a second seed."""
+    final, authors, paper = sweep_inputs()
+    final = pd.concat([final, pd.DataFrame({"pe": "learn-1.4", "accuracy": [0.25, 0.95]})])
+    assert style.markers_at_edge(report_plots.plot_sigma_sweep(final, authors, paper)) == []
+    row = {"kind": "cell", "n": 2, "values": "0.25 0.95", "mean": 0.6, "ci_low": 0.0,
+           "ci_high": 1.0, "authors_mean": 0.66, "authors_sd": 0.16, "authors_n": 15,
+           "paper_mean": float("nan"), "paper_sd": float("nan"), "verdict": "agrees",
+           "ref": "authors@200"}
+    rows = [dict(row, cell="learn-1.4"), dict(row, cell="learn-1", values="0.9 0.91",
+                                               mean=0.905, ci_low=0.84, ci_high=0.97)]
+    assert style.markers_at_edge(plot_forest(pd.DataFrame(rows))) == []
 
 
 def test_table2_figure_names_its_reference_inside_the_axes():

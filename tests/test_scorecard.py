@@ -185,7 +185,7 @@ def test_report_figures_draw_every_stored_seed_readably():
     fig = report_plots.plot_sigma_sweep(final, authors_logs.authors_at(200), paper)
     seeds = next(ln for ln in fig.axes[0].lines if ln.get_label().endswith("each seed"))
     assert len(seeds.get_xdata()) == final["pe"].str.startswith("learn-").sum()
-    assert style.small_text(fig) == []
+    assert style.small_text(fig) == [] and style.markers_at_edge(fig) == []
     table = cs.status(verify=False)
     fig = report_plots.plot_progress(cs.progress(table), lp.long_status())
     bars = [t.get_text() for t in fig.axes[0].texts]

@@ -51,7 +51,7 @@ def plot_forest(evidence: pd.DataFrame, level: float = 0.95) -> Figure:
     ax.text(1.02, 1.0, "ours vs ref.", transform=ax.transAxes, va="bottom", fontsize=9)
     ax.set_yticks(y, [f"{c} (n={int(n)})" for c, n in zip(ev["cell"], ev["n"], strict=True)],
                   fontsize=10)
-    ax.set_xlim(0, 1.04)
+    ax.set_xlim(-0.04, 1.04)  # room for a cap at 0 or 1: an interval clipped to [0, 1]
     ax.set_ylim(-0.7, len(ev) - 0.3)
     ax.set_xlabel("validation accuracy (dotted: chance)", fontsize=10)
     ax.tick_params(axis="x", labelsize=9)

@@ -88,7 +88,7 @@ def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataF
     lo_x, hi_x = float(sig.min()) - d, float(sig.max()) + d
     pad = 0.05 * (hi_x - lo_x or 1.0)
     ax.set(xlabel="sigma of the learnable PE's initialisation", ylabel="validation accuracy",
-           ylim=(0, 1.05), xlim=(lo_x - pad, hi_x + pad))
+           ylim=(-0.05, 1.05), xlim=(lo_x - pad, hi_x + pad))  # caps at 0 and 1 in view
     ax.legend(loc="lower left", fontsize=9, ncol=2, frameon=False)
     fig.tight_layout()
     return fig
