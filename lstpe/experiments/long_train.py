@@ -42,38 +42,76 @@ from lstpe.store import results as res
 class SegmentWriter:
     """The :class:`~lstpe.training.engine.EpochHook` of a long chunk: takes the snapshots and
     publishes each unit's segment every :data:`~lstpe.experiments.long_units.SEGMENT`
-    epochs."""
+    epochs of its own.
+
+    ``offsets``/``targets`` (one per unit; default 0 and none): unit i's own epoch at loop
+    epoch e is ``offsets[i] + e`` (a unit resumed in a packed chunk,
+    :mod:`lstpe.experiments.packed`), and nothing of it is recorded past ``targets[i]``;
+    ``snapshots``: each unit's schedule (``dense`` or ``sparse``,
+    :class:`~lstpe.experiments.long_units.LongChunk`; default the chunk's). :meth:`carry`
+    hands it what its earlier chunk held of its open segment (history rows, snapshots,
+    processes). ``on_target(epoch, units)`` is called at the loop epoch at which units reach
+    their targets, after their last segment is published.
+    """
 
     def __init__(self, chunk: lu.LongChunk, cfgs: Sequence[Any], val_x: torch.Tensor,
                  device: torch.device, results_dir: str | Path | None, precision: str,
-                 log=print) -> None:
+                 log=print, offsets: Sequence[int] | None = None,
+                 targets: Sequence[int] | None = None,
+                 snapshots: Sequence[str] | None = None) -> None:
         self.chunk, self.cfgs, self.val_x, self.device = chunk, list(cfgs), val_x, device
         self.results_dir, self.precision, self.log = results_dir, precision, log
-        epochs = lu.sparse_snapshot_epochs if chunk.snapshots == "sparse" else \
-            lu.snapshot_epochs
-        self.pe_at, self.att_at = map(set, epochs())
-        self.snaps: dict[int, dict[str, torch.Tensor]] = {}
-        self.t_last = time.perf_counter()
-        self.timed_from: int | None = None  # the epoch self.t_last's clock starts at
-        self.epoch = 0  # the last epoch seen
+        n = len(chunk.units)
+        self.offsets = [int(o) for o in offsets] if offsets is not None else [0] * n
+        self.targets = [int(t) for t in targets] if targets is not None else \
+            [lu.LONG_EPOCHS] * n
+        kinds = list(snapshots) if snapshots is not None else [chunk.snapshots] * n
+        at = [(lu.sparse_snapshot_epochs if k == "sparse" else lu.snapshot_epochs)()
+              for k in kinds]
+        self.pe_at = [set(a[0]) for a in at]  # each unit's snapshot epochs (own)
+        self.att_at = [set(a[1]) & set(a[0]) for a in at]  # taken with a PE snapshot only
+        self.snaps: dict[int, dict[str, torch.Tensor]] = {}  # loop epoch -> (M, ...) each
+        self.t_last = [time.perf_counter()] * n  # each unit's clock, since its last segment
+        self.timed_from: list[int | None] = [None] * n  # own epoch each clock starts at
+        self.epoch = 0  # the last loop epoch seen
         ok, why = bitwise_on(device, [u.pe for u in chunk.units])
         self.bitwise = {"ok": ok, "why": why}  # whether a resume here repeats the trajectory
         self.process = res.process_record(device)
         self.published: dict[str, dict[str, str]] = {}  # unit -> {epoch: manifest checksum}
-        self.earlier: list[dict[str, Any]] = []  # earlier processes of the open segment
+        self.earlier: list[list[dict[str, Any]]] = [[] for _ in range(n)]  # of open segments
+        self.carried: dict[int, dict[str, Any]] = {}  # unit -> rows and snaps carried in
+        self.on_target = None
+        self.history: list[dict] = []  # the loop's history, as the last epoch saw it
 
-    def _me(self, lo: int, upto: int) -> list[dict[str, Any]]:
-        """This process's record for the epochs it trained in (``lo``, ``upto``]."""
-        start = max(self.timed_from or 0, lo)
+    def own(self, i: int, epoch: int | None = None) -> int:
+        """Unit ``i``'s own epoch at loop epoch ``epoch`` (default: the last seen)."""
+        return self.offsets[i] + (self.epoch if epoch is None else epoch)
+
+    def _live(self, i: int, epoch: int) -> bool:
+        """Whether loop epoch ``epoch`` is a new epoch of unit ``i`` (not past its target)."""
+        return (epoch > 0 or self.offsets[i] == 0) and self.own(i, epoch) <= self.targets[i]
+
+    def _me(self, i: int, lo: int, upto: int) -> list[dict[str, Any]]:
+        """This process's record for the epochs of unit ``i`` it trained in (``lo``,
+        ``upto``]."""
+        start = max(self.timed_from[i] or 0, lo)
         if upto <= start:
             return []
         return [{**self.process, "from_epoch": start, "to_epoch": upto,
-                 "wall_s": round(time.perf_counter() - self.t_last, 3)}]
+                 "wall_s": round(time.perf_counter() - self.t_last[i], 3)}]
+
+    def unit_processes(self, i: int) -> list[dict[str, Any]]:
+        """The processes that trained unit ``i``'s open segment, this one included."""
+        own = min(self.own(i), self.targets[i])
+        return self.earlier[i] + self._me(i, own // lu.SEGMENT * lu.SEGMENT, own)
 
     def state(self) -> dict[str, Any]:
-        lo = self.epoch // lu.SEGMENT * lu.SEGMENT
-        return {"snaps": self.snaps, "published": self.published,
-                "processes": self.earlier + self._me(lo, self.epoch)}
+        out = {"snaps": self.snaps, "published": self.published,
+               "processes": self.unit_processes(0) if self.earlier else []}
+        if any(self.offsets) or self.carried:  # a packed chunk: each unit its own
+            out["unit_processes"] = [self.unit_processes(i) for i in range(len(self.earlier))]
+            out["carried"] = self.carried
+        return out
 
     def load(self, state: dict[str, Any]) -> None:
         # on the CPU whatever device the checkpoint was loaded to: a chunk paused on a GPU
@@ -81,25 +119,74 @@ class SegmentWriter:
         self.snaps = {e: {k: v.cpu() for k, v in s.items()}
                       for e, s in state.get("snaps", {}).items()}
         self.published = {k: dict(v) for k, v in (state.get("published") or {}).items()}
-        self.earlier = [dict(p) for p in state.get("processes") or []]
+        per = state.get("unit_processes")
+        self.earlier = [[dict(p) for p in (per[i] if per is not None else
+                                           state.get("processes") or [])]
+                        for i in range(len(self.earlier))]
+        self.carried = {int(i): c for i, c in (state.get("carried") or {}).items()}
+
+    def carry(self, i: int, rows: list[dict], snaps: dict[int, dict[str, torch.Tensor]],
+              processes: list[dict], published: dict[str, str]) -> None:
+        """Unit ``i`` continues a trajectory begun in another chunk: that chunk's history rows
+        and snapshots (own epochs) of its open segment, the processes that trained it, and
+        the manifest checksums of the segments it published."""
+        self.carried[i] = {"rows": [{**r, "_config": i} for r in rows],
+                           "snaps": {int(e): {k: v.cpu() for k, v in s.items()}
+                                     for e, s in snaps.items()}}
+        self.earlier[i] = [dict(p) for p in processes]
+        self.published[self.chunk.units[i].key] = dict(published)
 
     def after_epoch(self, epoch: int, model: Any, history: list[dict]) -> None:
         from lstpe.training.task import predict
 
-        if self.timed_from is None:  # the first epoch this process trains (or 0)
-            self.timed_from = max(epoch - 1, 0)
+        n, self.history = len(self.offsets), history
+        for i in range(n):
+            if self.timed_from[i] is None:  # the first epoch this process trains (or 0)
+                self.timed_from[i] = self.own(i, max(epoch - 1, 0))
         self.epoch = epoch
-        if epoch in self.pe_at:
+        live = [i for i in range(n) if self._live(i, epoch)]
+        if any(self.own(i) in self.pe_at[i] for i in live):
             snap = {"pe": model.pe().detach().cpu().clone()}
-            if epoch in self.att_at:
+            if any(self.own(i) in self.att_at[i] for i in live):
                 _, att = predict(model, self.val_x, return_attention=True)
                 snap["val_attention"] = att.to(torch.float16).cpu()
             self.snaps[epoch] = snap
-        if epoch > 0 and epoch % lu.SEGMENT == 0:
-            for i, unit in enumerate(self.chunk.units):
-                self._publish(i, unit, epoch, history)
-            self.t_last, self.timed_from, self.earlier = time.perf_counter(), epoch, []
-            self.snaps = {e: s for e, s in self.snaps.items() if e > epoch}
+        done = []
+        for i in live:
+            own = self.own(i)
+            if own > 0 and own % lu.SEGMENT == 0:
+                self._publish(i, self.chunk.units[i], own, history)
+                self.t_last[i], self.timed_from[i], self.earlier[i] = \
+                    time.perf_counter(), own, []
+                self.carried.pop(i, None)
+            if own == self.targets[i]:
+                done.append(i)
+        self.snaps = {e: s for e, s in self.snaps.items()
+                      if any(self._unpublished(i, e) for i in range(n))}
+        if done and self.on_target is not None:
+            self.on_target(epoch, done)
+
+    def _unpublished(self, i: int, e: int) -> bool:
+        """Whether loop epoch ``e`` is an epoch of unit ``i`` its segments have not yet
+        published (its epoch 0 until the first is)."""
+        lo = min(self.own(i), self.targets[i]) // lu.SEGMENT * lu.SEGMENT
+        own = self.own(i, e)
+        return (e > 0 or self.offsets[i] == 0) and (lo < own <= self.targets[i]
+                                                    or lo == own == 0)
+
+    def _snaps_of(self, i: int, lo: int, epoch: int, key: str, at: set[int]
+                  ) -> dict[int, torch.Tensor]:
+        """Unit ``i``'s snapshots ``key`` in its segment (``lo``, ``epoch``] (and at 0 in
+        the first), by own epoch: carried in, then taken here."""
+        def inside(e: int) -> bool:
+            return e in at and (lo < e <= epoch or (lo == 0 and e == 0))
+
+        out = {e: s[key] for e, s in (self.carried.get(i) or {}).get("snaps", {}).items()
+               if key in s and inside(e)}
+        for e, s in self.snaps.items():
+            if key in s and (e > 0 or self.offsets[i] == 0) and inside(self.own(i, e)):
+                out[self.own(i, e)] = s[key][i]
+        return dict(sorted(out.items()))
 
     def _publish(self, i: int, unit: lu.LongUnit, epoch: int, history: list[dict]) -> None:
         dest = unit.path(self.results_dir) / f"e{epoch:04d}"
@@ -126,24 +213,27 @@ class SegmentWriter:
     def _stage(self, i: int, unit: lu.LongUnit, epoch: int, lo: int, history: list[dict],
                prev_sha: str | None) -> Path:
         """Write unit ``i``'s segment (``lo``, ``epoch``] to its staging folder, verified."""
-        rows = [{k: v for k, v in r.items() if k != "_config"} for r in history
-                if r["_config"] == i and (lo < r["epoch"] <= epoch or (lo == 0 and
-                                                                       r["epoch"] == 0))]
+        def inside(r: dict) -> bool:
+            return lo < r["epoch"] <= epoch or (lo == 0 and r["epoch"] == 0)
+
+        carried = [r for r in (self.carried.get(i) or {}).get("rows", []) if inside(r)]
+        rows = [{k: v for k, v in r.items() if k != "_config"} for r in
+                carried + [r for r in history if r["_config"] == i and inside(r)]]
         hist = pd.DataFrame(rows)
-        eps = sorted(e for e in self.snaps if e <= epoch)
-        att = [e for e in eps if "val_attention" in self.snaps[e]]
-        arts = {"pe_epochs": eps, "pe": torch.stack([self.snaps[e]["pe"][i] for e in eps]),
-                "attention_epochs": att}
-        if att:
-            arts["val_attention"] = torch.stack([self.snaps[e]["val_attention"][i]
-                                                 for e in att])
-        procs = [p for p in self.earlier if p.get("to_epoch", 0) > lo] + self._me(lo, epoch)
+        pes = self._snaps_of(i, lo, epoch, "pe", self.pe_at[i])
+        atts = self._snaps_of(i, lo, epoch, "val_attention", self.att_at[i])
+        arts = {"pe_epochs": list(pes), "pe": torch.stack(list(pes.values())),
+                "attention_epochs": list(atts)}
+        if atts:
+            arts["val_attention"] = torch.stack(list(atts.values()))
+        procs = [p for p in self.earlier[i] if p.get("to_epoch", 0) > lo] + \
+            self._me(i, lo, epoch)
         man = res.make_manifest(self.cfgs[i].to_dict(), self.device,
-                                time.perf_counter() - self.t_last, n_models=1,
+                                time.perf_counter() - self.t_last[i], n_models=1,
                                 kind="long-segment",
                                 long={"unit": unit.key, "chunk": self.chunk.name,
                                       "from_epoch": lo, "to_epoch": epoch,
-                                      "timed_from": max(self.timed_from or 0, lo),
+                                      "timed_from": max(self.timed_from[i] or 0, lo),
                                       "processes": procs,
                                       "previous": prev_sha, "precision": self.precision,
                                       "tf32": bool(torch.backends.cuda.matmul.allow_tf32)

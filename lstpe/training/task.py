@@ -119,12 +119,17 @@ class LSTTask:
     evaluating every epoch (:meth:`evaluate` keeps, per model, the rows of its own schedule
     and its final evaluation at its target, none before its offset or past its target); a
     model past its target still computes but is retired: nothing of it is recorded, and what
-    it was at its target is what a caller keeps.
+    it was at its target is what a caller keeps. ``total``: the length every model is
+    configured for (a long unit's 4000 epochs, trained in legs): the schedule is that
+    length's and the final evaluation comes only at it, so a leg's target below it ends with
+    the scheduled evaluation a model trained straight through would have there (default:
+    each model's target is its end).
     """
 
     def __init__(self, cfg: TrainConfig, slots: list[ModelSlot], settings: list[str],
                  splits: dict, sub: dict, device: torch.device, eval_chunk: int = 2048,
-                 offsets: list[int] | None = None, targets: list[int] | None = None) -> None:
+                 offsets: list[int] | None = None, targets: list[int] | None = None,
+                 total: int | None = None) -> None:
         self.cfg, self.slots, self.settings, self.splits, self.sub = cfg, slots, settings, \
             splits, sub
         self.device = device
@@ -146,8 +151,11 @@ class LSTTask:
         if any(t <= o for o, t in zip(self.offsets, self.targets, strict=True)):
             raise ValueError(f"every target must be past its offset: offsets {self.offsets}, "
                              f"targets {self.targets}")
+        if total is not None and max(self.targets) > total:
+            raise ValueError(f"targets {self.targets} run past the configured {total} epochs")
+        self.ends = [int(total)] * len(slots) if total is not None else self.targets
         # each model's own schedule up to its target is this one's (dense, then sparse)
-        self._schedule = set(replace(cfg, epochs=max(self.targets)).schedule()) \
+        self._schedule = set(replace(cfg, epochs=total or max(self.targets)).schedule()) \
             if self.mixed else set()
         tr = splits["train"]
         self.x, self.y = tr.x.to(device), tr.y.to(device)
@@ -220,7 +228,7 @@ class LSTTask:
         own = [epoch + o for o in self.offsets]
         live = [j for j in range(self.n_models)
                 if (epoch > 0 or self.offsets[j] == 0) and own[j] <= self.targets[j]]
-        last = [j for j in live if own[j] == self.targets[j]]
+        last = [j for j in live if own[j] == self.ends[j]]
         due = [j for j in live if j not in last and own[j] in self._schedule | {0}]
         rows = self._evaluate(epoch, True, running, last) if last else []
         return rows + (self._evaluate(epoch, False, running, due) if due else [])

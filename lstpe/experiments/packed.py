@@ -1,0 +1,299 @@
+"""Packed chunks: long units at different epochs trained as one batch of models (a GPU lease).
+
+A GPU's step costs about the same for 3 models as for 12 (the leases' fits: 2.0 ms + 0.8 ms
+per model on an H100), so a lease should train every long unit it can in one chunk: units
+that start at epoch 0 beside units paused on a CPU at epoch 2817. A :class:`PackedChunk` maps
+each unit to a model slot with its own offset (the epoch it starts at) and target:
+
+* a unit that **continues a paused chunk** of the plan (its *source*,
+  :data:`lstpe.experiments.long_units.LONG_PLAN`) takes its weights, Adam moments and step
+  count from the source's resume checkpoint (:meth:`lstpe.training.optim.StackedOptimizer.adopt`),
+  and what that chunk held of its open segment (history rows, snapshots, processes:
+  :meth:`lstpe.experiments.long_train.SegmentWriter.carry`), so its segments chain to the
+  ones published before;
+* each model keeps its own data order, dropout keys, bias correction and schedule
+  (:class:`lstpe.training.task.LSTTask` with ``offsets``, ``targets`` and ``total``), and
+  publishes its segments at its own epochs; a model past its target still computes but is
+  retired;
+* **the source owns its resume state.** When a source's units reach their target, and at a
+  pause before that, the packed chunk writes the source's resume checkpoint again, in the
+  source's own format, at the epoch its units reached (:func:`write_back`): the next leg of
+  that chunk resumes from it anywhere, as if the source had trained alone. Units that started
+  at epoch 0 keep only their published segments when the chunk pauses, as a lease's units
+  always have (a paused model's state is about 15 MB; a lease brings back 64 MiB).
+
+The packed chunk's own checkpoint (``long/.work/packed/<name>/``, untracked) exists only to
+pause at a deadline; after a pause it is removed, so a source's trajectory has one owner.
+Tested on tiny models (``tests/test_packed.py``): a source resumed in a packed chunk, and one
+written back at a pause and finished alone, publish the segments of the source trained
+alone, bit for bit on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lstpe.experiments import long_train as lt
+from lstpe.experiments import long_units as lu
+from lstpe.store import results as res
+
+
+@dataclass(frozen=True)
+class PackedSlot:
+    """One unit of a packed chunk: trained to ``target``, continuing ``source`` (a chunk of
+    the plan with a resume checkpoint) or from epoch 0 (``source`` None)."""
+
+    unit: lu.LongUnit
+    target: int
+    source: lu.LongChunk | None = None
+    snapshots: str = "sparse"
+
+
+@dataclass(frozen=True)
+class PackedChunk:
+    """Units at different epochs trained as one chunk (module docstring)."""
+
+    name: str
+    slots: tuple[PackedSlot, ...]
+    reason: str
+
+    @property
+    def units(self) -> tuple[lu.LongUnit, ...]:
+        return tuple(s.unit for s in self.slots)
+
+    def sources(self) -> list[lu.LongChunk]:
+        """The paused chunks its slots continue, in slot order, each once."""
+        return list({s.source.name: s.source for s in self.slots if s.source}.values())
+
+    def as_chunk(self) -> lu.LongChunk:
+        """The chunk its segments name (``long.chunk`` of their manifests)."""
+        return lu.LongChunk(self.name, self.units, max(s.target for s in self.slots), 0,
+                            self.reason, snapshots="sparse")
+
+
+def packed_chunk(name: str, sources: Sequence[lu.LongChunk], fresh: Sequence[lu.LongChunk],
+         reason: str = "", fresh_snapshots: str | None = None) -> PackedChunk:
+    """A packed chunk of the paused ``sources`` (each to its target, its units continuing its
+    resume checkpoint, with its snapshot schedule) and the ``fresh`` chunks (from epoch 0;
+    their snapshot schedule ``fresh_snapshots``, default each one's)."""
+    slots = [PackedSlot(u, c.target, c, c.snapshots) for c in sources for u in c.units]
+    slots += [PackedSlot(u, c.target, None, fresh_snapshots or c.snapshots)
+              for c in fresh for u in c.units]
+    keys = [s.unit.key for s in slots]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"a unit is packed twice: {sorted(k for k in keys if keys.count(k) > 1)}")
+    return PackedChunk(name, tuple(slots), reason or ", ".join(
+        c.name for c in (*sources, *fresh)))
+
+
+def _source_state(src: lu.LongChunk, results_dir: str | Path | None) -> dict[str, Any]:
+    """The source's resume checkpoint, checked (its digest, ``chunk.json``, its segments), in
+    fp32."""
+    problems = lu.chunk_problems(src, results_dir, whole=False)
+    if problems:
+        raise lu.LongChunkError(f"the long chunk {src.name} cannot be packed: "
+                                + "; ".join(problems))
+    state = lu.read_checkpoint(src, results_dir)
+    if state is None:
+        raise FileNotFoundError(f"{lu.resume_checkpoint(src, results_dir)} is missing: "
+                                f"{src.name} has nothing to continue")
+    spec = lu.read_spec(src, results_dir) or {}
+    if spec.get("precision", "fp32") != "fp32":
+        raise ValueError(f"{src.name} trains in {spec['precision']}: only fp32 chunks pack")
+    return state
+
+
+def _models(cfgs: Sequence[Any]):
+    """A bare stacked model and optimizer of one-unit configurations ``cfgs`` (on the CPU)."""
+    from lstpe.nn.model import BatchedLSTTransformer
+    from lstpe.training.optim import StackedOptimizer
+
+    model = BatchedLSTTransformer([c.specs[0] for c in cfgs], [c.seeds[0] for c in cfgs],
+                                  cfgs[0].model)
+    opt = StackedOptimizer(model.parameters(), [c.optimizer for c in cfgs],
+                           [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
+    return model, opt
+
+
+def _open(snaps: dict[int, dict[str, torch.Tensor]], i: int, lo: int
+          ) -> dict[int, dict[str, torch.Tensor]]:
+    """Model ``i``'s snapshots past ``lo`` (and at 0 while nothing is published) from a
+    chunk's stacked ones, by epoch."""
+    return {int(e): {k: v[i] for k, v in s.items()} for e, s in snaps.items()
+            if int(e) > lo or lo == int(e) == 0}
+
+
+def write_back(src: lu.LongChunk, cfgs: Sequence[Any], state: dict[str, Any],
+               slots: Sequence[int], opt: Any, hook: lt.SegmentWriter,
+               diverged: Sequence[bool], results_dir: str | Path | None, tmp: Path) -> int:
+    """Write ``src``'s resume checkpoint from the packed chunk's models ``slots`` (one per unit
+    of ``src``, in its order), in the source's own format: its weights, moments, step counts,
+    history, open snapshots and processes at the epoch its units reached; ``state`` is the
+    checkpoint the source was packed from (its meta, init and earlier rows). Returns that
+    epoch."""
+    from lstpe.training.checkpoint import DIGEST_KEY, state_digest
+
+    own = {min(hook.own(j), hook.targets[j]) for j in slots}
+    if len(own) != 1:
+        raise RuntimeError(f"the units of {src.name} are at epochs {sorted(own)}")
+    epoch = own.pop()
+    s_model, s_opt = _models(cfgs)
+    s_model.load_state_dict(state["model"])
+    s_opt.load_state_dict(state["opt"])
+    for i, j in enumerate(slots):
+        s_opt.adopt(i, opt, j)
+    rows = [r for r in state["history"] if r["epoch"] <= state["epoch"]]
+    at = {j: i for i, j in enumerate(slots)}
+    rows += [{**r, "_config": at[r["_config"]]} for r in hook.history
+             if r["_config"] in at and r["epoch"] <= hook.targets[r["_config"]]
+             and r["epoch"] > state["epoch"]]
+    lo = epoch // lu.SEGMENT * lu.SEGMENT
+    snaps: dict[int, dict[str, torch.Tensor]] = {}
+    for key, at_ in (("pe", hook.pe_at), ("val_attention", hook.att_at)):
+        per = [hook._snaps_of(j, lo, epoch, key, at_[j]) for j in slots]
+        for e in per[0]:
+            snaps.setdefault(e, {})[key] = torch.stack([p[e] for p in per])
+    nonfinite = state["nonfinite"].clone().bool() | torch.as_tensor(
+        [bool(diverged[j]) for j in slots])
+    new = {"meta": state["meta"], "epoch": epoch, "model": s_model.state_dict(),
+           "opt": s_opt.state_dict(), "nonfinite": nonfinite, "history": rows,
+           "init": state["init"],
+           "segments": [*state.get("segments", []),
+                        {"wall_s": float(state.get("wall_s", 0.0)), **state.get("process", {})}],
+           "wall_s": 0.0, "process": res.checkpoint_record(hook.process),
+           "hook": {"snaps": snaps,
+                    "published": {u.key: hook.published.get(u.key, {}) for u in src.units},
+                    "processes": hook.unit_processes(slots[0])}}
+    res.save_torch({**new, DIGEST_KEY: state_digest(new)},
+                   lu.resume_checkpoint(src, results_dir), tmp)
+    return epoch
+
+
+def packed_dir(packed: PackedChunk, results_dir: str | Path | None = None) -> Path:
+    """Where a packed chunk's own (untracked) checkpoint lives."""
+    return lu.long_root(results_dir) / ".work" / "packed" / packed.name
+
+
+def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path | None = None,
+                 device: torch.device | None = None, log=print, stop_at: int | None = None,
+                 **overrides: Any) -> bool:
+    """Train ``packed`` until every unit reaches its target or ``deadline`` (a
+    ``time.monotonic()`` value); fp32 only. Returns True when all reached their targets,
+    False when it paused (at the deadline, or after loop epoch ``stop_at``).
+
+    Raises:
+        lstpe.store.rundir.RunLockedError: another process trains one of its units.
+        lstpe.experiments.long_units.LongChunkError: a source that
+            :func:`~lstpe.experiments.long_units.chunk_problems` finds damaged, or a fresh
+            unit that has published segments already (naming them).
+    """
+    from lstpe.store.rundir import RunLock
+    from lstpe.training.config import load_data
+    from lstpe.training.engine import LoopOptions, Paused, resolve_mode, run_chunk
+    from lstpe.training.task import LSTTask, ModelSlot, stratified_subset
+    from lstpe.training.train import check_bundle, chunk_sizes
+
+    device = device or torch.device("cpu")
+    work = lu.long_root(results_dir) / ".work"
+    tmp, pdir = work / "tmp" / packed.name, packed_dir(packed, results_dir)
+    with contextlib.ExitStack() as claims:
+        for u in packed.units:
+            claims.enter_context(RunLock(work / "claims" / u.key.replace("/", "__")))
+        states = {c.name: _source_state(c, results_dir) for c in packed.sources()}
+        src_cfgs = {c.name: [u.config(**overrides) for u in c.units] for c in packed.sources()}
+        begun = [s.unit.key for s in packed.slots
+                 if s.source is None and lu.published_epoch(s.unit, results_dir) > 0]
+        if begun:
+            raise lu.LongChunkError(f"{', '.join(begun)} published segments already: a unit "
+                                    "packed from epoch 0 must not have begun")
+        offsets = [int(states[s.source.name]["epoch"]) if s.source else 0
+                   for s in packed.slots]
+        targets = [s.target for s in packed.slots]
+        cfgs = [s.unit.config(device=str(device), amp=False, **overrides)
+                for s in packed.slots]
+        check_bundle(cfgs)
+        base, splits = cfgs[0], load_data(cfgs[0])
+        mode = resolve_mode(base.step_mode, device)
+        evals = chunk_sizes(base, len(cfgs), device, mode, len(splits["val"]))[1]
+        sub = {k: stratified_subset(splits[k].vectors, getattr(base, f"eval_{k}_max"),
+                                    base.split_seed) for k in ("train", "test")}
+        task = LSTTask(base, [ModelSlot(i, 0, c.specs[0], c.seeds[0])
+                              for i, c in enumerate(cfgs)], [c.setting for c in cfgs],
+                       splits, sub, device, evals, offsets=offsets, targets=targets,
+                       total=lu.LONG_EPOCHS)
+        from lstpe.training.optim import StackedOptimizer
+
+        opt = StackedOptimizer(task.model.parameters(), [c.optimizer for c in cfgs],
+                               [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
+        hook = lt.SegmentWriter(packed.as_chunk(), cfgs, splits["val"].x, device, results_dir,
+                                "fp32", log, offsets, targets,
+                                [s.snapshots for s in packed.slots])
+        groups = {c.name: [j for j, s in enumerate(packed.slots)
+                           if s.source is not None and s.source.name == c.name]
+                  for c in packed.sources()}
+        ckpt = pdir / "chunk0.pt"
+        if not ckpt.exists():
+            _adopt(packed, states, src_cfgs, groups, task, opt, hook)
+        written: set[str] = set()
+
+        def back(names: Sequence[str]) -> None:
+            for c in packed.sources():
+                if c.name in names and c.name not in written:
+                    e = write_back(c, src_cfgs[c.name], states[c.name], groups[c.name], opt,
+                                   hook, task.diverged, results_dir, tmp)
+                    written.add(c.name)
+                    log(f"long: {c.name}'s resume checkpoint written at epoch {e}")
+
+        hook.on_target = lambda epoch, done: back(
+            [n for n, js in groups.items() if all(hook.own(j) >= hook.targets[j] for j in js)
+             and set(js) & set(done)])
+        opts = LoopOptions(epochs=task.loop_epochs, schedule=set(range(1, task.loop_epochs + 1)),
+                           device=device, mode=mode,
+                           checkpoint=ckpt, checkpoint_every=0,
+                           checkpoint_meta={"configs": [c.to_dict() for c in cfgs],
+                                            "offsets": offsets, "targets": targets},
+                           deadline=deadline, stop_at=stop_at, hook=hook, on_damaged="refuse",
+                           tmp_dir=tmp)
+        log(f"long: training {packed.name}: " + ", ".join(
+            f"{s.unit.key} {o}->{s.target}" for s, o in zip(packed.slots, offsets, strict=True)))
+        t0 = time.perf_counter()
+        try:
+            run_chunk(task, opt, opts, lambda: {})
+        except Paused as e:
+            log(f"long: {e}")
+            back(list(groups))
+            shutil.rmtree(pdir, ignore_errors=True)  # one owner: the sources' checkpoints
+            return False
+        back(list(groups))
+        shutil.rmtree(pdir, ignore_errors=True)
+        log(f"long: {packed.name} reached every target in {time.perf_counter() - t0:.0f} s")
+        return True
+
+
+def _adopt(packed: PackedChunk, states: dict[str, dict], cfgs: dict[str, list[Any]],
+           groups: dict[str, list[int]], task: Any, opt: Any, hook: lt.SegmentWriter) -> None:
+    """Each source's units take their state from its checkpoint (weights, moments, steps,
+    divergence) and what it held of their open segments."""
+    for c in packed.sources():
+        st = states[c.name]
+        s_model, s_opt = _models(cfgs[c.name])
+        s_model.load_state_dict(st["model"])
+        s_opt.load_state_dict(st["opt"])
+        h = st.get("hook") or {}
+        lo = int(st["epoch"]) // lu.SEGMENT * lu.SEGMENT
+        for i, (u, j) in enumerate(zip(c.units, groups[c.name], strict=True)):
+            opt.adopt(j, s_opt, i)
+            task.diverged[j] = bool(st["nonfinite"][i])
+            rows = [r for r in st["history"] if r["_config"] == i
+                    and (r["epoch"] > lo or lo == r["epoch"] == 0)]
+            procs = h.get("unit_processes", [h.get("processes") or []] * len(c.units))[i]
+            hook.carry(j, rows, _open(h.get("snaps") or {}, i, lo), procs,
+                       (h.get("published") or {}).get(u.key, {}))
