@@ -17,22 +17,19 @@ earlier trim's deletions and trims again (for another chunk too); never commit t
 what to commit.
 
     python3 scripts/lease_tree.py trim --chunk mechanism   # prints what will travel
-    ... the device call: lstpe campaign run --device cuda ...
+    ... the device calls: lstpe campaign lease ... (README: "A short GPU lease")
     python3 scripts/lease_tree.py restore
 
-``lstpe campaign run`` passes over a chunk whose segments are here without its checkpoint
-(:func:`lstpe.experiments.long_units.unresumable`), so the lease trains the chunk kept, then
-any chunk not begun. A lease, whole (the device returns at most 8 files of 16 MiB):
+``lstpe campaign lease`` packs the chunk kept (its checkpoint is here:
+:func:`lstpe.experiments.lease.paused_sources`) beside the chunks not begun, writes that
+chunk's checkpoint back where its units stopped, and brings back only what it wrote
+(``results.tgz.*``, at most 4 pieces of 15 MiB: the device returns at most 8 files of
+16 MiB). ``lstpe campaign run --device cuda`` still resumes the kept chunk alone; it passes
+over a chunk whose segments are here without its checkpoint
+(:func:`lstpe.experiments.long_units.unresumable`). Then::
 
-    python3 scripts/lease_tree.py trim --chunk mechanism
-    run: export PYTHONPATH=$PWD; timeout 570 python3 -m lstpe.cli campaign run --device cuda
-         --minutes 9 > $OUT/log.txt 2>&1; tar czf /tmp/l.tgz --exclude=.work results/long;
-         split -b 15m /tmp/l.tgz $OUT/long.tgz.
     python3 scripts/lease_tree.py restore
-    cat <files_at>/long.tgz.* | tar xzf -; lstpe campaign status   # then commit
-
-Only ``results/long`` comes back: with ``results/paper`` out of the tree, a lease that runs
-past its long chunks trains 200-epoch units already stored, which are left on the device.
+    cat <files_at>/results.tgz.* | tar xzf - -C results; lstpe campaign status  # then commit
 """
 
 from __future__ import annotations

@@ -4,12 +4,16 @@ plan fitted to a measured lease record."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
+import time
 
 import pytest
 
 from lstpe.experiments import lease as ls
+from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.registry import run_config
 
@@ -53,6 +57,63 @@ def test_the_lease_trains_what_finishes_and_packs_it(tiny, tmp_path):
     assert any(n.endswith("table1/rope/2235/e0004/manifest.json") for n in names)
     assert not any("_resume" in n or ".work" in n for n in names)
     assert [g.name for g in ls.open_groups(results)][:1] == ["table1-6068"]  # done: not again
+
+
+def test_the_lease_packs_a_paused_chunk_beside_new_units_and_brings_its_checkpoint_back(
+        tiny, tmp_path):
+    """The mechanism paused at epoch 3 (its checkpoint in the tree, as a tree trimmed for it
+    carries) trains on in the lease's one chunk beside Table 1's six new units, each model
+    at its own epoch; the mechanism's checkpoint is written back at the segment's end the
+    lease reached and comes back with the new segments, not with what was sent."""
+    results, out = tmp_path / "results", tmp_path / "out"
+    mech = lu.find_chunk("mechanism", 1000)
+    assert lt.train_chunk(dataclasses.replace(mech, target=3), time.monotonic() + 600,
+                          results, log=lambda m: None)
+    for p in results.rglob("*"):  # sent to the device before the lease starts
+        os.utime(p, (time.time() - 600,) * 2)
+    src = ls.paused_sources(results, epochs=4)
+    assert [(c.name, c.target) for c in src] == [("mechanism", 6)]  # 3 + 4, a segment's end
+    s = ls.lease(20, out, results, device="cpu", models=(1,),
+                 groups=ls.open_groups(results)[:1], epochs=4, skip_table=True,
+                 log=lambda m: None)
+    assert s["groups"] == ["table1-2235", "mechanism"] and s["finished"]
+    assert s["continued"] == {"mechanism": [3, 6]} and s["model_epochs"] == 3 * 3 + 6 * 4
+    assert lu.resume_epoch(mech, results) == 6 and lu.chunk_problems(mech, results) == []
+    for u in mech.units:
+        assert lu.load_long(u, results)["epoch"] == 6
+    names = subprocess.run(f"cat {out}/results.tgz.* | tar tzf -", shell=True,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert "long/_resume/mechanism/chunk0.pt" in names
+    assert any(n.endswith("learn-0.2/2235/e0006/manifest.json") for n in names)
+    assert not any(n.endswith("e0002/manifest.json") and "table2" in n for n in names)
+    assert not any(".work" in n for n in names)
+
+
+def test_a_call_too_short_for_a_group_takes_the_paused_chunk_as_far_as_it_reaches(
+        tiny, tmp_path, monkeypatch):
+    """No group of 1000 epochs fits, so the paused mechanism trains towards its own target
+    until the deadline pauses it; its checkpoint is written back there and comes back."""
+    results, out = tmp_path / "results", tmp_path / "out"
+    mech = lu.find_chunk("mechanism", 1000)
+    every = list(range(lu.LONG_EPOCHS + 1))  # a snapshot in every 2-epoch segment
+    monkeypatch.setattr(lu, "snapshot_epochs", lambda upto=None: (every, every[::2]))
+    assert lt.train_chunk(dataclasses.replace(mech, target=3), time.monotonic() + 600,
+                          results, log=lambda m: None)
+    fit = {"a": 0.0, "b": 1.0, "e": 0.0, "capture": 0.0}  # 1 s per model-step
+    assert ls.affordable_epochs(3, fit, 3 * 64 * 4.5, 64, 0.0) == 4
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ls, "fit_steps", lambda small, large: fit)
+        mp.setattr(ls, "LEASE_MARGIN_S", 0.0)
+        mp.setattr(ls, "step_seconds", lambda cfgs, dev: {"models": len(cfgs)})
+        s = ls.lease(0.25, out, results, device="cpu", groups=ls.open_groups(results)[:1],
+                     skip_table=True, log=lambda m: None)
+    assert s["groups"] == ["mechanism"] and not s["finished"] and s["predicted_epochs"] == 0
+    first, last = s["continued"]["mechanism"]
+    assert first == 3 < last == lu.resume_epoch(mech, results) < 1000
+    assert lu.chunk_problems(mech, results) == []
+    names = subprocess.run(f"cat {out}/results.tgz.* | tar tzf -", shell=True,
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert "long/_resume/mechanism/chunk0.pt" in names
 
 
 def test_a_wrong_prediction_pauses_at_the_deadline_with_segments_kept(tiny, tmp_path):

@@ -7,16 +7,22 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
 1. times one training step (CUDA graph, fp32 with TF32 off, and bf16 autocast as the
    candidate) at M = 3, 12, 48 learnable-PE models, beside the fp32 matmul floor at each M
    (:func:`throughput`), and stores the table under ``results/benchmarks/``;
-2. measures the step time of the lease's candidate chunk (the chunks of :data:`LEASE_ORDER`,
-   all 1000-epoch long units from epoch 0, any mix of PEs and optimizers) at two sizes, fits
-   seconds per step = a + b x models, adds the evaluations' measured time, and takes the
-   longest prefix of the groups predicted to finish with :data:`LEASE_MARGIN_S` to spare
-   (:func:`choose`);
-3. trains that prefix as one chunk (:func:`lstpe.experiments.long_train.train_chunk`), which
-   publishes every unit's verified 200-epoch segments as it goes and pauses cleanly at the
-   deadline if the prediction was wrong (the segments published so far stay valid);
-4. packs ``results/long`` (without resume state) and the table into at most 4 files of
-   15 MiB under ``DIR`` (:func:`pack_results`).
+2. measures the step time of the lease's candidate chunk at two sizes: the chunks of
+   :data:`LEASE_ORDER` (1000-epoch long units from epoch 0), then the paused long chunks
+   whose resume checkpoints are in the tree (:func:`paused_sources`: a tree trimmed for the
+   mechanism carries its checkpoint), each for at most ``epochs`` more epochs; any mix of
+   PEs, optimizers and epochs. It fits seconds per step = a + b x models, adds the
+   evaluations' measured time, and takes the groups predicted to finish with
+   :data:`LEASE_MARGIN_S` to spare, in that order, passing over one too large for the time
+   left (:func:`choose`). A model past its target still computes until the chunk's longest
+   is done, so the prediction counts every model for the longest;
+3. trains them as one packed chunk (:func:`lstpe.experiments.packed.train_packed`), each
+   model at its own epoch: it publishes every unit's verified 200-epoch segments as it goes,
+   writes each paused chunk's resume checkpoint back at the epoch its units reached, and
+   pauses cleanly at the deadline if the prediction was wrong (the segments published so
+   far stay valid);
+4. packs what it wrote under ``results/`` (segments, the checkpoints written back, the
+   table) into at most 4 files of 15 MiB under ``DIR`` (:func:`pack_results`).
 
 Nothing here is timed by a test; ``tests/test_lease.py`` runs the whole lease on the CPU with
 a tiny model (the pre-flight).
@@ -24,6 +30,7 @@ a tiny model (the pre-flight).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import subprocess
@@ -35,8 +42,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
+from lstpe.experiments import packed as pk
 from lstpe.runtime import default_results_dir, tf32_mode
 
 LEASE_MARGIN_S = 45.0
@@ -52,6 +59,41 @@ LEASE_ORDER: tuple[str, ...] = ("table1-2235", "table1-6312", "table1-6068", "sg
 lease trains, in order of what a model-epoch shows (the campaign issue's plan): Table 1's PEs
 that are still training at epoch 200 (seeds 1-3), Table 4's SGD and Table 5's AdamW sigmas,
 then Table 1's seeds 4-5. Each chunk whole or not at all, from epoch 0."""
+
+
+RESUME_BACK_BYTES = 48 * 2**20
+"""Bytes of resume checkpoints a lease may pack (each comes back whole beside the segments,
+in :func:`pack_results`'s 60 MiB): the mechanism's 3 models (47 MB) or the weight-decay pair
+(31 MB), not both."""
+
+
+def paused_sources(results_dir: str | Path | None = None, epochs: int = TARGET
+                   ) -> list[lu.LongChunk]:
+    """The paused long chunks a lease continues: per name, the plan's first leg short of its
+    target whose resume checkpoint is here, in fp32 and with nothing
+    :func:`~lstpe.experiments.long_units.chunk_problems` finds, in the plan's order while
+    their checkpoints fit :data:`RESUME_BACK_BYTES`; each with its lease target, its own or
+    the last segment's end within ``epochs`` of its checkpoint."""
+    out: list[lu.LongChunk] = []
+    seen: set[str] = set()
+    size = 0
+    for c in lu.LONG_PLAN:
+        ckpt = lu.resume_checkpoint(c, results_dir)
+        if c.name in seen or not ckpt.exists():
+            continue
+        at = lu.resume_epoch(c, results_dir)
+        if at >= c.target:
+            continue  # this leg is done: the next of the same name
+        seen.add(c.name)
+        spec = lu.read_spec(c, results_dir) or {}
+        target = min(c.target, (at + epochs) // lu.SEGMENT * lu.SEGMENT)
+        if spec.get("precision", "fp32") != "fp32" or target <= at or \
+                size + ckpt.stat().st_size > RESUME_BACK_BYTES or \
+                lu.chunk_problems(c, results_dir, whole=False):
+            continue
+        size += ckpt.stat().st_size
+        out.append(dataclasses.replace(c, target=target))
+    return out
 
 
 def open_groups(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
@@ -173,6 +215,15 @@ def fit_steps(small: dict[str, float], large: dict[str, float]) -> dict[str, flo
             "capture": large["s_capture"]}
 
 
+def affordable_epochs(n_models: int, fit: dict[str, float], seconds: float,
+                      steps_per_epoch: int, evals_per_epoch: float) -> int:
+    """The most epochs a chunk of ``n_models`` is predicted to train in ``seconds``
+    (:func:`predict_seconds` solved for the epochs; 0 if not one)."""
+    per_epoch = steps_per_epoch * (fit["a"] + fit["b"] * n_models) + \
+        evals_per_epoch * fit["e"] * n_models
+    return max(int((seconds - fit["capture"]) // per_epoch), 0) if per_epoch > 0 else 0
+
+
 def choose(groups: Sequence[lu.LongChunk], fit: dict[str, float], seconds: float,
            n_evals: int, steps_per_epoch: int, epochs: int = TARGET) -> list[int]:
     """Indices of the groups trained together: each in order, taken where the chunk with it
@@ -201,11 +252,14 @@ def device_record(device: torch.device) -> dict[str, Any]:
 
 def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None,
           device: str = "cuda", models: Sequence[int] = (3, 12, 48),
-          groups: Sequence[tuple[str, tuple]] | None = None, epochs: int = TARGET,
+          groups: Sequence[lu.LongChunk] | None = None, epochs: int = TARGET,
+          sources: Sequence[lu.LongChunk] | None = None,
           skip_table: bool = False, table_scale: str = "paper", log=print
           ) -> dict[str, Any]:
-    """The whole lease (module docstring); returns its summary (also ``out/lease.json``)."""
-    t_start = time.monotonic()
+    """The whole lease (module docstring); returns its summary (also ``out/lease.json``).
+    ``groups``/``sources``: the chunks from epoch 0 and the paused ones to consider (default:
+    :func:`open_groups` and :func:`paused_sources`)."""
+    t_start, since = time.monotonic(), time.time() - 1.0
     end = t_start + minutes * 60
     dev = torch.device(device)
     out = Path(out)
@@ -223,10 +277,13 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             summary["record"] = str(path.with_suffix(".json"))
             summary["table"] = str(path.relative_to(results.parent)) \
                 if path.is_relative_to(results.parent) else str(path)
-        todo = list(groups) if groups is not None else open_groups(results)
+        srcs = list(sources) if sources is not None else paused_sources(results, epochs)
+        todo = [dataclasses.replace(g, target=epochs) for g in (
+            groups if groups is not None else open_groups(results))
+            if g.name not in {c.name for c in srcs}] + srcs
         if not todo:
             log("lease: no open group to train")
-            return _finish(summary, out, results, t_start)
+            return _finish(summary, out, results, t_start, since)
         cfgs_all = [u.config(device=device, checkpoint_every=0) for g in todo for u in g.units]
         small = step_seconds(cfgs_all[:len(todo[0].units)], dev)
         large = step_seconds(cfgs_all, dev)
@@ -235,40 +292,52 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
         left = end - time.monotonic() - LEASE_MARGIN_S
         taken = [todo[i] for i in choose(todo, fit, left, evals, spe, epochs)]
+        if not taken and srcs:  # a call too short for a group: the paused chunks towards
+            # their own targets, paused at the deadline with their checkpoints written back
+            n = sum(len(c.units) for c in srcs)
+            summary["predicted_epochs"] = affordable_epochs(n, fit, left, spe, evals / epochs)
+            srcs = taken = paused_sources(results, lu.LONG_EPOCHS)
         summary.update({"fit": fit, "measured": [small, large], "seconds_for_training": left,
                         "groups": [g.name for g in taken]})
         log(f"lease: step {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e3:.3f} ms/model; "
             f"{left:.0f} s for training: {len(taken)} of {len(todo)} groups fit "
             f"({', '.join(g.name for g in taken) or 'none'})")
         if not taken:
-            return _finish(summary, out, results, t_start)
-        units = tuple(u for g in taken for u in g.units)
+            return _finish(summary, out, results, t_start, since)
+        paused = [g for g in taken if g in srcs]
+        packed = pk.packed_chunk(f"lease-{summary['started'][:10]}", paused,
+                         [g for g in taken if g not in srcs],
+                         "a GPU lease: " + ", ".join(g.name for g in taken),
+                         fresh_snapshots="sparse")
+        units = packed.units
         n = len(units)
         summary["predicted_s"] = predict_seconds(n, fit, evals, epochs, spe)
-        chunk = lu.LongChunk(f"lease-{summary['started'][:10]}", units, epochs, 0,
-                             "a GPU lease: " + ", ".join(g.name for g in taken),
-                             snapshots="sparse")
+        start = {c.name: lu.resume_epoch(c, results) for c in paused}
         t0 = time.monotonic()
-        done = lt.train_chunk(chunk, end - LEASE_MARGIN_S / 3, results, dev, amp=False,
-                              precision="fp32", log=log, checkpoint_every=0)
+        done = pk.train_packed(packed, end - LEASE_MARGIN_S / 3, results, dev, log=log,
+                               checkpoint_every=0)
         wall = time.monotonic() - t0
+        trained = sum(lu.published_epoch(u, results) for g in taken if g not in srcs
+                      for u in g.units) + sum(
+            (lu.resume_epoch(c, results) - start[c.name]) * len(c.units) for c in paused)
         summary.update({"units": [u.key for u in units], "finished": done,
-                        "train_wall_s": wall,
-                        "model_epochs": sum(lu.published_epoch(u, results) for u in units),
-                        "model_epochs_per_s": n * epochs / wall if done else None})
+                        "continued": {c.name: [start[c.name], lu.resume_epoch(c, results)]
+                                      for c in paused},
+                        "train_wall_s": wall, "model_epochs": trained,
+                        "model_epochs_per_s": trained / wall if wall > 0 else None})
         log(f"lease: {n} units {'finished' if done else 'paused'} in {wall:.0f} s "
             f"(predicted {summary['predicted_s']:.0f} s)")
-    return _finish(summary, out, results, t_start)
+    return _finish(summary, out, results, t_start, since)
 
 
-def _finish(summary: dict[str, Any], out: Path, results: Path, t_start: float
-            ) -> dict[str, Any]:
+def _finish(summary: dict[str, Any], out: Path, results: Path, t_start: float,
+            since: float | None = None) -> dict[str, Any]:
     summary["wall_s"] = time.monotonic() - t_start
     text = json.dumps(summary, indent=1, default=str)
     (out / "lease.json").write_text(text)
     if summary.get("record"):  # beside the table: what the next lease's plan is fitted to
         Path(summary["record"]).write_text(text)
-    pack_results(results, out)
+    pack_results(results, out, since=since)
     return summary
 
 
@@ -284,8 +353,9 @@ def last_record(results_dir: str | Path | None = None) -> dict[str, Any] | None:
 
 def lease_plan(minutes: float, results_dir: str | Path | None = None,
                record: dict[str, Any] | None = None) -> pd.DataFrame:
-    """What a lease of ``minutes`` would train: the open chunks of :data:`LEASE_ORDER` with
-    the predicted seconds of each prefix as one chunk, from the step-time fit of the newest
+    """What a lease of ``minutes`` would train: the paused chunks it continues
+    (:func:`paused_sources`) and the open chunks of :data:`LEASE_ORDER`, with the predicted
+    seconds of each prefix as one chunk, from the step-time fit of the newest
     lease record (``record``), the same choice :func:`lease` makes after measuring. The
     throughput table and the two measurements take about :data:`SETUP_S` seconds first."""
     rec = record or last_record(results_dir)
@@ -293,7 +363,9 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
         where = (Path(results_dir) if results_dir is not None else default_results_dir())
         raise FileNotFoundError(f"no lease record under {where / 'benchmarks'} "
                                 "(lease_*.json): no step-time fit measured on a GPU yet")
-    groups = open_groups(results_dir)
+    srcs = paused_sources(results_dir)
+    groups = [g for g in open_groups(results_dir)
+              if g.name not in {c.name for c in srcs}] + srcs
     if not groups:
         return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits", "why"])
     cfg = groups[0].units[0].config()
@@ -304,11 +376,16 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
         m = n + len(g.units)  # the chunk's models if this group joins the ones taken before it
         rows.append({"chunk": g.name, "units": ", ".join(u.key for u in g.units), "models": m,
                      "predicted_s": round(predict_seconds(m, rec["fit"], evals, TARGET, spe)),
-                     "fits": i in taken, "why": g.reason})
+                     "fits": i in taken,
+                     "why": (f"continues from its checkpoint at epoch "
+                             f"{lu.resume_epoch(g, results_dir)} to {g.target}: "
+                             if g in srcs else "") + g.reason})
         n += len(g.units) if i in taken else 0
     table = pd.DataFrame(rows)
     table.attrs.update({"record": rec["path"], "gpu": rec.get("gpu"),
-                        "model_epochs": sum(len(groups[i].units) for i in taken) * TARGET})
+                        "model_epochs": sum(len(groups[i].units) * (groups[i].target - (
+                            lu.resume_epoch(groups[i], results_dir) if groups[i] in srcs
+                            else 0)) for i in taken)})
     return table
 
 
@@ -320,16 +397,29 @@ PIECE_BYTES = 15 * 2**20
 """Bytes per file brought back (the device returns files of at most 16 MiB)."""
 
 
-def pack_results(results: Path, out: Path, max_pieces: int = 4) -> list[Path]:
-    """``results/long`` (no resume state, no work folders) and ``results/benchmarks`` as a
-    gzipped tar split into pieces of :data:`PIECE_BYTES` bytes ``out/results.tgz.aa``, ...;
-    refuses (naming the size) beyond ``max_pieces``."""
-    tgz = out / "results.tgz"
-    parts = [p for p in ("long", "benchmarks") if (results / p).exists()]
-    if not parts:
+def pack_results(results: Path, out: Path, max_pieces: int = 4,
+                 since: float | None = None) -> list[Path]:
+    """``results/long`` (no work folders; no resume state unless written since ``since``) and
+    ``results/benchmarks`` as a gzipped tar split into pieces of :data:`PIECE_BYTES` bytes
+    ``out/results.tgz.aa``, ...; with ``since`` (a ``time.time()``), only the files written
+    since then (what a lease wrote: not the segments it was sent); refuses (naming the size)
+    beyond ``max_pieces``."""
+    files = []
+    for part in ("long", "benchmarks"):
+        for p in sorted((results / part).rglob("*")) if (results / part).is_dir() else []:
+            rel = p.relative_to(results)
+            if not p.is_file() or ".work" in rel.parts or (
+                    since is None and "_resume" in rel.parts) or (
+                    since is not None and p.stat().st_mtime < since):
+                continue
+            files.append(str(rel))
+    if not files:
         return []
-    subprocess.run(["tar", "czf", str(tgz), "--exclude=_resume", "--exclude=.work",
-                    "-C", str(results), *parts], check=True)
+    tgz, listing = out / "results.tgz", out / ".results.list"
+    listing.write_text("\n".join(files) + "\n")
+    subprocess.run(["tar", "czf", str(tgz), "-C", str(results), "-T", str(listing)],
+                   check=True)
+    listing.unlink()
     size = tgz.stat().st_size
     if size > max_pieces * PIECE_BYTES:
         raise RuntimeError(f"{tgz} is {size / 2**20:.1f} MiB, more than {max_pieces} pieces of "
