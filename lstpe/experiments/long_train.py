@@ -174,7 +174,7 @@ class SegmentWriter:
         return (e > 0 or self.offsets[i] == 0) and (lo < own <= self.targets[i]
                                                     or lo == own == 0)
 
-    def _snaps_of(self, i: int, lo: int, epoch: int, key: str, at: set[int]
+    def snapshots_of(self, i: int, lo: int, epoch: int, key: str, at: set[int]
                   ) -> dict[int, torch.Tensor]:
         """Unit ``i``'s snapshots ``key`` in its segment (``lo``, ``epoch``] (and at 0 in
         the first), by own epoch: carried in, then taken here."""
@@ -220,8 +220,8 @@ class SegmentWriter:
         rows = [{k: v for k, v in r.items() if k != "_config"} for r in
                 carried + [r for r in history if r["_config"] == i and inside(r)]]
         hist = pd.DataFrame(rows)
-        pes = self._snaps_of(i, lo, epoch, "pe", self.pe_at[i])
-        atts = self._snaps_of(i, lo, epoch, "val_attention", self.att_at[i])
+        pes = self.snapshots_of(i, lo, epoch, "pe", self.pe_at[i])
+        atts = self.snapshots_of(i, lo, epoch, "val_attention", self.att_at[i])
         arts = {"pe_epochs": list(pes), "pe": torch.stack(list(pes.values())),
                 "attention_epochs": list(atts)}
         if atts:

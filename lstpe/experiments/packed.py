@@ -23,7 +23,8 @@ each unit to a model slot with its own offset (the epoch it starts at) and targe
   always have (a paused model's state is about 15 MB; a lease brings back 64 MiB).
 
 The packed chunk's own checkpoint (``long/.work/packed/<name>/``, untracked) exists only to
-pause at a deadline; after a pause it is removed, so a source's trajectory has one owner.
+pause at a deadline; after a pause it is removed (and one left over is never resumed), so a
+source's trajectory has one owner: its own checkpoint.
 Tested on tiny models (``tests/test_packed.py``): a source resumed in a packed chunk, and one
 written back at a pause and finished alone, publish the segments of the source trained
 alone, bit for bit on the CPU.
@@ -158,7 +159,7 @@ def write_back(src: lu.LongChunk, cfgs: Sequence[Any], state: dict[str, Any],
     lo = epoch // lu.SEGMENT * lu.SEGMENT
     snaps: dict[int, dict[str, torch.Tensor]] = {}
     for key, at_ in (("pe", hook.pe_at), ("val_attention", hook.att_at)):
-        per = [hook._snaps_of(j, lo, epoch, key, at_[j]) for j in slots]
+        per = [hook.snapshots_of(j, lo, epoch, key, at_[j]) for j in slots]
         for e in per[0]:
             snaps.setdefault(e, {})[key] = torch.stack([p[e] for p in per])
     nonfinite = state["nonfinite"].clone().bool() | torch.as_tensor(
@@ -240,8 +241,10 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
                            if s.source is not None and s.source.name == c.name]
                   for c in packed.sources()}
         ckpt = pdir / "chunk0.pt"
-        if not ckpt.exists():
-            _adopt(packed, states, src_cfgs, groups, task, opt, hook)
+        if ckpt.exists():  # left by a process killed at a pause: its sources are the truth
+            log(f"long: {ckpt} is left over; the packed chunk starts from its sources")
+            shutil.rmtree(pdir)
+        _adopt(packed, states, src_cfgs, groups, task, opt, hook)
         written: set[str] = set()
 
         def back(names: Sequence[str]) -> None:
