@@ -423,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--device", help="cpu (default) or cuda")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("lease", help="a GPU lease in one call: the throughput table, then "
-                        "the long units that finish in --minutes, packed into --out")
+                        "the long units that finish in --minutes and the paused chunk the "
+                        "tree carries, as one chunk; what it wrote is packed into --out")
     q.add_argument("--minutes", type=float, required=True, help="the call's budget")
     q.add_argument("--out", required=True, help="folder for what comes back (at most 4 "
                    "pieces of 15 MiB and lease.json)")
