@@ -306,9 +306,9 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             return _finish(summary, out, results, t_start, since)
         paused = [g for g in taken if g in srcs]
         packed = pk.packed_chunk(f"lease-{summary['started'][:10]}", paused,
-                         [g for g in taken if g not in srcs],
-                         "a GPU lease: " + ", ".join(g.name for g in taken),
-                         fresh_snapshots="sparse")
+                                 [g for g in taken if g not in srcs],
+                                 "a GPU lease: " + ", ".join(g.name for g in taken),
+                                 fresh_snapshots="sparse")
         units = packed.units
         n = len(units)
         summary["predicted_s"] = predict_seconds(n, fit, evals, epochs, spe)
