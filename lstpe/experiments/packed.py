@@ -199,7 +199,7 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
     from lstpe.store.rundir import RunLock
     from lstpe.training.config import load_data
     from lstpe.training.engine import LoopOptions, Paused, resolve_mode, run_chunk
-    from lstpe.training.task import LSTTask, ModelSlot, stratified_subset
+    from lstpe.training.task import one_model_chunk
     from lstpe.training.train import check_bundle, chunk_sizes
 
     device = device or torch.device("cpu")
@@ -224,16 +224,8 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
         base, splits = cfgs[0], load_data(cfgs[0])
         mode = resolve_mode(base.step_mode, device)
         evals = chunk_sizes(base, len(cfgs), device, mode, len(splits["val"]))[1]
-        sub = {k: stratified_subset(splits[k].vectors, getattr(base, f"eval_{k}_max"),
-                                    base.split_seed) for k in ("train", "test")}
-        task = LSTTask(base, [ModelSlot(i, 0, c.specs[0], c.seeds[0])
-                              for i, c in enumerate(cfgs)], [c.setting for c in cfgs],
-                       splits, sub, device, evals, offsets=offsets, targets=targets,
-                       total=lu.LONG_EPOCHS)
-        from lstpe.training.optim import StackedOptimizer
-
-        opt = StackedOptimizer(task.model.parameters(), [c.optimizer for c in cfgs],
-                               [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
+        task, opt = one_model_chunk(cfgs, device, splits, eval_chunk=evals, offsets=offsets,
+                                    targets=targets, total=lu.LONG_EPOCHS)
         hook = lt.SegmentWriter(packed.as_chunk(), cfgs, splits["val"].x, device, results_dir,
                                 "fp32", log, offsets, targets,
                                 [s.snapshots for s in packed.slots])

@@ -261,21 +261,24 @@ class LSTTask:
 
 
 
-def one_model_chunk(cfgs: list[TrainConfig], device: torch.device):
+def one_model_chunk(cfgs: list[TrainConfig], device: torch.device, splits: dict | None = None,
+                    **task_kw: Any):
     """The task and optimizer of one chunk of one-model configurations ``cfgs`` (each its own
     PE, seed and optimizer settings; the rest of ``cfgs[0]``), with the evaluation subsets of
-    ``cfgs[0]``: what the campaign's probe and a GPU lease time. Returns ``(task, opt)``."""
+    ``cfgs[0]``: what the campaign's probe and a GPU lease time, and a packed chunk trains.
+    ``splits``: the data (default: loaded); ``task_kw`` go to :class:`LSTTask` (``eval_chunk``,
+    ``offsets``, ``targets``, ``total``). Returns ``(task, opt)``."""
     from lstpe.training.config import load_data
     from lstpe.training.optim import StackedOptimizer
 
     base = cfgs[0]
-    splits = load_data(base)
+    splits = splits if splits is not None else load_data(base)
     sub = {"train": stratified_subset(splits["train"].vectors, base.eval_train_max,
                                        base.split_seed),
            "test": stratified_subset(splits["test"].vectors, base.eval_test_max,
                                       base.split_seed)}
     slots = [ModelSlot(i, 0, c.specs[0], c.seeds[0]) for i, c in enumerate(cfgs)]
-    task = LSTTask(base, slots, [c.setting for c in cfgs], splits, sub, device)
+    task = LSTTask(base, slots, [c.setting for c in cfgs], splits, sub, device, **task_kw)
     opt = StackedOptimizer(task.model.parameters(), [c.optimizer for c in cfgs],
                            [c.lr for c in cfgs], [c.weight_decay for c in cfgs])
     return task, opt
