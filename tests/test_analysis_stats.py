@@ -270,9 +270,19 @@ def test_two_seeds_give_an_interval_a_test_and_their_detectable_difference():
     half = sps.t.ppf(0.975, 1) * np.std([0.955, 0.957], ddof=1) / math.sqrt(2)
     assert c["ci_low"] == pytest.approx(0.956 - half) and c["ci_high"] == pytest.approx(
         0.956 + half)
-    eq = st.equivalence_test_from_summary(0.956, np.std([0.955, 0.957], ddof=1), 2,
-                                          row["mean"], row["sd"], 15)
+    sd2 = np.std([0.955, 0.957], ddof=1)
+    eq = st.equivalence_test_from_summary(0.956, sd2, 2, row["mean"], row["sd"], 15,
+                                          variance="both")
     assert c["p_equiv"] == pytest.approx(eq.p_equiv) and c["p_diff"] == pytest.approx(eq.p_diff)
+    # the paper's SD sizes both sides in the pooled test, so two near-tied seeds do not buy a
+    # precise equivalence: Welch's, leaning on their SD of 0.0014, would give p_equiv ~ 1e-4
+    pooled = st.equivalence_test_from_summary(0.956, sd2, 2, row["mean"], row["sd"], 15,
+                                              variance="pooled")
+    sp = math.sqrt((sd2**2 + 14 * row["sd"] ** 2) / 15)
+    assert pooled.se == pytest.approx(sp * math.sqrt(1 / 2 + 1 / 15)) and pooled.df == 15
+    welch = st.equivalence_test_from_summary(0.956, sd2, 2, row["mean"], row["sd"], 15)
+    assert eq.p_equiv == max(pooled.p_equiv, welch.p_equiv) == pooled.p_equiv
+    assert welch.p_equiv < 1e-3 < 0.01 < c["p_equiv"]
     # the smallest difference 2 seeds against 15 resolve, with the larger SD (the paper's)
     nu = 15
     want = (sps.t.ppf(0.975, nu) + sps.t.ppf(0.8, nu)) * row["sd"] * math.sqrt(1 / 2 + 1 / 15)

@@ -1,7 +1,7 @@
 """Statistics fit for 3-5 seeds and the evidence tables, against independent facts: scipy's
-t distribution and Welch test, exact permutation p values enumerated by hand, a TOST computed
-step by step, the power of a t-test at its minimum detectable difference (noncentral t), and
-the stored units of the authors' recipe."""
+t distribution, Student and Welch tests, their level under simulated nulls, exact permutation
+p values enumerated by hand, a TOST computed step by step, the power of a t-test at its minimum
+detectable difference (noncentral t), and the stored units of the authors' recipe."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from scipy import stats  # noqa: E402
 from lstpe.analysis import evidence as ev  # noqa: E402
 from lstpe.analysis import seed_tests as st  # noqa: E402
 from lstpe.analysis.forest import plot_forest  # noqa: E402
+from lstpe.analysis.trend import trend_test  # noqa: E402
 
 LEARN02 = [0.954, 0.972, 0.963, 0.963, 0.963]
 LEARN2 = [0.296, 0.583, 0.361, 0.361]
@@ -78,15 +79,25 @@ def test_one_sided_permutation_p_matches_scipys_exact_permutation_test():
 
 
 def test_tost_by_hand():
-    """Ours 0.95, 0.96, 0.97 (mean 0.96, SD 0.01) against 0.95 +- 0.03 (15 seeds), margin 0.05:
-    se^2 = 0.01^2/3 + 0.03^2/15 = 9.333e-5, Welch df = se^4 / ((0.01^2/3)^2/2 +
-    (0.03^2/15)^2/14) = 10.72; the upper test (diff >= 0.05) binds:
-    p = P(T_10.72 <= (0.01 - 0.05) / 0.009661 = -4.140)."""
-    r = st.welch_vs_reference([0.95, 0.96, 0.97], 0.95, 0.03, 15, margin=0.05)
-    assert r.se == pytest.approx(math.sqrt(9.3333e-5), rel=1e-4)
-    assert r.df == pytest.approx(10.72, abs=0.01)
-    assert r.p_equiv == pytest.approx(stats.t.cdf(-4.140, 10.72), rel=2e-3)
-    assert r.p_equiv < 0.01
+    """Ours 0.95, 0.96, 0.97 (mean 0.96, SD 0.01) against 0.95 +- 0.03 (15 seeds), margin 0.05.
+    Pooled: s_p^2 = (2 * 0.01^2 + 14 * 0.03^2) / 16 = 8.0e-4, se = s_p * sqrt(1/3 + 1/15) =
+    0.017889 on 16 df; the upper test (diff >= 0.05) binds: p = P(T_16 <= -2.2361) = 0.020.
+    Welch: se^2 = 0.01^2/3 + 0.03^2/15 = 9.333e-5 on 10.72 df: p = P(T_10.72 <= -4.140).
+    The row takes the larger of each p (the pooled test's here) and the union of the
+    intervals."""
+    r = st.vs_reference([0.95, 0.96, 0.97], 0.95, 0.03, 15, margin=0.05)
+    assert r.test == "pooled+welch"
+    assert r.se == pytest.approx(math.sqrt(8.0e-4 * (1 / 3 + 1 / 15)), rel=1e-6)
+    assert r.df == 16
+    assert r.p_equiv == pytest.approx(stats.t.cdf(-2.2361, 16), rel=2e-4)
+    assert 0.01 < r.p_equiv < 0.05
+    assert r.p == pytest.approx(stats.ttest_ind_from_stats(
+        0.96, 0.01, 3, 0.95, 0.03, 15, equal_var=True).pvalue)
+    w = st.vs_reference([0.95, 0.96, 0.97], 0.95, 0.03, 15, margin=0.05, seeds=False)
+    assert w.test == "welch" and w.df == pytest.approx(10.72, abs=0.01)
+    assert w.se == pytest.approx(math.sqrt(9.3333e-5), rel=1e-4)
+    assert w.p_equiv == pytest.approx(stats.t.cdf(-4.140, 10.72), rel=2e-3) and w.p_equiv < 0.01
+    assert r.low == pytest.approx(min(r.low, w.low)) and r.high >= w.high
 
 
 def test_tost_equivalence_is_the_90_percent_interval_inside_the_margin():
@@ -94,13 +105,59 @@ def test_tost_equivalence_is_the_90_percent_interval_inside_the_margin():
     for _ in range(50):
         x = rng.normal(rng.uniform(0.85, 0.99), rng.uniform(0.005, 0.05), rng.integers(2, 6))
         m, s = rng.uniform(0.88, 0.96), rng.uniform(0.01, 0.1)
-        r = st.welch_vs_reference(x, m, s, 15, margin=0.05)
-        h = st.welch_vs_reference(x, m, s, 15, margin=0.05, level=0.90)
-        assert (r.p_equiv < 0.05) == (-0.05 < h.low and h.high < 0.05)
+        for seeds in (True, False):
+            r = st.vs_reference(x, m, s, 15, margin=0.05, seeds=seeds)
+            h = st.vs_reference(x, m, s, 15, margin=0.05, level=0.90, seeds=seeds)
+            assert (r.p_equiv < 0.05) == (-0.05 < h.low and h.high < 0.05)
+            assert (r.p < 0.05) == (r.low > 0 or r.high < 0)  # verdict and interval agree
+
+
+def test_the_test_against_a_reference_keeps_its_level_whichever_spread_is_right():
+    """Our seeds drawn with the reference's SD, or twice it, and the reference's 15, 40,000
+    times each: the rates the module cites. Student's pooled test holds its 5% with one SD and
+    fails with ours twice theirs; Welch's fails at 2-3 seeds with one SD; the row's test (the
+    larger p of the two, checked against scipy's tests on 300 draws) holds in both."""
+    rng = np.random.default_rng(1)
+    cases = {(2, 1.0): (0.050, 0.113, 0.020), (3, 1.0): (0.050, 0.071, 0.023),
+             (2, 2.0): (0.246, 0.119, 0.065), (5, 2.0): (0.157, 0.055, 0.051)}
+    for (n, ratio), (pooled_rate, welch_rate, row_rate) in cases.items():
+        a, b = ratio * rng.normal(size=(40_000, n)), rng.normal(size=(40_000, 15))
+        student = stats.ttest_ind(a, b, axis=1, equal_var=True).pvalue
+        welch = stats.ttest_ind(a, b, axis=1, equal_var=False).pvalue
+        row = np.maximum(student, welch)
+        ours = [st.vs_reference(x, y.mean(), y.std(ddof=1), 15).p for x, y in zip(
+            a[:300], b[:300], strict=True)]
+        assert np.allclose(ours, row[:300], rtol=1e-9)
+        for got, want in ((student, pooled_rate), (welch, welch_rate), (row, row_rate)):
+            assert np.mean(got < 0.05) == pytest.approx(want, abs=0.007)
+
+
+def test_pooled_at_one_model_is_the_single_case_test_and_a_null_reference_keeps_welch():
+    """The pooled formula at n = 1 is Crawford & Howell's; two tied seeds against a reference
+    with spread get a finite test, where Welch's alone would lean on the reference's SD and
+    call learn-0.8's two stored seeds (0.954, 0.954 against the authors' 0.913 +- 0.048)
+    different."""
+    one = st.vs_reference([0.8], 0.9, 0.05, 15)
+    eq = st.equivalence_test_from_summary(0.8, 0.0, 2, 0.9, 0.05, 15, variance="pooled")
+    sp = math.sqrt(14 * 0.05**2 / 15)
+    assert eq.se == pytest.approx(sp * math.sqrt(1 / 2 + 1 / 15)) and eq.df == 15
+    assert one.se == pytest.approx(0.05 * math.sqrt(1 + 1 / 15)) and one.df == 14
+    tied = st.vs_reference([0.954, 0.954], 0.913, 0.048, 15)
+    welch = st.vs_reference([0.954, 0.954], 0.913, 0.048, 15, seeds=False)
+    assert tied.test == "pooled+welch" and welch.test == "welch"
+    assert welch.se == pytest.approx(0.048 / math.sqrt(15)) and welch.p < 0.01
+    assert tied.p > 0.2 and tied.df == 15
+    null = ev.Reference(0.0, 1.0, 10_000, "shuffled networks", seeds=False)
+    row = ev.evidence_rows({"c": [2.0, 4.0, 6.0]}, {"c": null}, value_range=(-9, 9))
+    assert row.loc[0, "test"] == "welch"  # our SD 2, the null's 1: pooled would say p ~ 1e-11
+    assert row.loc[0, "p_diff"] == pytest.approx(stats.ttest_1samp([2.0, 4.0, 6.0], 0.0).pvalue,
+                                                  rel=1e-3)
+    with pytest.raises(ValueError, match="variance"):
+        st.equivalence_test_from_summary(0.8, 0.1, 2, 0.9, 0.05, 15, variance="student")
 
 
 def test_single_model_uses_the_crawford_howell_test():
-    r = st.welch_vs_reference([0.5], 0.9537, 0.041, 15)
+    r = st.vs_reference([0.5], 0.9537, 0.041, 15)
     t = (0.5 - 0.9537) / (0.041 * math.sqrt(1 + 1 / 15))
     assert r.test == "single-case" and r.df == 14
     assert r.p == pytest.approx(2 * stats.t.sf(abs(t), 14))
@@ -126,14 +183,14 @@ def test_mdd_closed_form_and_its_power():
 def test_trend_is_kendalls_tau_b_with_a_permutation_p_and_the_log2_slope():
     x = [0.1] * 3 + [0.5] * 3 + [2.0] * 3
     y = [0.95, 0.96, 0.95, 0.93, 0.90, 0.94, 0.40, 0.58, 0.30]
-    t = st.trend_test(x, y)
+    t = trend_test(x, y)
     assert t.tau == pytest.approx(stats.kendalltau(x, y).statistic)
     lr = stats.linregress(np.log2(x), y)
     assert t.slope == pytest.approx(lr.slope) and t.slope_high < 0
     # five points in perfect order: the exact two-sided p is 2/5! = 1/60
-    mono = st.trend_test([1, 2, 3, 4, 5], [5, 4, 3, 2, 1])
+    mono = trend_test([1, 2, 3, 4, 5], [5, 4, 3, 2, 1])
     assert mono.tau == -1 and mono.p_perm == pytest.approx(2 / 120, abs=0.003)
-    flat = st.trend_test([1, 1, 2, 2, 3, 3], [0.5, 0.6, 0.6, 0.5, 0.5, 0.6])
+    flat = trend_test([1, 1, 2, 2, 3, 3], [0.5, 0.6, 0.6, 0.5, 0.5, 0.6])
     assert flat.p_perm > 0.5
 
 

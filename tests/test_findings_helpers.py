@@ -51,7 +51,7 @@ def test_evidence_view_shows_the_detectable_difference_of_each_row() -> None:
     t = ev.evidence_rows({"a": [0.94, 0.96, 0.95], "b": [0.5], "c": []}, ref, cells=["a", "b", "c"])
     view = fd.evidence_view(t)
     assert list(view.columns) == ["n", "ours [95% CI]", "verdict", "diff vs ref [CI]", "ref",
-                                  "authors@200", "paper@4000", "p (Welch)", "p (TOST)", "MDD"]
+                                  "authors@200", "paper@4000", "p (t)", "p (TOST)", "MDD"]
     # (t_0.975 + t_0.8 at 3 + 15 - 2 df) * SD * sqrt(1/3 + 1/15), with the reference's SD
     want = (stats.t.ppf(0.975, 16) + stats.t.ppf(0.8, 16)) * 0.04 * math.sqrt(1 / 3 + 1 / 15)
     assert view.loc["a", "MDD"] == f"{want:.2f}"

@@ -97,10 +97,16 @@ def test_seeds_without_spread_against_an_exact_reference_fall_back_to_the_exact_
     six = ev.evidence_rows({"a": [0.9] * 6}, {"a": ev.Reference(0.8, 0.0, 2, "x")}).iloc[0]
     assert six["verdict"] == "differs" and six["p_diff"] == pytest.approx(2 / 64)
     assert math.isnan(six["diff_low"])
-    # against a reference with a spread, Welch is defined; our mean still has no interval
+    # against a reference with a spread the t-tests are defined; our mean still has no
+    # interval. Two tied seeds do not show equivalence within 0.05 of a spread of 0.05 (the
+    # pooled TOST: se = 0.0364 on 15 df, p = 0.095; Welch's alone, leaning on the reference's
+    # SD, said "equivalent"); five do (se = 0.0228 on 18 df, p = 0.021)
     ref = ev.evidence_rows({"a": [0.9, 0.9]}, {"a": ev.Reference(0.9, 0.05, 15, "x")}).iloc[0]
-    assert ref["verdict"] == "equivalent" and math.isnan(ref["ci_low"])
+    assert ref["verdict"] == "inconclusive" and math.isnan(ref["ci_low"])
+    assert ref["p_equiv"] == pytest.approx(0.095, abs=0.001)
     assert "all 2 values equal" in ref["why"]
+    five = ev.evidence_rows({"a": [0.9] * 5}, {"a": ev.Reference(0.9, 0.05, 15, "x")}).iloc[0]
+    assert five["verdict"] == "equivalent" and five["p_equiv"] == pytest.approx(0.021, abs=0.001)
 
 
 def test_equivalence_without_spread_is_the_exact_tost():

@@ -8,7 +8,9 @@ over the data; our epoch e after e passes, a difference of one pass that is igno
 * :func:`authors_logs`: the table.
 * :func:`authors_at`: one epoch / phase / condition of it, indexed by PE.
 * :func:`compare_with_authors`: our final per-seed accuracies against the authors' logs at the
-  same epoch (Welch test), with the paper's 4000-epoch table values beside them.
+  same epoch (Student's pooled t-test and Welch's, the larger p, as
+  :func:`lstpe.analysis.seed_tests.vs_reference` explains), with the paper's 4000-epoch table
+  values beside them.
 * :func:`rank_order`: whether our σ curve ranks the σ as the authors' curve does at the same
   epoch (Kendall τ, exact p, and the pairs ranked the other way).
 """
@@ -152,7 +154,8 @@ def compare_with_authors(final: pd.DataFrame, epoch: int = 200, phase: str = "va
         ``ours_epoch`` (our models' epoch, or ``"e1, e2"`` if they differ; NaN without an
         ``epoch`` column), ``like_for_like`` (all our models at ``epoch``), ``authors_mean,
         authors_sd, authors_n`` (NaN where the authors logged no such PE, e.g. rope), ``diff``
-        (ours - authors), ``test`` (two-sided Welch p, for n_ours >= 2 and a logged PE),
+        (ours - authors), ``test`` (two-sided p, the larger of the pooled and Welch tests',
+        for n_ours >= 2 and a logged PE),
         ``note`` (why ``test`` is NaN, else ""), and the paper's 4000-epoch values
         ``paper_mean, paper_sd, paper_table`` (Table 2 for learn-sigma, Table 1 otherwise;
         NaN for the test phase, which the paper does not tabulate).
@@ -192,7 +195,8 @@ def compare_with_authors(final: pd.DataFrame, epoch: int = 200, phase: str = "va
         elif n < MIN_SEEDS_FOR_CI:
             note = _NOTE_FEW
         else:
-            p = ttest_from_summary(mean, sd, n, a_mean, a_sd, int(a_n)).pvalue
+            p = max(ttest_from_summary(mean, sd, n, a_mean, a_sd, int(a_n), kind=k).pvalue
+                    for k in ("student", "welch"))
         rows.append({
             "pe": pe, "n_ours": n, "ours_mean": mean, "ours_sd": sd,
             "ours_epoch": (eps[0] if len(eps) == 1 else ", ".join(map(str, eps))) if eps

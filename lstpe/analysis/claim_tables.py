@@ -25,7 +25,7 @@ permutation verdicts, and a trend over sigma where the claim is about sigma).
   the small-sigma PEs with ``learn-2`` and ``random``.
 
 A single-model cell (n = 1) gets the single-case test of
-:func:`lstpe.analysis.seed_tests.welch_vs_reference`; against an exact reference (SD 0) that
+:func:`lstpe.analysis.seed_tests.vs_reference`; against an exact reference (SD 0) that
 is undefined unless the value equals it, and the verdict says ``n=1``.
 """
 
@@ -280,7 +280,7 @@ def network_evidence(net: pd.DataFrame, measure: str = "modularity",
             key = str(pe) if stage == "final" else f"{pe} (init)"
             vals[key], seeds[key] = g[col].to_numpy(float), [int(s) for s in g["seed"]]
     claim = f"small-sigma learnable PEs learn the brain's networks ({measure}, Fig. 4C)"
-    refs = {c: ev.Reference(0.0, 1.0, 10_000, "shuffled networks") for c in vals}
+    refs = {c: ev.Reference(0.0, 1.0, 10_000, "shuffled networks", seeds=False) for c in vals}
     cells = ev.evidence_rows(vals, refs, claim=claim, seeds=seeds, margin=margin,
                              value_range=(-math.inf, math.inf))
     cells["authors_n"] = math.nan

@@ -6,7 +6,7 @@ them):
 
 * :class:`Reference`: a reference distribution (mean, SD, n seeds, label).
 * :func:`evidence_rows`: per cell, our values against a reference: n, values, mean and t
-  95% CI, the authors' and the paper's numbers, the difference with its CI, Welch p, TOST p,
+  95% CI, the authors' and the paper's numbers, the difference with its CI, t-test p, TOST p,
   minimum detectable difference, ``verdict`` and ``why``.
 * :func:`contrast_rows`: within our units, pairs of cells: difference with the interval of the
   exact permutation test that gives the verdict and Welch's CI beside it, exact p and its
@@ -32,10 +32,12 @@ cannot earn "equivalent" by a wide margin (it is 1/3 of their SD at sigma 2). It
 some gaps the paper reads (learn-0.2 vs relative, 0.036): those are the contrasts' business.
 The minimum detectable difference (``mdd``: alpha 0.05, power 0.8,
 :func:`lstpe.analysis.seed_tests.mdd`) uses the reference's SD for a row (15 seeds estimate it
-far better than our 3-5), our pooled SD for a contrast. Within our units the verdict of a
+far better than our 3-5), our pooled SD for a contrast. A row's test against the reference's
+seeds is Student's pooled test and Welch's, each p the larger (why:
+:func:`~lstpe.analysis.seed_tests.vs_reference`). Within our units the verdict of a
 contrast is the exact permutation test's (:func:`contrast_rows`), and so is the interval the
-pages quote with it (:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma
-is Kendall's tau-b over units with a permutation p (:func:`trend_row`). No multiplicity
+pages quote with it (:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma is
+Kendall's tau-b over units with a permutation p (:func:`trend_row`). No multiplicity
 correction: a claim such as "beats every fixed PE" is a conjunction, shown only where every one
 of its contrasts is (an intersection-union test, of level alpha as it stands); a single
 contrast read out of a claim's several would need one (Holm). Seeds without spread (tied
@@ -54,6 +56,7 @@ import pandas as pd
 
 from lstpe.analysis import seed_tests as st
 from lstpe.analysis.seed_stats import check_range, mean_ci, t_half, tau_text
+from lstpe.analysis.trend import trend_test
 
 __all__ = [
     "Reference", "evidence_rows", "contrast_rows", "trend_row", "CLAIMS", "claim_table",
@@ -92,7 +95,7 @@ CONTRAST_COLUMNS: tuple[str, ...] = (
 
 EVIDENCE_VERDICTS: dict[str, str] = {
     "equivalent": "TOST: within the margin of the reference",
-    "differs": "Welch (n=1: single-case) p < alpha, not equivalent",
+    "differs": "t-test p < alpha (pooled and Welch; n=1: single-case), not equivalent",
     "inconclusive": "neither shown at this n",
     "n=1": "one model, inside the reference spread: no interval",
     "not run": "no unit yet", "no reference": "no authors' log or paper value",
@@ -106,13 +109,14 @@ EVIDENCE_VERDICTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Reference:
-    """A reference distribution of one cell: ``mean``, ``sd`` over ``n`` seeds, ``label``
-    (``authors@200``, ``paper@4000``)."""
+    """A reference of one cell: ``mean``, ``sd`` over ``n`` seeds, ``label`` (``paper@4000``);
+    ``seeds`` False: a null of another kind (:func:`~lstpe.analysis.seed_tests.vs_reference`)."""
 
     mean: float
     sd: float
     n: int
     label: str
+    seeds: bool = True
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
         """The t interval of the reference's mean."""
@@ -149,11 +153,12 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
         ``epoch``, ``mean``, ``ci_low``, ``ci_high`` (t interval; NaN for n < 2 or when
         every value is equal, not a zero-width interval, and ``why`` says so),
         ``authors_mean/sd/n``, ``paper_mean/sd``, ``ref`` (the reference tested against),
-        ``diff`` (ours - ref) with ``diff_low/high``, ``p_diff`` (Welch; single-case for n=1),
+        ``diff`` (ours - ref) with ``diff_low/high``, ``p_diff`` (the t-test of
+        :func:`~lstpe.analysis.seed_tests.vs_reference`; single-case for n=1),
         ``p_equiv`` (TOST within ``margin``), ``mdd`` (reference SD, our n vs its n; against
-        an exact reference, SD 0, the one-sample test's with our SD),
-        ``test``, ``verdict`` (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with
-        the numbers). No spread in our values nor the reference: the exact sign-flip test
+        an exact reference, SD 0, the one-sample test's with our SD), ``test``, ``verdict``
+        (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with the numbers). No spread
+        in our values nor the reference: the exact sign-flip test
         (:class:`~lstpe.analysis.seed_tests.Diff`), its floor in ``why``.
     Raises:
         ValueError: a value outside ``value_range``, naming it, its cell and seed.
@@ -186,7 +191,7 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
         elif ref is None:
             row.update(verdict="no reference", why="no authors' log or paper value")
         else:
-            d = st.welch_vs_reference(x, ref.mean, ref.sd, ref.n, margin, level)
+            d = st.vs_reference(x, ref.mean, ref.sd, ref.n, margin, level, ref.seeds)
             row.update(diff=d.diff, diff_low=d.low, diff_high=d.high, p_diff=d.p,
                        p_equiv=d.p_equiv, test=d.test, mdd=_row_mdd(x, ref, alpha))
             row.update(_verdict(d, x.size, margin, alpha, row["mdd"]))
@@ -227,7 +232,7 @@ def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dic
             why += f"; differs by {d.diff:+.3f} (p={d.p:.2g})"
         return {"verdict": "equivalent", "why": why}
     if d.p < alpha:
-        return {"verdict": "differs", "why": f"differs by {d.diff:+.3f} (Welch p={d.p:.2g})"}
+        return {"verdict": "differs", "why": f"differs by {d.diff:+.3f} ({d.test} p={d.p:.2g})"}
     return {"verdict": "inconclusive",
             "why": f"neither shown at n={n}: diff CI [{d.low:+.2f}, {d.high:+.2f}], "
                    f"MDD {mdd:.2f}"}
@@ -306,13 +311,13 @@ def trend_row(sigma: Sequence[float], values: Sequence[float], *, claim: str = "
               label: str = "trend over sigma", alpha: float = ALPHA, n_perm: int = 20_000,
               seed: int = 0) -> pd.DataFrame:
     """One row in :data:`CONTRAST_COLUMNS` for a trend of ``values`` (N,) over ``sigma`` (N,)
-    across units (:func:`lstpe.analysis.seed_tests.trend_test`): ``a`` = ``label``, ``n_a`` =
+    across units (:func:`lstpe.analysis.trend.trend_test`): ``a`` = ``label``, ``n_a`` =
     units, ``n_b`` = sigmas, ``diff`` = slope per doubling of sigma with its t interval,
     ``statistic`` = Kendall's tau-b, ``p_perm`` its permutation p, ``p_floor`` = 1 / (1 +
     n_perm), ``p_welch`` = the slope's t-test p; ``verdict`` ``falls`` / ``rises`` on
     ``p_perm``, else ``no trend shown`` (every value tied: tau undefined, ``p_floor`` 1, and
     ``why`` says so in words)."""
-    t = st.trend_test(sigma, values, n_perm=n_perm, seed=seed)
+    t = trend_test(sigma, values, n_perm=n_perm, seed=seed)
     row = dict.fromkeys(CONTRAST_COLUMNS, math.nan)
     if t.tied:
         row.update(claim=claim, a=label, b="", n_a=t.n, n_b=t.levels, diff=0.0, p_floor=1.0,

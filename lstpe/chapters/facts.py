@@ -289,7 +289,7 @@ def human_facts(cells: pd.DataFrame, con: pd.DataFrame, agree: pd.DataFrame,
     :func:`lstpe.analysis.claim_tables.human_evidence` on ``agree`` (one row per model:
     ``pe``, ``r``, ``cosine``; ``attrs["constant_cosine"]``), ``cx`` the complexity table
     (:func:`lstpe.chapters.tables.complexity_table`, people last). Keys: ``r_pooled``,
-    ``pooled_verdict``, ``p_pooled`` (every model's r against 0, Welch), ``n_holm`` (the PEs
+    ``pooled_verdict``, ``p_pooled`` (every model's r against 0, one-sample t), ``n_holm`` (the PEs
     tested one by one), ``differs`` / ``equivalent`` / ``margin`` (the PEs whose r is shown
     other than 0 / within the margin of 0), ``r`` (PE -> its mean r with the 95% CI), ``vs``
     (learn-0.2's contrasts grouped by verdict), ``above`` / ``models`` / ``floor`` / ``top`` /

@@ -102,7 +102,9 @@ def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     """A claim's cell rows (:func:`lstpe.analysis.evidence.evidence_rows`) in the columns a
     page shows, the verdict beside our values so that a page's width shows both: ``n``,
     ``ours [95% CI]``, ``verdict``, ``diff vs ref [CI]``, ``ref``, ``authors@200`` (mean ± SD
-    (n)), ``paper@4000``, ``p (Welch)``, ``p (TOST)``, ``MDD`` (the smallest difference from
+    (n)), ``paper@4000``, ``p (t)`` (the pooled and Welch t-tests against the reference's seeds, the
+    larger p), ``p (TOST)``,
+    ``MDD`` (the smallest difference from
     the reference that the row's n would detect: alpha 0.05, power 0.8); indexed by cell."""
     rows = []
     for _, r in table.iterrows():
@@ -116,7 +118,7 @@ def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
                      "diff vs ref [CI]": signed_ci(r["diff"], r["diff_low"], r["diff_high"],
                                                    digits),
                      "ref": r["ref"], "authors@200": auth, "paper@4000": paper,
-                     "p (Welch)": _p(r["p_diff"]), "p (TOST)": _p(r["p_equiv"]),
+                     "p (t)": _p(r["p_diff"]), "p (TOST)": _p(r["p_equiv"]),
                      "MDD": num(r["mdd"], 2)})
     return pd.DataFrame(rows).set_index("cell")
 
@@ -191,11 +193,13 @@ def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
                digits: int = 3) -> pd.DataFrame:
     """One table for a claim tested against a fixed reference (no authors' or paper's cell
     values): the cell rows of :func:`lstpe.analysis.evidence.evidence_rows` (``ours [95% CI]``
-    against ``ref``, Welch and TOST p), then the contrast and trend rows of
+    against ``ref``, the t-test's and TOST p), then the contrast and trend rows of
     :func:`~lstpe.analysis.evidence.contrast_rows` (difference with the interval of its
     verdict, :func:`contrast_ci`, exact p and its floor). Columns ``n``, ``estimate [95% CI]``,
-    ``against``, ``p (Welch)``,
-    ``p (TOST ±margin)``, ``p (exact)``, ``floor``, ``verdict``; indexed by row."""
+    ``against``, ``p (t)`` (a cell's test, its ``test`` column: one-sample t against an exact
+    reference, pooled and Welch t against seeds, Welch against a null distribution; a
+    contrast's Welch test), ``p (TOST ±margin)``, ``p (exact)``, ``floor``, ``verdict``;
+    indexed by row."""
     margin = next((m for m in cells["margin"] if m == m), math.nan)
     tost = f"p (TOST ±{margin:g})" if margin == margin else "p (TOST)"
     rows = []
@@ -204,13 +208,13 @@ def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
                      "estimate [95% CI]": ci(r["mean"], r["ci_low"], r["ci_high"], digits),
                      "against": f"{r['ref']} ({num(_ref_value(r), digits)})" if r["ref"]
                      else "–",
-                     "p (Welch)": _p(r["p_diff"]), tost: _p(r["p_equiv"]), "p (exact)": "–",
+                     "p (t)": _p(r["p_diff"]), tost: _p(r["p_equiv"]), "p (exact)": "–",
                      "floor": "–", "verdict": r["verdict"]})
     view = contrast_view(contrasts, digits) if contrasts is not None and len(contrasts) else None
     for name, r in ([] if view is None else view.iterrows()):
         rows.append({"row": name, "n": r["n"], "estimate [95% CI]": r["diff [95% CI]"],
                      "against": "no trend" if " − " not in name else "difference 0",
-                     "p (Welch)": r["p (Welch)"], tost: "–", "p (exact)": r["p (exact)"],
+                     "p (t)": r["p (Welch)"], tost: "–", "p (exact)": r["p (exact)"],
                      "floor": r["floor"], "verdict": r["verdict"]})
     return pd.DataFrame(rows).set_index("row")
 
@@ -307,7 +311,7 @@ def show_evidence(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
         key.append(full[["n", "diff [95% CI]", "verdict"]])
         folded.append(full)
     return Shown(key, folded, "Every column: differences, the authors' and the paper's "
-                              "values, p values (Welch, TOST, exact) and the MDD")
+                              "values, p values (pooled t, TOST, Welch, exact) and the MDD")
 
 
 def show_claim(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
@@ -316,4 +320,4 @@ def show_claim(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
     ``estimate [95% CI]``, ``against`` and ``verdict`` open, every column folded."""
     full = claim_view(cells, contrasts, digits)
     return Shown([full[["n", "estimate [95% CI]", "against", "verdict"]]], [full],
-                 "Every column: p values (Welch, TOST, exact) and the exact test's floor")
+                 "Every column: p values (t, TOST, exact) and the exact test's floor")

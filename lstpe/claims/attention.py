@@ -8,9 +8,9 @@ paper's cosine, :func:`lstpe.analysis.attention.table3`):
 * it correlates with accuracy over sigma (Spearman over per-sigma means, the paper's Fig. 4B);
 * training is what makes small-sigma maps similar: the change from initialisation at
   sigma <= 0.2 (exact sign-flip test over units); a significant fall contradicts it;
-* its level at sigma 0.1 and 0.2 against the paper's Table 3 (Welch against their 15 seeds;
-  the paper's models trained 4000 epochs, ours the stored units' epochs, and the long units'
-  cosine at their last epoch is quoted beside it).
+* its level at sigma 0.1 and 0.2 against the paper's Table 3 (the pooled and Welch t-tests
+  against their 15 seeds; the paper's models trained 4000 epochs, ours the stored units'
+  epochs, and the long units' cosine at their last epoch is quoted beside it).
 
 In this repository the models of one seed share every weight but the PE
 (``lstpe.nn.architecture.PE_STREAM``); in the authors' code a learnable PE draws from the global
