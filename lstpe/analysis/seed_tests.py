@@ -20,8 +20,8 @@ smallest difference a t-test at that n would detect.
   5% from n = 2 against 15 and 7% from n = 3. If our spread differs from theirs, the pooled
   test is the one that fails: with our SD twice theirs it rejects 25% (n = 2) and 16%
   (n = 5). A row therefore claims only what both tests support: each p is the larger of
-  the two and the interval the union of theirs, which rejects a true null 2% of the time
-  with one SD, 6.5% (n = 2) to 5% (n = 5) with ours twice theirs (normal draws,
+  the two and the interval the union of theirs, which rejects a true null 2-3% of the time
+  with one SD (n = 2-5), 6.5% (n = 2) to 5% (n = 5) with ours twice theirs (normal draws,
   ``tests/test_evidence.py``). At n = 1 it is the single-case t-test of Crawford & Howell
   (1998), :math:`t = (x - \bar y) / (s_y \sqrt{1 + 1/n_y})`, :math:`\nu = n_y - 1` (the
   pooled test at n = 1). An exact reference (SD 0, e.g. "no loss") is no sample of seeds: our
