@@ -24,7 +24,8 @@ from importlib import resources
 import pandas as pd
 
 from lstpe.analysis.paper_compare import load_paper_tables
-from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, ttest_from_summary
+from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
+from lstpe.analysis.seed_tests import equivalence_test_from_summary
 from lstpe.nn.encodings import parse_pe
 
 __all__ = ["authors_logs", "authors_at", "compare_with_authors", "lagging_seeds", "rank_order",
@@ -194,9 +195,9 @@ def compare_with_authors(final: pd.DataFrame, epoch: int = 200, phase: str = "va
             note = _NOTE_NO_LOG
         elif n < MIN_SEEDS_FOR_CI:
             note = _NOTE_FEW
-        else:
-            p = max(ttest_from_summary(mean, sd, n, a_mean, a_sd, int(a_n), kind=k).pvalue
-                    for k in ("student", "welch"))
+        elif not sd == a_sd == 0:  # both without spread: no t-test (p stays NaN)
+            p = equivalence_test_from_summary(mean, sd, n, a_mean, a_sd, int(a_n),
+                                              variance="both").p_diff
         rows.append({
             "pe": pe, "n_ours": n, "ours_mean": mean, "ours_sd": sd,
             "ours_epoch": (eps[0] if len(eps) == 1 else ", ".join(map(str, eps))) if eps
