@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from lstpe.analysis import evidence as ev  # noqa: E402
+from lstpe.analysis import power as pw  # noqa: E402
 from lstpe.analysis import seed_tests as st  # noqa: E402
 from lstpe.analysis.forest import plot_forest  # noqa: E402
 from lstpe.analysis.trend import trend_test  # noqa: E402
@@ -169,16 +170,16 @@ def test_single_model_uses_the_crawford_howell_test():
 def test_mdd_closed_form_and_its_power():
     """(t_0.975,16 + t_0.8,16) * 0.1 * sqrt(1/3 + 1/15) = (2.1199 + 0.8647) * 0.06325 = 0.1888;
     the exact power of Student's t-test (noncentral t) there is close to 0.8."""
-    assert st.mdd(0.1, 3, 15) == pytest.approx(0.1888, abs=2e-4)
+    assert pw.mdd(0.1, 3, 15) == pytest.approx(0.1888, abs=2e-4)
     for n_a, n_b in ((2, 15), (3, 3), (5, 15), (4, 5)):
-        d = st.mdd(0.1, n_a, n_b)
+        d = pw.mdd(0.1, n_a, n_b)
         nu = n_a + n_b - 2
         nc = d / (0.1 * math.sqrt(1 / n_a + 1 / n_b))
         crit = stats.t.ppf(0.975, nu)
         power = stats.nct.sf(crit, nu, nc) + stats.nct.cdf(-crit, nu, nc)
         assert 0.77 < power < 0.81
     z = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * math.sqrt(2 / 1000)
-    assert st.mdd(1.0, 1000, 1000) == pytest.approx(z, rel=1e-3)
+    assert pw.mdd(1.0, 1000, 1000) == pytest.approx(z, rel=1e-3)
 
 
 def test_trend_is_kendalls_tau_b_with_a_permutation_p_and_the_log2_slope():
@@ -366,7 +367,7 @@ def test_an_exact_reference_gets_the_one_sample_mdd():
                             margin=0.01).set_index("cell")
     sd = float(np.std(x, ddof=1))
     want = (stats.t.ppf(0.975, 4) + stats.t.ppf(0.8, 4)) * sd / np.sqrt(5)  # closed form
-    assert rows.loc["a", "mdd"] == pytest.approx(want) == pytest.approx(st.mdd(sd, 5))
+    assert rows.loc["a", "mdd"] == pytest.approx(want) == pytest.approx(pw.mdd(sd, 5))
     assert rows.loc["a", "verdict"] == "differs"
     one = ev.evidence_rows({"a": [0.1]}, {"a": ev.Reference(0.0, 0.0, 2, "no loss")})
     assert np.isnan(one["mdd"].iloc[0])  # one model: no SD to size it by

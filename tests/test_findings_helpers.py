@@ -9,6 +9,7 @@ import pandas as pd
 from scipy import stats
 
 from lstpe.analysis import evidence as ev
+from lstpe.analysis import power as pw
 from lstpe.chapters import findings as fd
 
 
@@ -52,9 +53,14 @@ def test_evidence_view_shows_the_detectable_difference_of_each_row() -> None:
     view = fd.evidence_view(t)
     assert list(view.columns) == ["n", "ours [95% CI]", "verdict", "diff vs ref [CI]", "ref",
                                   "authors@200", "paper@4000", "p (t)", "p (TOST)", "MDD"]
-    # (t_0.975 + t_0.8 at 3 + 15 - 2 df) * SD * sqrt(1/3 + 1/15), with the reference's SD
-    want = (stats.t.ppf(0.975, 16) + stats.t.ppf(0.8, 16)) * 0.04 * math.sqrt(1 / 3 + 1 / 15)
-    assert view.loc["a", "MDD"] == f"{want:.2f}"
+    # the row test's (the larger p of pooled and Welch) at the reference's SD: more than the
+    # pooled test's closed form (t_0.975 + t_0.8 at 3 + 15 - 2 df) * SD * sqrt(1/3 + 1/15)
+    pooled = (stats.t.ppf(0.975, 16) + stats.t.ppf(0.8, 16)) * 0.04 * math.sqrt(1 / 3 + 1 / 15)
+    want = pw.mdd_vs_reference(0.04, 3, 15)
+    assert view.loc["a", "MDD"] == f"{want:.2f}" and want > 1.4 * pooled
+    # one model: the single-case test, the pooled closed form at 1 + 15 - 2 df
+    one = (stats.t.ppf(0.975, 14) + stats.t.ppf(0.8, 14)) * 0.20 * math.sqrt(1 + 1 / 15)
+    assert view.loc["b", "MDD"] == f"{one:.2f}"
     assert view.loc["b", "n"] == 1 and view.loc["c", "MDD"] == "–"  # not run: nothing to detect
 
 

@@ -25,8 +25,8 @@ computed with training, :mod:`lstpe.training.noise`):
   runs against them at the same epoch, with the paper's 4000-epoch tables beside them
 - :mod:`lstpe.analysis.seed_tests`  tests fit for 3-5 seeds: TOST equivalence, Welch difference
   with its CI, the pooled and Welch tests against a reference's seeds, exact permutation test
-  and its floor, minimum detectable difference; :mod:`lstpe.analysis.trend` the trend over
-  sigma
+  and its floor; :mod:`lstpe.analysis.power` the smallest difference each of those tests
+  resolves at its n; :mod:`lstpe.analysis.trend` the trend over sigma
 - :mod:`lstpe.analysis.evidence`    one evidence table per claim of the paper, contrasts within
   our units, the stacked table; :mod:`lstpe.analysis.forest` its forest plot
 - :mod:`lstpe.analysis.pe_structure` a learnable PE split into its init and the learned part,
@@ -55,7 +55,8 @@ from types import ModuleType
 
 SUBMODULES: tuple[str, ...] = (
     "attention", "procrustes", "humans", "seed_stats", "paper_compare", "plots", "curves",
-    "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "trend",
+    "networks", "probe", "rope_misuse", "widgets", "authors_logs", "seed_tests", "power",
+    "trend",
     "evidence", "forest",
     "pe_structure", "pe_plots", "learned_part", "mechanism", "long_runs", "claim_tables",
     "report_plots", "chance", "kernels", "style", "phone", "responsive",

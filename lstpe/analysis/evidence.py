@@ -7,7 +7,7 @@ them):
 * :class:`Reference`: a reference distribution (mean, SD, n seeds, label).
 * :func:`evidence_rows`: per cell, our values against a reference: n, values, mean and t
   95% CI, the authors' and the paper's numbers, the difference with its CI, t-test p, TOST p,
-  minimum detectable difference, ``verdict`` and ``why``.
+  MDD, ``verdict`` and ``why``.
 * :func:`contrast_rows`: within our units, pairs of cells: difference with the interval of the
   exact permutation test that gives the verdict and Welch's CI beside it, exact p and its
   floor, Welch p, ``verdict`` and ``why``.
@@ -30,19 +30,17 @@ is :data:`MARGIN` = 0.05 accuracy: 5.4 of the 108 validation puzzles, about one 
 seed-to-seed SDs at small sigma (0.026-0.05 at epoch 200); a fixed number, so that a noisy cell
 cannot earn "equivalent" by a wide margin (it is 1/3 of their SD at sigma 2). It is wider than
 some gaps the paper reads (learn-0.2 vs relative, 0.036): those are the contrasts' business.
-The minimum detectable difference (``mdd``: alpha 0.05, power 0.8,
-:func:`lstpe.analysis.seed_tests.mdd`) uses the reference's SD for a row (15 seeds estimate it
-far better than our 3-5), our pooled SD for a contrast. A row's test against the reference's
-seeds is Student's pooled test and Welch's, each p the larger (why:
-:func:`~lstpe.analysis.seed_tests.vs_reference`). Within our units the verdict of a
-contrast is the exact permutation test's (:func:`contrast_rows`), and so is the interval the
-pages quote with it (:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma is
-Kendall's tau-b over units with a permutation p (:func:`trend_row`). No multiplicity
-correction: a claim such as "beats every fixed PE" is a conjunction, shown only where every one
-of its contrasts is (an intersection-union test, of level alpha as it stands); a single
-contrast read out of a claim's several would need one (Holm). Seeds without spread (tied
-accuracies) get no t-test certainty: no interval, and Welch's p NaN beside the exact test, or
-against an exact reference the sign-flip test with its floor (seed_tests.NO_SPREAD).
+A row's test against the reference's seeds is Student's pooled test and Welch's, each p the
+larger (why: :func:`~lstpe.analysis.seed_tests.vs_reference`); a contrast's verdict is the
+exact permutation test's (:func:`contrast_rows`), as is the interval the pages quote with it
+(:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma is Kendall's tau-b with
+a permutation p (:func:`trend_row`). The minimum detectable difference (``mdd``: alpha 0.05,
+power 0.8, :mod:`lstpe.analysis.power`) is that of the test that gives the verdict: a row's at
+the reference's SD (15 seeds estimate it better than our 3-5), a contrast's at our pooled SD
+(infinite where the test's floor is at or above alpha). No multiplicity correction: "beats
+every fixed PE" is a conjunction, shown only where each of its contrasts is (an
+intersection-union test, of level alpha as it stands). Tied seeds get no t-test certainty: no
+interval, Welch's p NaN beside the exact test (seed_tests.NO_SPREAD).
 """
 
 from __future__ import annotations
@@ -54,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lstpe.analysis import power as pw
 from lstpe.analysis import seed_tests as st
 from lstpe.analysis.seed_stats import check_range, mean_ci, t_half, tau_text
 from lstpe.analysis.trend import trend_test
@@ -155,10 +154,9 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
         ``authors_mean/sd/n``, ``paper_mean/sd``, ``ref`` (the reference tested against),
         ``diff`` (ours - ref) with ``diff_low/high``, ``p_diff`` (the t-test of
         :func:`~lstpe.analysis.seed_tests.vs_reference`; single-case for n=1),
-        ``p_equiv`` (TOST within ``margin``), ``mdd`` (reference SD, our n vs its n; against
-        an exact reference, SD 0, the one-sample test's with our SD), ``test``, ``verdict``
-        (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with the numbers). No spread
-        in our values nor the reference: the exact sign-flip test
+        ``p_equiv`` (TOST within ``margin``), ``mdd`` (that test's, :func:`_row_mdd`),
+        ``test``, ``verdict`` (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with
+        the numbers). No spread in our values nor the reference: the exact sign-flip test
         (:class:`~lstpe.analysis.seed_tests.Diff`), its floor in ``why``.
     Raises:
         ValueError: a value outside ``value_range``, naming it, its cell and seed.
@@ -204,13 +202,14 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
 
 
 def _row_mdd(x: np.ndarray, ref: Reference, alpha: float) -> float:
-    """A row's minimum detectable difference: with the reference's SD against its n seeds;
-    against an exact reference (SD 0: no loss, errors at random) the one-sample test's, with
-    our SD (NaN for one model)."""
+    """A row's MDD, that of :func:`st.vs_reference`'s test: the reference's SD, our n against
+    its n (Welch's alone for a null of another kind); against an exact reference (SD 0: no
+    loss, errors at random) the one-sample test's with our SD (NaN for one model)."""
     if ref.sd > 0:
-        return st.mdd(ref.sd, x.size, ref.n, alpha)
+        rule = "both" if ref.seeds else "welch"
+        return pw.mdd_vs_reference(ref.sd, x.size, ref.n, alpha, rule=rule)
     flat = x.size < 2 or st.no_spread(x)  # no SD to size it by: not an MDD of 0
-    return math.nan if flat else st.mdd(float(x.std(ddof=1)), x.size, None, alpha)
+    return math.nan if flat else pw.mdd(float(x.std(ddof=1)), x.size, None, alpha)
 
 
 def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dict[str, str]:
@@ -259,12 +258,13 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
         above ``alpha``, so 0 lies inside it exactly when no difference is shown), ``statistic``
         (Welch t), ``p_welch`` (NaN with a group of 1), ``p_perm`` (exact, two-sided) and
         ``p_floor`` (the smallest p the permutation test can give with these values), ``mdd``
-        (our pooled SD), ``verdict`` (``higher``, ``lower``, ``no difference shown``,
-        ``not run``) on the exact permutation p: exact at any n and free of the normality
-        Welch's t leans on at 2-4 degrees of freedom (its null: the PE label does not
-        matter); Welch's p and interval are shown beside it (NaN, and ``why`` says so, when
-        neither group has a spread: :data:`~lstpe.analysis.seed_tests.NO_SPREAD`). ``why``
-        says when the permutation test cannot reach ``alpha`` at this n.
+        (the permutation test's at our pooled SD, :func:`~lstpe.analysis.power.mdd_permutation`;
+        infinite where its floor is at or above alpha), ``verdict`` (``higher``, ``lower``,
+        ``no difference shown``, ``not run``) on the exact permutation p: exact at any n and
+        free of the normality Welch's t leans on at 2-4 degrees of freedom (its null: the PE
+        label does not matter); Welch's p and interval are shown beside it (NaN, and ``why``
+        says so, when neither group has a spread: :data:`~lstpe.analysis.seed_tests.NO_SPREAD`).
+        ``why`` says when the permutation test cannot reach ``alpha`` at this n.
     """
     rows = []
     for a, b in pairs:
@@ -284,7 +284,7 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
                    exact_low=lo, exact_high=hi,
                    p_perm=perm.p, p_floor=perm.floor, test="exact permutation",
                    mdd=math.nan if math.isnan(sd := _pooled_sd(x, y))
-                   else st.mdd(sd, x.size, y.size, alpha))
+                   else pw.mdd_permutation(sd, x.size, y.size, alpha))
         welch = ""
         if x.size >= 2 and y.size >= 2:
             w = st.welch_diff(x, y, level)

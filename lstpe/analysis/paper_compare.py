@@ -9,7 +9,7 @@ The means, SDs and t intervals over seeds come from :mod:`lstpe.analysis.seed_st
 and the difference test against the paper's 15 seeds (Student's pooled test and Welch's, each
 p the larger: :func:`~lstpe.analysis.seed_tests.equivalence_test_from_summary` with
 ``variance="both"``; why: :mod:`lstpe.analysis.seed_tests`) and the minimum detectable
-difference from :mod:`lstpe.analysis.seed_tests`.
+difference of that test from :mod:`lstpe.analysis.power`.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from importlib import resources
 
 import pandas as pd
 
+from lstpe.analysis.power import mdd, mdd_vs_reference
 from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, summarize
 from lstpe.analysis.seed_tests import (
     EQUIVALENCE_MARGIN,
     Equivalence,
     equivalence_test_from_summary,
-    mdd,
 )
 from lstpe.nn.encodings import parse_pe
 
@@ -126,8 +126,9 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
       (NaN).
 
     At 3-5 seeds ``inconclusive`` is the common verdict; ``mdd`` says how large a difference
-    those seeds could have shown (:func:`lstpe.analysis.seed_tests.mdd` at alpha, power 0.8,
-    with the larger of the two SDs, our n and the paper's 15).
+    those seeds could have shown to that test (:func:`lstpe.analysis.power.mdd_vs_reference`
+    at alpha, power 0.8, with the larger of the two SDs, our n and the paper's 15; against a
+    paper SD of 0 the one-sample t-test's, :func:`lstpe.analysis.power.mdd`).
 
     Args:
         ours: one row per seed with a ``pe`` label column and ``value`` (e.g. the history's
@@ -208,7 +209,8 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
                                            r.paper_n, margin, "both")
         p_equiv.append(eq.p_equiv)
         p_diff.append(eq.p_diff)
-        mdds.append(mdd(max(r.sd, r.paper_sd), int(r.n), int(r.paper_n), alpha))
+        mdds.append(mdd_vs_reference(max(r.sd, r.paper_sd), int(r.n), int(r.paper_n), alpha)
+                    if r.paper_sd > 0 else mdd(r.sd, int(r.n), None, alpha))
         verdict.append(_verdict(eq, alpha))
     merged["p_equiv"], merged["p_diff"], merged["mdd"] = p_equiv, p_diff, mdds
     merged["verdict"] = verdict

@@ -2,7 +2,7 @@ r"""Tests fit for 3-5 seeds: what a handful of models can and cannot show, with 
 
 Every function here works from n = 2 seeds per group (the single-case test from n = 1) and
 says what its n allows: an interval's width, a permutation test's smallest attainable p, the
-smallest difference a t-test at that n would detect.
+smallest difference it would detect (:mod:`lstpe.analysis.power`).
 
 * :func:`equivalence_test_from_summary`: two one-sided t-tests (TOST) of
   ``|mean_a - mean_b| < margin`` and the two-sided t-test, from two summaries: Welch's,
@@ -33,9 +33,9 @@ smallest difference a t-test at that n would detect.
 * :func:`shift_interval`: the interval that belongs to that test, the shifts :math:`\delta`
   of ``a`` it does not reject (unbounded where its floor is at or above alpha), so a verdict
   and the interval beside it always agree.
-* :func:`mdd`: the minimum detectable difference of a two-sample t-test,
-  :math:`(t_{1-\alpha/2,\nu} + t_{\text{power},\nu})\,\sigma\sqrt{1/n_a + 1/n_b}`,
-  :math:`\nu = n_a + n_b - 2` (the standard normal-approximation formula with t quantiles).
+
+What each of these tests can resolve at its n (its minimum detectable difference) is
+:mod:`lstpe.analysis.power`'s.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from scipy import stats
 __all__ = [
     "EQUIVALENCE_MARGIN", "Equivalence", "equivalence_test_from_summary", "Diff", "welch_diff",
     "vs_reference", "Permutation", "permutation_test", "permutation_floor", "shift_interval",
-    "mdd", "MAX_SPLITS", "SPLIT_TOL", "NO_SPREAD", "no_spread", "VARIANCES",
+    "MAX_SPLITS", "SPLIT_TOL", "NO_SPREAD", "no_spread", "VARIANCES",
 ]
 
 MAX_SPLITS = 500_000
@@ -461,33 +461,3 @@ def _first_kept(pts: np.ndarray, kept, outside: float) -> float:
 SHIFT_SCAN = 50_000_000
 """Split-evaluations up to which :func:`shift_interval` scans every crossing (7 + 7 seeds:
 about 5e7); beyond, it bisects."""
-
-
-# --------------------------------------------------------------------------- power
-
-
-def mdd(sd: float, n_a: int, n_b: int | None = None, alpha: float = 0.05,
-        power: float = 0.8) -> float:
-    r"""The smallest true difference of means a two-sided two-sample t-test at level ``alpha``
-    detects with probability ``power``, for a common SD ``sd`` and ``n_a``, ``n_b`` seeds:
-    :math:`(t_{1-\alpha/2,\nu} + t_{\text{power},\nu})\,\sigma\sqrt{1/n_a + 1/n_b}`,
-    :math:`\nu = n_a + n_b - 2` (a t test rejects when :math:`|\hat\delta| > t_{1-\alpha/2}
-    \,se`; a true :math:`\delta` puts :math:`\hat\delta/se` about :math:`\delta/se` away from
-    0, so it exceeds the critical value with probability ``power`` when
-    :math:`\delta/se = t_{1-\alpha/2} + t_\text{power}`). ``n_b=None``: the one-sample test
-    against an exact reference (:math:`\nu = n_a - 1`, :math:`se = \sigma/\sqrt{n_a}`).
-
-    Raises:
-        ValueError: ``sd < 0``, too few seeds (``n_a + n_b < 3``; one-sample ``n_a < 2``),
-            alpha or power outside (0, 1).
-    """
-    one = n_b is None
-    nb = 0 if one else n_b
-    if not (sd >= 0 and n_a >= 1 and (one or nb >= 1) and n_a + nb >= (2 if one else 3)
-            and 0 < alpha < 1 and 0 < power < 1):
-        raise ValueError(f"need sd >= 0, n_a + n_b >= 3 (one sample: n_a >= 2), alpha and "
-                         f"power in (0, 1); got sd={sd}, n=({n_a}, {n_b}), alpha={alpha}, "
-                         f"power={power}")
-    nu = n_a - 1 if one else n_a + nb - 2
-    scale = math.sqrt(1 / n_a) if one else math.sqrt(1 / n_a + 1 / nb)
-    return float((stats.t.ppf(1 - alpha / 2, nu) + stats.t.ppf(power, nu)) * sd * scale)
