@@ -162,13 +162,13 @@ def mdd_vs_reference(sd: float, n_a: int, n_b: int, alpha: float = 0.05, power: 
         ValueError: as :func:`power_vs_reference`, or power outside (0, 1).
     """
     _check(sd, alpha, power)
+    power_vs_reference(0.0, 1.0, n_a, n_b, alpha, rule)  # checks the other arguments
     if sd == 0:
         return 0.0
-    power_vs_reference(0.0, 1.0, n_a, n_b, alpha, rule)  # checks the arguments
     return sd * _k_reference(int(n_a), int(n_b), float(alpha), float(power), rule)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)  # up to (4000, 3432) float64 each: 110 MB
 def _permutation_draws(n_a: int, n_b: int) -> tuple[np.ndarray, np.ndarray]:
     """(R, S) the split statistics of :data:`POWER_DRAWS` standard normal samples (the
     observed split first) and (S,) each split's change per unit shift of group a."""
