@@ -13,6 +13,10 @@ over the data; our epoch e after e passes, a difference of one pass that is igno
   values beside them.
 * :func:`rank_order`: whether our σ curve ranks the σ as the authors' curve does at the same
   epoch (Kendall τ, exact p, and the pairs ranked the other way).
+* :func:`possible_range`, :func:`beyond_authors_range`: the interval every one of the
+  authors' seeds must lie in, given only their mean and SD (Samuelson's inequality), and our
+  units outside it: a unit there lies outside the range of all their seeds, whatever the
+  shape of their distribution.
 """
 
 from __future__ import annotations
@@ -29,7 +33,12 @@ from lstpe.analysis.seed_tests import equivalence_test_from_summary
 from lstpe.nn.encodings import parse_pe
 
 __all__ = ["authors_logs", "authors_at", "compare_with_authors", "lagging_seeds", "rank_order",
-           "AUTHORS_LOGS_FILE", "AUTHORS_LOGS_COLUMNS", "SPLIT_TO_PHASE"]
+           "possible_range", "beyond_authors_range", "LOG_ROUNDING", "AUTHORS_LOGS_FILE",
+           "AUTHORS_LOGS_COLUMNS", "SPLIT_TO_PHASE"]
+
+LOG_ROUNDING = 5e-5
+"""Half the last digit of the vendored means and SDs (4 decimals): :func:`possible_range`
+widens its bounds by it."""
 
 AUTHORS_LOGS_FILE = "authors_logs_summary.csv"
 """Name of the vendored table under ``lstpe/data/``."""
@@ -271,3 +280,50 @@ def rank_order(final: pd.DataFrame, epoch: int, value: str = "accuracy") -> dict
         res = kendalltau(a, b)
         tau, p = float(res.statistic), float(res.pvalue)
     return {"n": len(both), "tau": tau, "p": p, "flipped": flipped}
+
+
+def possible_range(mean: float, sd: float, n: int, rounding: float = 0.0) -> tuple[float, float]:
+    r"""The interval that every one of ``n`` values with this ``mean`` and SD (ddof = 1) lies
+    in, whatever their distribution (Samuelson's inequality): :math:`\bar x \pm
+    s\,(n - 1)/\sqrt n`. One value :math:`d` from the mean forces the other :math:`n - 1` to
+    sum to :math:`-d`, so the squares sum to at least :math:`d^2 n / (n - 1)`; the bound is
+    reached by :math:`n - 1` equal values and one apart. ``rounding``: how far the summary's
+    mean and SD may be off their exact values (the bounds widen by it).
+
+    Raises:
+        ValueError: ``n < 2``, a negative SD or rounding, a non-finite input.
+    """
+    if not (n >= 2 and sd >= 0 and rounding >= 0
+            and all(map(math.isfinite, (mean, sd, rounding)))):
+        raise ValueError(f"need n >= 2, a finite sd >= 0 and rounding >= 0; got mean={mean}, "
+                         f"sd={sd}, n={n}, rounding={rounding}")
+    half = (sd + rounding) * (n - 1) / math.sqrt(n) + rounding
+    return mean - half, mean + half
+
+
+def beyond_authors_range(final: pd.DataFrame, epoch: int) -> pd.DataFrame:
+    """Our units whose accuracy lies outside :func:`possible_range` of the authors' seeds at
+    ``epoch`` (validation, their average condition; the vendored rounding allowed for).
+
+    Args:
+        final: one row per model (``pe``, ``seed``, ``accuracy``), e.g. ``run.final("val")``.
+    Returns:
+        ``pe, seed, accuracy, authors_mean, authors_sd, authors_n, low, high`` for each model
+        outside ``[low, high]``, by PE and seed; empty when none is (PEs the authors did not
+        log are not checked).
+    """
+    ref = authors_at(epoch)
+    rows = []
+    for r in final.itertuples(index=False):
+        pe = _label(str(r.pe))
+        if pe not in ref.index:
+            continue
+        a = ref.loc[pe]
+        low, high = possible_range(float(a["acc_mean"]), float(a["acc_sd"]),
+                                   int(a["n_seeds"]), LOG_ROUNDING)
+        if not low <= float(r.accuracy) <= high:
+            rows.append({"pe": pe, "seed": int(r.seed), "accuracy": float(r.accuracy),
+                         "authors_mean": float(a["acc_mean"]), "authors_sd": float(a["acc_sd"]),
+                         "authors_n": int(a["n_seeds"]), "low": low, "high": high})
+    cols = ["pe", "seed", "accuracy", "authors_mean", "authors_sd", "authors_n", "low", "high"]
+    return pd.DataFrame(rows, columns=cols).sort_values(["pe", "seed"], ignore_index=True)
