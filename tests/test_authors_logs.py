@@ -248,8 +248,11 @@ def test_a_unit_beyond_every_seed_of_the_authors_is_named() -> None:
     """At sigma 1.9 and epoch 200 the authors' 15 seeds average 0.391 with SD 0.149: none of
     them can lie above 0.391 + 0.149 * 14 / sqrt(15) = 0.930, so a model of ours at 0.981 is
     outside the range of all their seeds; one at 0.90 and a PE they did not log are not."""
-    final = pd.DataFrame({"pe": ["learn-1.9", "learn-1.9", "rope"], "seed": [1, 2, 1],
-                          "accuracy": [0.981, 0.90, 0.2]})
-    out = al.beyond_authors_range(final, 200)
-    assert out[["pe", "seed"]].values.tolist() == [["learn-1.9", 1]]
+    final = pd.DataFrame({"pe": ["learn-1.9", "learn-1.9", "rope", "learn-1.9"],
+                          "seed": [1, 2, 1, 3], "accuracy": [0.981, 0.90, 0.2, 0.99],
+                          "epoch": [200, 200, 200, 7]})
+    out = al.authors_range_check(final)  # epoch 7 is not logged: left out, as is rope
+    assert out[["pe", "seed", "outside"]].values.tolist() == [["learn-1.9", 1, True],
+                                                               ["learn-1.9", 2, False]]
     assert out["high"].iloc[0] == pytest.approx(0.391 + 0.149 * 14 / 15**0.5, abs=3e-3)
+    assert al.authors_range_check(final, epoch=200)["seed"].tolist() == [1, 2, 3]

@@ -24,6 +24,25 @@ def _final(acc: dict[str, float]) -> pd.DataFrame:
                          for pe, a in acc.items() for i, s in enumerate(SEEDS)])
 
 
+def test_sigma_facts_name_a_unit_beyond_the_authors_range():
+    """learn-2 at epoch 200: the authors' 15 seeds average 0.389 with SD 0.156, so none of
+    them reaches above 0.389 + 0.156 * 14 / sqrt(15) = 0.953; 0.98 is named, 0.40 is not."""
+    from lstpe.analysis.authors_logs import authors_range_check
+
+    f = _final({"2d-fixed": 0.99, "learn-0.2": 0.95, "learn-2": 0.4})
+    args = (ev.claim_table("small_sigma_generalises", f),
+            ev.contrast_table("small_sigma_generalises", f))
+    inside = facts.sigma_facts(*args, ranges=authors_range_check(f))["range"]
+    assert inside.startswith(f"each of the {len(f)} units lies inside")
+    f.loc[f["pe"] == "learn-2", "accuracy"] = [0.98] + [0.4] * (len(SEEDS) - 1)
+    out = facts.sigma_facts(*args, ranges=authors_range_check(f))["range"]
+    assert out.startswith(f"1 of the {len(f)} units lies outside")
+    assert f"`learn-2` seed {SEEDS[0]} at 0.980, above 0.95" in out and "most" in out
+    none = authors_range_check(f.assign(epoch=7))
+    assert "none is checked" in facts.sigma_facts(*args, ranges=none)["range"]
+    assert "range" not in facts.sigma_facts(*args)
+
+
 def test_table1_facts_name_the_pes_shown_and_the_rest():
     f = _final({"learn-0.2": 0.95, "relative": 0.95, "random": 0.5, "2d-fixed": 0.99})
     v = table1.judge(Inputs(final=f))

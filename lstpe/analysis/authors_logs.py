@@ -13,9 +13,9 @@ over the data; our epoch e after e passes, a difference of one pass that is igno
   values beside them.
 * :func:`rank_order`: whether our σ curve ranks the σ as the authors' curve does at the same
   epoch (Kendall τ, exact p, and the pairs ranked the other way).
-* :func:`possible_range`, :func:`beyond_authors_range`: the interval every one of the
-  authors' seeds must lie in, given only their mean and SD (Samuelson's inequality), and our
-  units outside it: a unit there lies outside the range of all their seeds, whatever the
+* :func:`possible_range`, :func:`authors_range_check`: the interval every one of the
+  authors' seeds must lie in, given only their mean and SD (Samuelson's inequality), and each
+  of our units against it: a unit there lies outside the range of all their seeds, whatever the
   shape of their distribution.
 """
 
@@ -33,7 +33,7 @@ from lstpe.analysis.seed_tests import equivalence_test_from_summary
 from lstpe.nn.encodings import parse_pe
 
 __all__ = ["authors_logs", "authors_at", "compare_with_authors", "lagging_seeds", "rank_order",
-           "possible_range", "beyond_authors_range", "LOG_ROUNDING", "AUTHORS_LOGS_FILE",
+           "possible_range", "authors_range_check", "LOG_ROUNDING", "AUTHORS_LOGS_FILE",
            "AUTHORS_LOGS_COLUMNS", "SPLIT_TO_PHASE"]
 
 LOG_ROUNDING = 5e-5
@@ -301,29 +301,36 @@ def possible_range(mean: float, sd: float, n: int, rounding: float = 0.0) -> tup
     return mean - half, mean + half
 
 
-def beyond_authors_range(final: pd.DataFrame, epoch: int) -> pd.DataFrame:
-    """Our units whose accuracy lies outside :func:`possible_range` of the authors' seeds at
-    ``epoch`` (validation, their average condition; the vendored rounding allowed for).
+def authors_range_check(final: pd.DataFrame, epoch: int | None = None) -> pd.DataFrame:
+    """Each of our models against :func:`possible_range` of the authors' seeds (validation,
+    their average condition, the vendored rounding allowed for).
 
     Args:
-        final: one row per model (``pe``, ``seed``, ``accuracy``), e.g. ``run.final("val")``.
+        final: one row per model (``pe``, ``seed``, ``accuracy``, and ``epoch`` unless
+            ``epoch`` is given), e.g. ``run.final("val_dropout")``.
+        epoch: the authors' epoch to check against; None: each model's own epoch.
     Returns:
-        ``pe, seed, accuracy, authors_mean, authors_sd, authors_n, low, high`` for each model
-        outside ``[low, high]``, by PE and seed; empty when none is (PEs the authors did not
-        log are not checked).
+        ``pe, seed, epoch, accuracy, authors_mean, authors_sd, authors_n, low, high,
+        outside`` for each model the authors logged at that epoch (other PEs and epochs are
+        left out), by PE and seed. A model ``outside`` lies beyond the range of all their
+        seeds, whatever the shape of their distribution.
     """
-    ref = authors_at(epoch)
+    logs = authors_logs().query("phase == 'validation' and condition == 'average'")
+    logged = set(logs["epoch"].astype(int))
     rows = []
     for r in final.itertuples(index=False):
+        e = int(epoch if epoch is not None else r.epoch)
         pe = _label(str(r.pe))
-        if pe not in ref.index:
+        if e not in logged or pe not in (ref := authors_at(e)).index:
             continue
         a = ref.loc[pe]
         low, high = possible_range(float(a["acc_mean"]), float(a["acc_sd"]),
                                    int(a["n_seeds"]), LOG_ROUNDING)
-        if not low <= float(r.accuracy) <= high:
-            rows.append({"pe": pe, "seed": int(r.seed), "accuracy": float(r.accuracy),
-                         "authors_mean": float(a["acc_mean"]), "authors_sd": float(a["acc_sd"]),
-                         "authors_n": int(a["n_seeds"]), "low": low, "high": high})
-    cols = ["pe", "seed", "accuracy", "authors_mean", "authors_sd", "authors_n", "low", "high"]
+        acc = float(r.accuracy)
+        rows.append({"pe": pe, "seed": int(r.seed), "epoch": e, "accuracy": acc,
+                     "authors_mean": float(a["acc_mean"]), "authors_sd": float(a["acc_sd"]),
+                     "authors_n": int(a["n_seeds"]), "low": low, "high": high,
+                     "outside": not low <= acc <= high})
+    cols = ["pe", "seed", "epoch", "accuracy", "authors_mean", "authors_sd", "authors_n", "low",
+            "high", "outside"]
     return pd.DataFrame(rows, columns=cols).sort_values(["pe", "seed"], ignore_index=True)

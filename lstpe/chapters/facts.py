@@ -186,7 +186,7 @@ def adam_column_facts(col: pd.DataFrame, runs: Mapping[str, Any]) -> dict[str, s
 
 
 def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
-                verdict: Any = None) -> dict[str, str]:
+                verdict: Any = None, ranges: pd.DataFrame | None = None) -> dict[str, str]:
     """Chapter 6's paragraph: ``claim`` and ``contrasts`` of the sweep
     (:func:`lstpe.analysis.evidence.claim_table` / ``contrast_table``), ``verdict`` the sigma
     claim's (:mod:`lstpe.claims.sigma`). Keys: ``trend`` (the trend over sigma in words, or
@@ -196,7 +196,9 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
     ``shape_line``, the verdict's label); where 2d-fixed is stored, its row (``fx_ci``,
     ``fx_ref``, ``fx_n``, ``fx_authors_n``) and the model of the authors' spread that explains
     ours (:func:`lstpe.analysis.authors_logs.lagging_seeds`: ``lag_k`` seeds lagging near
-    ``lag_slow``, the mixture's SD ``lag_sd``, ``lag_p`` that our seeds miss every laggard)."""
+    ``lag_slow``, the mixture's SD ``lag_sd``, ``lag_p`` that our seeds miss every laggard);
+    with ``ranges`` (:func:`lstpe.analysis.authors_logs.authors_range_check`), ``range``: the
+    units outside the range all the authors' seeds can span, or how many were checked."""
     t = contrasts[contrasts["b"] == ""]
     trend = "has too few values of σ for a trend" if t.empty else (
         f"over σ: **{t['verdict'].iloc[0]}** (Kendall "
@@ -218,6 +220,8 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
     if verdict is not None:
         out.update(tests=fd.tests_line(verdict), shape=fd.shape_line(verdict),
                    label=verdict.label)
+    if ranges is not None:
+        out["range"] = _range_line(ranges)
     c = claim.set_index("cell")
     if "2d-fixed" in c.index:
         fx = c.loc["2d-fixed"]
@@ -229,6 +233,27 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
                    lag_slow=f"{lag['slow']:.2f}", lag_sd=f"{lag['sd_model']:.3f}",
                    lag_p=f"{lag['p_all_fast']:.2f}")
     return _Missing(out)
+
+
+def _range_line(ranges: pd.DataFrame) -> str:
+    """The units outside the range of all the authors' seeds, in words."""
+    bound = "mean ± SD·(n − 1)/√n, whatever their distribution"
+    if ranges.empty:
+        return "no unit is at an epoch the authors logged, so none is checked against their range"
+    out = ranges[ranges["outside"]]
+    if out.empty:
+        return (f"each of the {len(ranges)} units lies inside the range all their seeds can "
+                f"span ({bound})")
+    def one(r: Any) -> str:
+        up = r.accuracy > r.high
+        return (f"`{r.pe}` seed {r.seed} at {r.accuracy:.3f}, {'above' if up else 'below'} "
+                f"{r.high if up else r.low:.3f}, the {'most' if up else 'least'} any of their "
+                f"{r.authors_n} seeds can reach")
+
+    units = "; ".join(one(r) for r in out.itertuples())
+    verb = "lies" if len(out) == 1 else "lie"
+    return (f"{len(out)} of the {len(ranges)} units {verb} outside the range all their seeds "
+            f"can span ({bound}): {units}")
 
 
 def learned_part_facts(part: pd.DataFrame) -> dict[str, str]:
