@@ -315,15 +315,16 @@ def authors_range_check(final: pd.DataFrame, epoch: int | None = None) -> pd.Dat
         left out), by PE and seed. A model ``outside`` lies beyond the range of all their
         seeds, whatever the shape of their distribution.
     """
-    logs = authors_logs().query("phase == 'validation' and condition == 'average'")
-    logged = set(logs["epoch"].astype(int))
+    t = _load()
+    logs = t[(t["phase"] == "validation") & (t["condition"] == "average")].set_index(
+        ["epoch", "pe"])  # one lookup for every model and epoch
     rows = []
     for r in final.itertuples(index=False):
         e = int(epoch if epoch is not None else r.epoch)
         pe = _label(str(r.pe))
-        if e not in logged or pe not in (ref := authors_at(e)).index:
+        if (e, pe) not in logs.index:
             continue
-        a = ref.loc[pe]
+        a = logs.loc[(e, pe)]
         low, high = possible_range(float(a["acc_mean"]), float(a["acc_sd"]),
                                    int(a["n_seeds"]), LOG_ROUNDING)
         acc = float(r.accuracy)

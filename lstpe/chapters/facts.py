@@ -244,6 +244,7 @@ def _range_line(ranges: pd.DataFrame) -> str:
     if out.empty:
         return (f"each of the {len(ranges)} units lies inside the range all their seeds can "
                 f"span ({bound})")
+
     def one(r: Any) -> str:
         up = r.accuracy > r.high
         return (f"`{r.pe}` seed {r.seed} at {r.accuracy:.3f}, {'above' if up else 'below'} "
