@@ -166,11 +166,20 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
             or "none"}
 
 
-def stored_sigmas(table2: Run) -> dict[str, str]:
-    """The learnable sigmas ``table2`` holds: ``n_sigmas`` and ``sigmas`` (ascending), and
-    ``holder`` (who holds them: the campaign's stored units, or a run of another scale)."""
-    sig = sorted(table2.final("val_dropout").query("pe_name == 'learn'")["sigma"].unique())
-    return {"n_sigmas": str(len(sig)), "sigmas": ", ".join(f"{x:g}" for x in sig),
+def stored_sigmas(table2: Run, logged: int = 20) -> dict[str, str]:
+    """The learnable sigmas ``table2`` holds: ``n_sigmas`` and ``sigmas`` (ascending),
+    ``seeds`` (its units per sigma, as a count or a range), ``rest`` (what adds the sigmas of
+    the ``logged`` ones not held: item 7 of the campaign's plan, or nothing when all are
+    held) and ``holder`` (who holds them: the campaign's stored units, or a run of another
+    scale)."""
+    learn = table2.final("val_dropout").query("pe_name == 'learn'")
+    per = learn.groupby("sigma").size().sort_index()
+    lo, hi = (int(per.min()), int(per.max())) if len(per) else (0, 0)
+    return {"n_sigmas": str(len(per)), "sigmas": ", ".join(f"{x:g}" for x in per.index),
+            "seeds": f"{lo} seed{'s' * (lo != 1)} each" if lo == hi
+            else f"{lo} to {hi} seeds each",
+            "rest": "" if len(per) >= logged
+            else "; item 7 of the campaign's plan adds the others",
             "holder": "the campaign stores" if table2.scale == "paper"
             else f"this `{table2.scale}` run (no stored unit) trains"}
 
@@ -187,9 +196,10 @@ def counts_facts(card: pd.DataFrame) -> dict[str, str]:
 def rank_facts(table2: Run) -> dict[str, str] | None:
     """The σ curve's rank order against the authors' at the units' epoch
     (:func:`lstpe.analysis.authors_logs.rank_order`), formatted: ``n``, ``tau``, ``p``,
-    ``flipped`` (the pairs of σ ranked the other way, or "none"), ``epoch``. None when
+    ``flipped`` (the pairs of σ ranked the other way, or "none"), ``epoch``, ``range`` (each
+    unit against the range all the authors' seeds can span: :func:`fd.range_line`). None when
     ``table2`` is not of the authors' recipe or the authors logged no such epoch."""
-    from lstpe.analysis.authors_logs import rank_order
+    from lstpe.analysis.authors_logs import authors_range_check, rank_order
     from lstpe.analysis.seed_stats import tau_text
 
     final = table2.final("val_dropout")
@@ -199,4 +209,5 @@ def rank_facts(table2: Run) -> dict[str, str] | None:
     r = rank_order(final, epoch)
     tau = tau_text(r["tau"], r["n"]) if r["n"] >= 3 else "no τ (fewer than 3 σ)"
     return {"n": str(r["n"]), "tau": tau, "p": fd.pval(r["p"]),
-            "flipped": ", ".join(r["flipped"]) or "none", "epoch": str(epoch)}
+            "flipped": ", ".join(r["flipped"]) or "none", "epoch": str(epoch),
+            "range": fd.range_line(authors_range_check(final))}

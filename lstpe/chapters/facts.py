@@ -25,7 +25,7 @@ __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_fac
 
 
 def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | None = None,
-                 scale: str = "paper") -> dict[str, str]:
+                 scale: str = "paper", ranges: pd.DataFrame | None = None) -> dict[str, str]:
     """Chapter 5's paragraph: ``verdict`` of :mod:`lstpe.claims.table1`, ``claim`` and
     ``contrasts`` the chapter's evidence tables (:func:`lstpe.analysis.evidence.claim_table`,
     ``contrast_table``). Keys: ``above`` (the common fixed PEs learn-0.2 is shown above),
@@ -35,10 +35,13 @@ def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | No
     ``learn-0.2`` (``l_``) and ``2d-fixed`` (``fx_``): ``epoch``, ``ci`` (mean [95% CI]),
     ``n``, ``verdict``, ``ref`` (its reference), ``p_equiv`` (TOST) and ``margin``; and
     ``c2_ci``, ``c2_p``, ``c2_verdict`` (learn-0.2 − 2d-fixed, exact p); ``recipe`` (what
-    the units are: the authors' recipe, or a run of another ``scale`` that tests no claim)."""
+    the units are: the authors' recipe, or a run of another ``scale`` that tests no claim);
+    ``range``: :func:`~lstpe.chapters.findings.range_line` of ``ranges``
+    (:func:`lstpe.analysis.authors_logs.authors_range_check`; None: not the authors' recipe)."""
     out = {**_row_facts(claim, "learn-0.2", "l_"), **_row_facts(claim, "2d-fixed", "fx_"),
            "recipe": "the authors' recipe" if scale == "paper" else
-           f"a `{scale}` run (not the authors' recipe: it tests no claim)"}
+           f"a `{scale}` run (not the authors' recipe: it tests no claim)",
+           "range": fd.range_line(ranges)}
     c = contrasts.set_index("b") if contrasts is not None else pd.DataFrame()
     if "2d-fixed" in c.index:
         c2 = c.loc["2d-fixed"]
@@ -197,8 +200,9 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
     ``fx_ref``, ``fx_n``, ``fx_authors_n``) and the model of the authors' spread that explains
     ours (:func:`lstpe.analysis.authors_logs.lagging_seeds`: ``lag_k`` seeds lagging near
     ``lag_slow``, the mixture's SD ``lag_sd``, ``lag_p`` that our seeds miss every laggard);
-    with ``ranges`` (:func:`lstpe.analysis.authors_logs.authors_range_check`), ``range``: the
-    units outside the range all the authors' seeds can span, or how many were checked."""
+    ``range``: :func:`~lstpe.chapters.findings.range_line` of ``ranges``
+    (:func:`lstpe.analysis.authors_logs.authors_range_check`; None: a run not of the authors'
+    recipe)."""
     t = contrasts[contrasts["b"] == ""]
     trend = "has too few values of σ for a trend" if t.empty else (
         f"over σ: **{t['verdict'].iloc[0]}** (Kendall "
@@ -220,8 +224,7 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
     if verdict is not None:
         out.update(tests=fd.tests_line(verdict), shape=fd.shape_line(verdict),
                    label=verdict.label)
-    if ranges is not None:
-        out["range"] = _range_line(ranges)
+    out["range"] = fd.range_line(ranges)
     c = claim.set_index("cell")
     if "2d-fixed" in c.index:
         fx = c.loc["2d-fixed"]
@@ -233,28 +236,6 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
                    lag_slow=f"{lag['slow']:.2f}", lag_sd=f"{lag['sd_model']:.3f}",
                    lag_p=f"{lag['p_all_fast']:.2f}")
     return _Missing(out)
-
-
-def _range_line(ranges: pd.DataFrame) -> str:
-    """The units outside the range of all the authors' seeds, in words."""
-    bound = "mean ± SD·(n − 1)/√n, whatever their distribution"
-    if ranges.empty:
-        return "no unit is at an epoch the authors logged, so none is checked against their range"
-    out = ranges[ranges["outside"]]
-    if out.empty:
-        return (f"each of the {len(ranges)} units lies inside the range all their seeds can "
-                f"span ({bound})")
-
-    def one(r: Any) -> str:
-        up = r.accuracy > r.high
-        return (f"`{r.pe}` seed {r.seed} at {r.accuracy:.3f}, {'above' if up else 'below'} "
-                f"{r.high if up else r.low:.3f}, the {'most' if up else 'least'} any of their "
-                f"{r.authors_n} seeds can reach")
-
-    units = "; ".join(one(r) for r in out.itertuples())
-    verb = "lies" if len(out) == 1 else "lie"
-    return (f"{len(out)} of the {len(ranges)} units {verb} outside the range all their seeds "
-            f"can span ({bound}): {units}")
 
 
 def learned_part_facts(part: pd.DataFrame) -> dict[str, str]:

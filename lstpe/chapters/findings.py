@@ -189,6 +189,36 @@ def grouped(groups: dict[str, list[str]], empty: str = "none") -> str:
     return "; ".join(parts) if parts else empty
 
 
+def range_line(ranges: pd.DataFrame | None) -> str:
+    """Our units against the range all the authors' seeds can span at the units' epoch, in
+    words: how many were checked and each one outside, with the bound it crosses.
+
+    Args:
+        ranges: :func:`lstpe.analysis.authors_logs.authors_range_check`'s rows; None for a
+            run not of the authors' recipe, which is not checked.
+    """
+    if ranges is None:
+        return "not checked against the authors' range (these units are not of their recipe)"
+    if ranges.empty:
+        return "no unit is at an epoch the authors logged, so none is checked against their range"
+    bound = "mean ± SD·(n − 1)/√n, whatever their distribution"
+    out = ranges[ranges["outside"]]
+    if out.empty:
+        return (f"each of the {len(ranges)} units lies inside the range all the authors' seeds "
+                f"can span ({bound})")
+
+    def one(r: Any) -> str:
+        up = r.accuracy > r.high
+        return (f"`{r.pe}` seed {r.seed} at {r.accuracy:.3f}, {'above' if up else 'below'} "
+                f"{r.high if up else r.low:.3f}, the {'most' if up else 'least'} any of their "
+                f"{r.authors_n} seeds can reach at epoch {r.epoch}")
+
+    units = "; ".join(one(r) for r in out.itertuples())
+    verb = "lies" if len(out) == 1 else "lie"
+    return (f"{len(out)} of the {len(ranges)} units {verb} outside the range all the authors' "
+            f"seeds can span ({bound}): {units}")
+
+
 def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
                digits: int = 3) -> pd.DataFrame:
     """One table for a claim tested against a fixed reference (no authors' or paper's cell
