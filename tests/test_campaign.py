@@ -61,6 +61,10 @@ def test_plan_items_1_and_2_are_the_issue_units_in_order():
     assert adam == [f"table4/adam/learn-{s}/{sd}" for sd in seeds + [9742, 8880]
                     for s in ("0.01", "0.05")]
     assert units[65].item == 11 and units[75].item == 7
+    later = [u.key for u in units if u.item == 12]  # item 7's sigmas at seeds 4-5, right after
+    assert units[117].item == 12 and later == [
+        k.rsplit("/", 1)[0] + f"/{sd}" for sd in (9742, 8880)
+        for k in [u.key for u in units if u.item == 7][:14]]
 
 
 def test_unit_recipe_is_the_authors():
@@ -319,7 +323,7 @@ def test_progress_equals_hand_sums_over_manifests(tmp_path):
     table = cs.status(tmp_path, verify=False)
     assert list(table.loc[table["state"] == "done", "threads"]) == [2, 2, 4, 1]
     p = cs.progress(table)
-    assert list(p.index) == ["1", "2", "3", "7", "9", "11", "1-2", "all"]
+    assert list(p.index) == ["1", "2", "3", "7", "9", "11", "12", "1-2", "all"]
     rate = (1200 + 1800) / 2  # the median of the units the campaign trained (measured)
     hand = {"1": (21, 2, 1200 + 1800, 2 * 1200 + 2 * 1800),
             "2": (18, 1, 3600, 4 * 3600), "7": (42, 1, 3600, 3600),
