@@ -168,20 +168,12 @@ NOT_TRAINED: tuple[int, ...] = (9,)
 
 
 def plan() -> list[Unit]:
-    """Every 200-epoch unit, in order of value (:data:`ITEMS`; its long units are
-    :data:`lstpe.experiments.long_units.LONG_PLAN`).
-
-    1. Table 2 core (:data:`TABLE2_CORE`), the paper's seeds 1-3 (21 units);
-    2. Table 1's other PEs (:data:`TABLE1_OTHER`), seeds 1-3 (18);
-    3. seeds 4-5 of items 1 and 2 (26);
-    11. Table 4's Adam column at sigma 0.01 and 0.05, seeds 1-5 (10; sigma 0.1, 0.2: item 1);
-    7. the other 14 sigmas of Table 2, seeds 1-3 (42);
-    12. their seeds 4-5 (28);
-    9. Table 4's SGD (sigma 0.01-0.2) and Tables 5-6 (AdamW, the Table 2 sigmas and the other
-       PEs), seeds 1-3: listed, not trained (:data:`NOT_TRAINED`).
-
-    Within an item, seeds are the outer loop: every PE gets its first seed before any gets a
-    second. Seeds 6-15 are not listed (a reader with a GPU runs them with ``get_run``).
+    """Every 200-epoch unit, in the order of :data:`ITEMS` (which says what each item holds;
+    its long units are :data:`lstpe.experiments.long_units.LONG_PLAN`): 21, 18, 26, 10, 42 and
+    28 units for items 1, 2, 3, 11, 7 and 12, then item 9's, listed but not trained
+    (:data:`NOT_TRAINED`). Within an item, seeds are the outer loop: every PE gets its first
+    seed before any gets a second. Seeds 6-15 are not listed (a reader with a GPU runs them
+    with ``get_run``).
     """
     s13, s45 = PAPER_SEEDS[:3], PAPER_SEEDS[3:5]
     units: list[Unit] = []
