@@ -27,6 +27,7 @@ from lstpe.chapters.long_mechanism import (
 )
 from lstpe.experiments import campaign_status as cs
 from lstpe.store.results import Run
+from lstpe.training.config import PAPER_SIGMAS
 
 OPTIMIZER_RUNS: tuple[str, ...] = ("table4/adam", "table4/sgd", "tables56")
 """The registry runs of Tables 4-6, whose stored units the optimizer claim counts."""
@@ -166,7 +167,7 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
             or "none"}
 
 
-def stored_sigmas(table2: Run, logged: int = 20) -> dict[str, str]:
+def stored_sigmas(table2: Run, logged: int = len(PAPER_SIGMAS)) -> dict[str, str]:
     """The learnable sigmas ``table2`` holds: ``n_sigmas`` and ``sigmas`` (ascending),
     ``seeds`` (its units per sigma, as a count or a range), ``rest`` (what adds the sigmas of
     the ``logged`` ones not held: item 7 of the campaign's plan, or nothing when all are
