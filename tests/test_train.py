@@ -390,3 +390,51 @@ def test_deadline_pauses_with_a_checkpoint_and_resumes_exactly(tiny_cfg, small_s
     assert first["git_commit"] == last["git_commit"] == results.git_commit()
     assert first["device"] == last["device"] and first["host"] == last["host"]
     assert first["checkpointed_at"] <= last["finished_at"] and first["wall_s"] > 0
+
+
+class _Clock:
+    """A ``time.monotonic`` the test drives: each epoch a process trains lasts 10 s, its first
+    100 s (a CUDA graph's captures, a compile), as an epoch hook advances it."""
+
+    def __init__(self) -> None:
+        self.now, self.first = 0.0, True
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def after_epoch(self, epoch: int, model, history) -> None:
+        if epoch > 0:
+            self.now += 100.0 if self.first else 10.0
+            self.first = False
+
+    def state(self) -> dict:
+        return {}
+
+    def load(self, state: dict) -> None:
+        pass
+
+
+def test_the_deadline_leaves_out_the_first_epoch_a_process_trains(tiny_cfg, small_splits,
+                                                                 tmp_path, monkeypatch):
+    """The deadline asks room for 1.5 epochs. With only the first epoch timed it counts that
+    one: 100 + 150 > 200 pauses a run after epoch 1. A new process resumes it with 255 s; its
+    first epoch (epoch 2) lasts 100 s again, and 100 + 150 leaves room. Timed on that epoch,
+    it would pause after epoch 3 (110 + 150 > 255); timed on the later ones (10 s), it
+    finishes all 8."""
+    from lstpe.training import engine
+    from lstpe.training.engine import Paused
+
+    cfg = tiny_train_cfg(tiny_cfg, pes=["learn-0.5"], epochs=8, checkpoint_every=0)
+    clock = _Clock()
+    monkeypatch.setattr(engine, "time", clock)
+    with pytest.raises(Paused, match="paused after epoch 1 of 8"):
+        train.train_many([cfg], [tmp_path / "run"], progress=False, splits=small_splits,
+                         deadline=200.0, hook=clock)
+    clock = _Clock()  # a new process
+    monkeypatch.setattr(engine, "time", clock)
+    out = train.train_many([cfg], [tmp_path / "run"], progress=False, splits=small_splits,
+                           deadline=255.0, hook=clock)[0]
+    assert out.manifest["resumed"] and clock.now == 100.0 + 6 * 10.0

@@ -129,7 +129,8 @@ def _free(device: torch.device) -> None:
 def step_seconds(cfgs: Sequence[Any], device: torch.device, amp: Any = False,
                  steps: int = 20) -> dict[str, float]:
     """Seconds per training step of a chunk of ``cfgs`` in the engine's step mode on
-    ``device`` (a CUDA graph on a GPU; its capture not timed), and seconds per evaluation."""
+    ``device`` (a CUDA graph on a GPU; its captures, of the full minibatch and of the epoch's
+    last, smaller one, timed apart as ``s_capture``), and seconds per evaluation."""
     from lstpe.training.engine import EagerStep, GraphStep, Running, resolve_mode
     from lstpe.training.floor import sync
     from lstpe.training.task import one_model_chunk
@@ -140,9 +141,12 @@ def step_seconds(cfgs: Sequence[Any], device: torch.device, amp: Any = False,
     step = GraphStep(task, opt, running, device, amp) if mode == "graph" else \
         EagerStep(task, opt, task.model, running, device, amp)
     task.model.train()
-    batches = [b for _, b in task.batches(1)][:steps + 1]
+    epoch = [b for _, b in task.batches(1)]
+    batches = epoch[:steps + 1]
     t_capture = time.perf_counter()
     step(batches[0], task.dropout_keys(1, 0))
+    if epoch[-1].shape != batches[0].shape:
+        step(epoch[-1], task.dropout_keys(1, len(epoch) - 1))
     sync(device)
     t0 = time.perf_counter()
     for s, b in enumerate(batches[1:], 1):

@@ -69,9 +69,11 @@ HEADROOM = 0.85
 """Fraction of the free GPU memory a chunk plans to use (the rest: the CUDA context growing,
 the allocator's fragmentation, cuBLAS workspaces)."""
 
-GRAPH_FACTOR = 2.0
+GRAPH_FACTOR = 2.5
 """Training memory of a chunk in step mode ``graph`` over ``eager``: the captured step's
-private memory pool stays allocated beside what the eager warm-up steps left cached."""
+private memory pool stays allocated beside what the eager warm-up steps left cached (2), and
+the epoch's last, smaller minibatch has a captured step and pool of its own (8100 = 63 x 128
++ 36 puzzles: about 0.3 of a full step's, rounded up to 0.5)."""
 
 EVAL_MIN, EVAL_MAX = 128, 2048
 """Evaluation puzzles per forward call: at least EVAL_MIN (smaller calls waste the GPU), at

@@ -8,7 +8,8 @@ module supplies everything else:
   decay;
 * the step: ``eager`` (the CPU path and the correctness reference), ``compile``
   (``torch.compile`` of the model) or ``graph`` (forward, backward and optimizer captured in
-  one CUDA graph with static input buffers and replayed every step; CUDA only);
+  one CUDA graph per batch shape with static input buffers and replayed every step; CUDA
+  only);
 * running training metrics accumulated on the device (no host synchronisation inside an
   epoch): mean loss and mean minibatch accuracy per model in train mode (the authors'
   training-accuracy measure), and a per-model flag for a non-finite loss (divergence);
@@ -203,11 +204,13 @@ class EagerStep:
 class GraphStep:
     """The whole step captured in a CUDA graph per batch shape and replayed.
 
-    Static buffers hold the batch indices and dropout keys; each call copies the new ones in
-    and replays. The first call of a shape warms up on a side stream and captures; the models
-    and optimizer are restored from a snapshot afterwards, so warm-up steps leave no trace.
-    A batch of another shape than the first (the last, smaller minibatch of an epoch) runs
-    eagerly.
+    Each shape (the full minibatch, and the epoch's last, smaller one: 8100 = 63 x 128 + 36
+    puzzles) has its own graph, private memory pool and static buffers for the batch indices
+    and dropout keys; each call copies the new ones in and replays that shape's graph. The
+    first call of a shape warms up on a side stream and captures; the models and optimizer are
+    restored from a snapshot afterwards, so warm-up steps leave no trace. Both captures happen
+    in the first epoch a process trains, which :func:`run_chunk` leaves out of its deadline
+    estimate.
     """
 
     def __init__(self, task: Task, opt: StackedOptimizer, running: Running,
@@ -218,8 +221,8 @@ class GraphStep:
         self.task, self.opt, self.running, self.device, self.amp = task, opt, running, \
             device, self.eager.amp
         self.scaler = scaler
-        self.graph: torch.cuda.CUDAGraph | None = None
-        self.shape: tuple[int, ...] | None = None
+        self.graphs: dict[tuple[int, ...], tuple[torch.cuda.CUDAGraph, torch.Tensor,
+                                                 torch.Tensor | None]] = {}
 
     def _tensors(self) -> list[torch.Tensor]:
         r = self.running
@@ -228,40 +231,37 @@ class GraphStep:
                 self.opt.step_count, r.loss, r.acc, r.batches, r.nonfinite, *extra]
 
     def _capture(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
-        self.static_batch = batch.clone()
-        self.static_keys = keys.clone() if keys is not None else None
+        static_batch = batch.clone()
+        static_keys = keys.clone() if keys is not None else None
         snapshot = [t.detach().clone() for t in self._tensors()]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
-                self.eager(self.static_batch, self.static_keys)
+                self.eager(static_batch, static_keys)
         torch.cuda.current_stream().wait_stream(side)
         self.opt.zero_grad(set_to_none=True)
-        self.graph = torch.cuda.CUDAGraph()
+        graph = torch.cuda.CUDAGraph()
         # capture on the warm-up stream: library handles (cuBLAS/cuBLASLt) created while warming
         # up are then the capture stream's own, and none is created mid-capture
-        with torch.cuda.graph(self.graph, stream=side):
+        with torch.cuda.graph(graph, stream=side):
             with autocast(self.device, self.amp):
-                loss, acc = self.task.losses(self.task.model, self.static_batch,
-                                             self.static_keys)
+                loss, acc = self.task.losses(self.task.model, static_batch, static_keys)
             backward_and_step(loss, self.opt, self.scaler)
             self.running.add(loss, acc)
         with torch.no_grad():
             for t, s in zip(self._tensors(), snapshot, strict=True):
                 t.copy_(s)
-        self.shape = tuple(batch.shape)
+        self.graphs[tuple(batch.shape)] = (graph, static_batch, static_keys)
 
     def __call__(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
-        if self.graph is None:
+        if tuple(batch.shape) not in self.graphs:
             self._capture(batch, keys)
-        if tuple(batch.shape) != self.shape:
-            self.eager(batch, keys)
-            return
-        self.static_batch.copy_(batch, non_blocking=True)
-        if self.static_keys is not None and keys is not None:
-            self.static_keys.copy_(keys, non_blocking=True)
-        self.graph.replay()
+        graph, static_batch, static_keys = self.graphs[tuple(batch.shape)]
+        static_batch.copy_(batch, non_blocking=True)
+        if static_keys is not None and keys is not None:
+            static_keys.copy_(keys, non_blocking=True)
+        graph.replay()
 
 
 def resolve_mode(mode: str, device: torch.device) -> str:
@@ -273,6 +273,14 @@ def resolve_mode(mode: str, device: torch.device) -> str:
     if mode == "graph" and device.type != "cuda":
         raise ValueError(f"step mode 'graph' needs CUDA; device is {device}")
     return mode
+
+
+def epoch_s(first_s: float, longest: float) -> float:
+    """The seconds a deadline must leave for one more epoch: the longest epoch timed after the
+    first this process trained, or that first one while it is the only one. The first holds
+    one-time costs (a CUDA graph's captures, a ``torch.compile``, the allocator's first
+    allocations) that no later epoch pays, so it would end a lease early."""
+    return longest if longest > 0 else first_s
 
 
 class Paused(RuntimeError):
@@ -389,7 +397,7 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         from tqdm.auto import tqdm
 
         epochs = tqdm(epochs, desc=opts.desc, initial=start, total=opts.epochs, leave=False)
-    longest = 0.0
+    first_s, longest = 0.0, 0.0  # the first epoch timed here; the longest of the others
     for epoch in epochs:
         t_epoch = time.monotonic()
         model.train()
@@ -402,10 +410,13 @@ def run_chunk(task: Task, opt: StackedOptimizer, opts: LoopOptions,
         if opts.hook is not None:
             model.eval()
             opts.hook.after_epoch(epoch, model, history)
-        longest = max(longest, time.monotonic() - t_epoch)
+        if epoch == start + 1:
+            first_s = time.monotonic() - t_epoch
+        else:
+            longest = max(longest, time.monotonic() - t_epoch)
         stop = opts.stop_at is not None and epoch == opts.stop_at < opts.epochs
         pause = stop or (opts.deadline is not None and epoch < opts.epochs
-                         and time.monotonic() + 1.5 * longest > opts.deadline)
+                         and time.monotonic() + 1.5 * epoch_s(first_s, longest) > opts.deadline)
         if ckpt is not None and (pause or opts.checkpoint_every and (
                 epoch % opts.checkpoint_every == 0 or epoch == opts.epochs)):
             state = {"meta": opts.checkpoint_meta, "epoch": epoch,
