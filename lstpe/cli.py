@@ -242,6 +242,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     """``lstpe campaign plan | status | run | import`` (:mod:`lstpe.experiments.campaign`)."""
     from lstpe.experiments import campaign as cp
     from lstpe.experiments import campaign_status as cs
+    from lstpe.experiments import fragments as fr
 
     if args.action == "plan":
         where = cp._base(args.results)
@@ -316,7 +317,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(f"lease: {summary.get('model_epochs', 0)} model-epochs published in "
               f"{summary['wall_s']:.0f} s ({args.out})")
     elif args.action == "import":
-        units = cp.import_run(args.path, args.results, run=args.run, note=args.note or "")
+        units = fr.import_run(args.path, args.results, run=args.run, note=args.note or "")
         print(f"imported {len(units)} fragment(s): {', '.join(u.key for u in units)}")
     return 0
 

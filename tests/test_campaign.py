@@ -18,6 +18,7 @@ from lstpe import runtime
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
+from lstpe.experiments import fragments as fr
 from lstpe.experiments.runs import get_run
 from lstpe.nn.architecture import ModelConfig
 from lstpe.runtime import BF16_FLAGS
@@ -97,10 +98,10 @@ def _bundle(tmp_path, pes=("2d-fixed", "learn-0.2"), **over):
 def test_import_splits_a_run_into_fragments_exactly(tmp_path, tiny):
     src = _bundle(tmp_path)
     results = tmp_path / "results"
-    units = cp.import_run(src.path, results)
+    units = fr.import_run(src.path, results)
     assert [u.key for u in units] == ["table2/2d-fixed/2235", "table2/learn-0.2/2235"]
     for m, u in enumerate(units):
-        frag = cp.load_fragment(u, results)
+        frag = fr.load_fragment(u, results)
         mine = src.history[src.history["model"] == m].drop(columns="model")
         pd.testing.assert_frame_equal(frag.history.drop(columns="model").reset_index(drop=True),
                                       mine.reset_index(drop=True), check_dtype=False)
@@ -110,7 +111,7 @@ def test_import_splits_a_run_into_fragments_exactly(tmp_path, tiny):
         assert len(frag.tables["noise"]) == int((noise["model"] == m).sum())
         assert frag.manifest["campaign"]["imported_from"]["model"] == m
     with pytest.raises(FileExistsError, match="never overwritten"):
-        cp.import_run(src.path, results)
+        fr.import_run(src.path, results)
     table = cs.status(results)
     assert not table.loc[table["state"] == "done", "measured"].any()  # imported, not measured
     assert "median of the 2 stored units" in cs.status_text(table)
@@ -119,7 +120,7 @@ def test_import_splits_a_run_into_fragments_exactly(tmp_path, tiny):
 def test_import_refuses_another_recipe_naming_the_key(tmp_path, tiny):
     src = _bundle(tmp_path, lr=1e-3)
     with pytest.raises(cp.RecipeMismatch, match="lr"):
-        cp.import_run(src.path, tmp_path / "results")
+        fr.import_run(src.path, tmp_path / "results")
     assert not (tmp_path / "results" / "paper" / "table2").exists()
 
 
@@ -132,13 +133,13 @@ def test_run_trains_publishes_and_get_run_merges(tmp_path, tiny):
     done = cr.run(5, results, device="cpu", units=keys, log=lambda m: None)
     assert [u.key for u in done] == keys
     for k in keys:
-        frag = cp.load_fragment(cp.find_unit(k), results)
+        frag = fr.load_fragment(cp.find_unit(k), results)
         assert frag.manifest["campaign"]["precision"] == "fp32"
         assert frag.manifest["campaign"]["chunk"] == keys
         assert sorted(frag.history["epoch"].unique()) == [0, 1, 2]
     # the same unit trained alone gives the same numbers: batching is exact
     alone = train(cp.find_unit(keys[1]).config(), progress=False)
-    frag = cp.load_fragment(cp.find_unit(keys[1]), results)
+    frag = fr.load_fragment(cp.find_unit(keys[1]), results)
     a = alone.final("val")["accuracy"].to_numpy()
     assert a == pytest.approx(frag.final("val")["accuracy"].to_numpy(), abs=1e-6)
     # table1 borrows table2's 2d-fixed (same recipe); table2's merge has two PEs
@@ -179,7 +180,7 @@ def test_edited_fragment_is_refused_naming_file_or_key(tmp_path, tiny):
     hist = path / "history.csv"
     hist.write_text(hist.read_text().replace("learn-0.5", "learn-0.6", 1))
     with pytest.raises(res.DamagedFileError, match="history.csv"):
-        cp.load_fragment(unit, results)
+        fr.load_fragment(unit, results)
     assert cs.status(results).set_index("unit").loc[key, "state"] == "damaged"
 
 
@@ -217,18 +218,18 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     assert f"resuming the paused chunk {cr._chunk_dir(results, [key]).name} at epoch 1 of 2, " \
         f"about 5.0 min left: {key}" in lines
     # the rate it logs is over both processes' training time (the manifest's wall time)
-    wall = cp.load_fragment(unit, results).manifest["wall_time_s"]
+    wall = fr.load_fragment(unit, results).manifest["wall_time_s"]
     line = next(x for x in lines if x.startswith("published"))
     assert f"trained in {wall / 60:.1f} min" in line
     assert f"{TINY['epochs'] / wall:.3f} model-epochs/s" in line
-    a = cp.load_fragment(unit, results).history
-    b = cp.load_fragment(unit, ref).history
+    a = fr.load_fragment(unit, results).history
+    b = fr.load_fragment(unit, ref).history
     pd.testing.assert_frame_equal(a, b)
-    assert cp.load_fragment(unit, results).manifest["resumed"]
+    assert fr.load_fragment(unit, results).manifest["resumed"]
     # both processes are named, the one that paused it too (no "?")
     commit = res.git_commit()[:7]
     assert cs.stored_units(results).set_index("unit").loc[key, "commit"] == commit
-    assert len(cp.load_fragment(unit, results).manifest["segments"]) == 2
+    assert len(fr.load_fragment(unit, results).manifest["segments"]) == 2
 
 
 def _chunks_started(monkeypatch, results, minutes, **kw) -> tuple[list[list[str]], list[str]]:
@@ -280,7 +281,7 @@ def test_publish_never_overwrites(tmp_path, tiny):
     cfg = unit.config()
     train(cfg, run_dir=stage, progress=False)
     with pytest.raises(FileExistsError, match="never overwritten"):
-        cp.publish(stage, unit, results)
+        fr.publish(stage, unit, results)
     assert (unit.path(results) / "manifest.json").read_bytes() == before
     assert (stage / "manifest.json").exists()
 

@@ -20,6 +20,7 @@ import torch
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
+from lstpe.experiments import fragments as fr
 from lstpe.store import results as res
 from lstpe.store.rundir import _boot_id
 from tests.test_campaign import TINY, _bundle, _manifest, tiny  # noqa: F401 (a fixture)
@@ -49,7 +50,7 @@ def test_a_chunk_killed_after_publishing_one_unit_publishes_the_others(tmp_path,
     """Finding 2: killed after publishing one unit of three, the next run deleted the other two
     verified staging folders and the chunk's checkpoints; they were retrained from scratch."""
     results = tmp_path / "results"
-    real = cp.publish
+    real = fr.publish
     calls = []
 
     def killed_after_one(stage, unit, results_dir=None):
@@ -58,10 +59,10 @@ def test_a_chunk_killed_after_publishing_one_unit_publishes_the_others(tmp_path,
         calls.append(unit.key)
         return real(stage, unit, results_dir)
 
-    monkeypatch.setattr(cp, "publish", killed_after_one)
+    monkeypatch.setattr(fr, "publish", killed_after_one)
     with pytest.raises(KeyboardInterrupt):
         cr.run(5, results, device="cpu", units=[A, B, C], log=_quiet)
-    monkeypatch.setattr(cp, "publish", real)
+    monkeypatch.setattr(fr, "publish", real)
     assert calls == [A]
     staged = {k: json.loads((cp._work(results) / "staging" / cp.find_unit(k).slug /
                              "manifest.json").read_text())["finished_at"] for k in (B, C)}
@@ -70,7 +71,7 @@ def test_a_chunk_killed_after_publishing_one_unit_publishes_the_others(tmp_path,
     done = cr.run(5, results, device="cpu", units=[A, B, C], log=lines.append)
     assert sorted(u.key for u in done) == [B, C]
     for k in (B, C):  # the very runs trained before the kill, verified
-        frag = cp.load_fragment(cp.find_unit(k), results)
+        frag = fr.load_fragment(cp.find_unit(k), results)
         assert frag.manifest["finished_at"] == staged[k]
         assert frag.manifest["campaign"]["chunk"] == [A, B, C]
     assert not any((cp._work(results) / "chunks").glob("*/checkpoints/*.pt"))
@@ -91,7 +92,7 @@ def test_a_paused_chunk_with_a_unit_stored_meanwhile_resumes_the_others(tmp_path
     before = (units[0].path(results) / "manifest.json").read_bytes()
     done = cr.run(5, results, device="cpu", units=[A, B], log=_quiet)
     assert [u.key for u in done] == [B]
-    assert cp.load_fragment(units[1], results).manifest["resumed"]
+    assert fr.load_fragment(units[1], results).manifest["resumed"]
     assert (units[0].path(results) / "manifest.json").read_bytes() == before
 
 
@@ -119,7 +120,7 @@ def test_import_refuses_a_claimed_unit_naming_the_holder(tmp_path, sleeper):
         "pid": sleeper, "host": socket.gethostname(), "boot_id": _boot_id(),
         "started_at": "2026-01-01T00:00:00+00:00", "argv": "lstpe campaign run"}))
     with pytest.raises(ValueError, match=f"pid {sleeper}"):
-        cp.import_run(src.path, results)
+        fr.import_run(src.path, results)
     assert not any(u.path(results).exists() for u in cp.plan())
 
 
@@ -133,7 +134,7 @@ def test_import_refuses_a_unit_of_a_paused_chunk(tmp_path):
     (chunk / "checkpoints" / "chunk0.pt").write_bytes(b"x")
     (chunk / "chunk.json").write_text(json.dumps({"units": ["table2/2d-fixed/2235"]}))
     with pytest.raises(ValueError, match=str(chunk)):
-        cp.import_run(src.path, results)
+        fr.import_run(src.path, results)
     assert not any(u.path(results).exists() for u in cp.plan())
 
 
@@ -147,7 +148,7 @@ def test_import_verifies_a_sealed_sources_checksum(tmp_path):
     man["git_commit"] = "forged"
     path.write_text(json.dumps(man))
     with pytest.raises(res.DamagedFileError, match="its own checksum"):
-        cp.import_run(src.path, tmp_path / "results")
+        fr.import_run(src.path, tmp_path / "results")
     assert not (tmp_path / "results" / "paper" / "table2").exists()
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
+from lstpe.experiments import fragments as fr
 from lstpe.experiments import reproduce, runs
 from lstpe.store import pack
 from lstpe.store import results as res
@@ -31,7 +32,7 @@ def results(tmp_path, monkeypatch):
     monkeypatch.setenv("LSTPE_CACHE", str(tmp_path / "cache"))
     src = _bundle(tmp_path)
     out = tmp_path / "results"
-    cp.import_run(src.path, out)
+    fr.import_run(src.path, out)
     return out
 
 

@@ -471,7 +471,7 @@ def stored_structure(runs: Iterable[Any], null: PermutationNull | None = None) -
 
     Args:
         runs: :class:`lstpe.store.results.Run` objects (a merged run, or one per stored unit:
-            ``[campaign.load_fragment(u) for u in campaign.done_units()]``); ``run`` is their
+            ``[fragments.load_fragment(u) for u in fragments.done_units()]``); ``run`` is their
             ``name``, ``epoch`` their config's ``epochs`` (else the history's last epoch).
     Returns:
         One row per (run, model, block), in the order of ``runs``; the attention columns are

@@ -12,7 +12,7 @@
    same unit), trains them as one batch of models (:func:`lstpe.training.train.train_many`,
    checkpointed every :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs, pausing
    cleanly before the deadline), then verifies and publishes each unit as its fragment
-   (:func:`lstpe.experiments.campaign.publish`);
+   (:func:`lstpe.experiments.fragments.publish`);
 4. repeats while another unit fits and the budget lasts. Long chunks come first on a GPU, last
    on a CPU; one that is damaged, claimed or at its target without all its segments is named
    and passed over for the rest of the run
@@ -41,6 +41,7 @@ import torch
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
+from lstpe.experiments import fragments as fr
 from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.runtime import cpu_flags, pick_device
@@ -283,7 +284,7 @@ def prior_rate(results_dir: str | Path | None = None) -> float | None:
     """The fastest probe (s per model-epoch) recorded by a stored unit the campaign trained,
     or None: what :func:`run` expects at best before it probes."""
     rates = []
-    for u in cp.done_units(results_dir):
+    for u in fr.done_units(results_dir):
         try:
             man = res.read_manifest(u.path(results_dir), verify=False)
             rates.append(float(((man.get("campaign") or {}).get("probe") or {})
@@ -351,7 +352,7 @@ def _finished_stage(stage: Path, unit: cp.Unit, overrides: dict) -> bool:
     except (OSError, ValueError):
         return False
     return cfg.get("pes") == [unit.pe] and cfg.get("seeds") == [unit.seed] and \
-        not cp.recipe_diff(cfg, unit, **overrides)
+        not fr.recipe_diff(cfg, unit, **overrides)
 
 
 def _publish_unit(unit: cp.Unit, stage: Path, spec: dict, results_dir: str | Path | None
@@ -366,7 +367,7 @@ def _publish_unit(unit: cp.Unit, stage: Path, spec: dict, results_dir: str | Pat
             "floor": spec.get("floor"), "setting": spec.get("setting"),
             "precision": spec["precision"], "precision_reason": spec["precision_reason"],
             "machine": spec["machine"], "pid": os.getpid()})
-    cp.publish(stage, unit, results_dir)
+    fr.publish(stage, unit, results_dir)
 
 
 def _chunk_dir(results_dir: str | Path | None, keys: Sequence[str]) -> Path:

@@ -20,16 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.experiments.campaign import (
-    CAMPAIGN_EPOCHS,
-    ITEMS,
-    WHY,
-    _work,
-    done_units,
-    load_fragment,
-    plan,
-    unit_seconds,
-)
+from lstpe.experiments.campaign import CAMPAIGN_EPOCHS, ITEMS, WHY, _work, plan
+from lstpe.experiments.fragments import done_units, load_fragment, unit_seconds
 from lstpe.store import results as res
 
 

@@ -262,7 +262,7 @@ def fragments_run(name: str, results_dir: str | Path | None = None, verbose: boo
         lstpe.store.results.DamagedFileError: a fragment folder of the run has no manifest
             (naming it), or a fragment fails verification.
     """
-    from lstpe.experiments import campaign as cp
+    from lstpe.experiments import fragments as fr
 
     other = sorted(k for k in asked if k not in FRAGMENT_ASKED)
     base = Path(results_dir) if results_dir else default_results_dir()
@@ -274,7 +274,7 @@ def fragments_run(name: str, results_dir: str | Path | None = None, verbose: boo
                   f"{', '.join(other)}; asked for others: not used", flush=True)
         return None
     pes = asked.get("pes") or run_config(name, "paper", sigmas=asked.get("sigmas")).pes
-    frags = cp.fragments_of(name, pes, base, seeds=asked.get("seeds"))
+    frags = fr.fragments_of(name, pes, base, seeds=asked.get("seeds"))
     if asked.get("epochs") is not None:
         frags = [f for f in frags if f.config.get("epochs") == asked["epochs"]]
     if not frags:
@@ -284,7 +284,7 @@ def fragments_run(name: str, results_dir: str | Path | None = None, verbose: boo
         raise FileNotFoundError(f"the campaign's fragments of {name!r} under {base / 'paper'} "
                                 f"lack what was asked: {', '.join(missing)} (lstpe campaign "
                                 "status says what is stored)")
-    merged = cp.merge(frags, name)
+    merged = fr.merge(frags, name)
     if missing:
         merged.manifest["missing"] = missing
         print(f"WARNING: {name!r}: asked for, not stored, left out: {', '.join(missing)}",
