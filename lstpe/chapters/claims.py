@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from lstpe import claims as C
+from lstpe import lst
 from lstpe.analysis import attention, humans, pe_structure, procrustes
-from lstpe.analysis.claim_tables import noise_loss_per_model
+from lstpe.analysis.claim_tables import model_human_agreement, noise_loss_per_model
 from lstpe.chapters import findings as fd
 from lstpe.chapters.long_mechanism import (
     LongMechanism,
@@ -99,8 +100,8 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
 
 def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.DataFrame,
                     results_dir: str | Path | None) -> None:
-    """Fill the fields of ``x`` that only the claims read (Table 3, Procrustes, noise, the
-    long units of Table 1 and of weight decay, Tables 4-6)."""
+    """Fill the fields of ``x`` that only the claims read (Table 3, Procrustes, noise, each
+    model against people, the long units of Table 1 and of weight decay, Tables 4-6)."""
     learn = t2.final("val").query("pe_name == 'learn'")["pe"].unique()
     x.table3_init, x.table3 = (attention.table3(t2.artifacts, stage=s, pes=learn)
                                for s in ("init", "final"))
@@ -112,6 +113,9 @@ def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.
         for s in ("final", "init"))
     noise = [r.tables["noise"] for r in (t1, t2) if "noise" in r.tables]
     x.noise = noise_loss_per_model(pd.concat(noise)) if noise else None
+    correct = pd.concat([humans.model_correct(r.artifacts) for r in (t1, t2)])
+    x.agreement = model_human_agreement(correct.drop_duplicates(["pe", "seed", "id"]),
+                                        lst.human_accuracy())
     x.table1_long, x.witness = table1_long(results_dir), weight_decay_witness(results_dir)
     if adam is not None and adam.manifest.get("kind") == "campaign-merge":
         x.adam4 = adam.final("val_dropout")
@@ -139,7 +143,9 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
     ``gt_p`` against 2d-fixed); ``noise_label``, ``noise_worst``; ``n_dpe`` of ``n_small``
     small-sigma units whose learned part is grid-shaped and the init's median share
     ``init_share``; ``long_line`` (:func:`lstpe.chapters.long_mechanism.long_line`); ``rho``
-    (learn-0.2's Spearman with people); ``untested`` (the claims not testable yet)."""
+    (learn-0.2's Spearman with people, the paper's measure) and ``human_r`` (its models' mean
+    r, the measure the humans claim tests, or "–"); ``untested`` (the claims not testable
+    yet)."""
     v = {x.claim: x for x in cl.verdicts}
     if not cl.inputs.paper_scale or any("rows" not in v[k].numbers for k in ("table1", "sigma")):
         return None
@@ -163,8 +169,17 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
             "init_share": f"{small['init_share'].median():.0%}",
             "long_line": long_line(cl.mechanism_long),
             "rho": f"{cl.similarity.set_index('pe').loc['learn-0.2', 'spearman']:.2f}",
+            "human_r": _human_r(v["humans"]),
             "untested": "; ".join(card.loc[card["verdict"] == "not testable yet", "claim"])
             or "none"}
+
+
+def _human_r(v: C.Verdict) -> str:
+    """learn-0.2's mean r with people from the humans verdict's cells, or "–"."""
+    cells = v.numbers.get("cells")
+    if cells is None or "learn-0.2" not in set(cells["cell"]):
+        return "–"
+    return f"{cells.set_index('cell').loc['learn-0.2', 'mean']:+.3f}"
 
 
 def stored_sigmas(table2: Run, logged: int = len(PAPER_SIGMAS)) -> dict[str, str]:

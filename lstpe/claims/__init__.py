@@ -8,18 +8,21 @@ never decide them.
 In the paper's order:
 
 * :mod:`~lstpe.claims.table1`: learn-0.2 beats the common fixed PEs and matches 2d-fixed;
-* :mod:`~lstpe.claims.sigma`: small sigma generalises, large does not (Table 2);
-* :mod:`~lstpe.claims.attention`: attention similarity to 2d-fixed (Table 3, Fig. 4);
-* :mod:`~lstpe.claims.procrustes`: Procrustes distance to the 2-D PE (Fig. 10);
-* :mod:`~lstpe.claims.structure`: the 2-D structure of the PE (Fig. 3, our grid score);
-* :mod:`~lstpe.claims.noise`: robustness to embedding noise (Fig. 5);
-* :mod:`~lstpe.claims.humans`: similarity to people (Fig. 6);
-* :mod:`~lstpe.claims.optimizers`: SGD against Adam at small sigma (Table 4);
-* :mod:`~lstpe.claims.weight_decay`: weight decay (Tables 5-6);
-* :mod:`~lstpe.claims.brain`: the brain experiment (Fig. 4C).
+* :mod:`~lstpe.claims.sigma`: small sigma generalises, large does not;
+* :mod:`~lstpe.claims.attention`: attention similarity to 2d-fixed;
+* :mod:`~lstpe.claims.procrustes`: Procrustes distance to the 2-D PE;
+* :mod:`~lstpe.claims.structure`: the 2-D structure of the PE (our grid score);
+* :mod:`~lstpe.claims.noise`: robustness to embedding noise;
+* :mod:`~lstpe.claims.humans`: similarity to people (the first version only);
+* :mod:`~lstpe.claims.optimizers`: SGD against Adam at small sigma;
+* :mod:`~lstpe.claims.weight_decay`: weight decay;
+* :mod:`~lstpe.claims.brain`: the brain experiment.
 
-The vocabulary and the rule that weighs tests are :mod:`~lstpe.claims.verdicts`; what the
-claims read is :class:`~lstpe.claims.inputs.Inputs`.
+Each claim module quotes the paper's sentences it tests (``QUOTES``, verbatim, from each
+version that states them: :class:`~lstpe.claims.paper.Quote`) and takes its figure and table
+numbers from :data:`lstpe.claims.paper.NUMBERING`, the one numbering of both versions. The
+vocabulary and the rules that weigh tests (no difference, learned or inherited) are
+:mod:`~lstpe.claims.verdicts`; what the claims read is :class:`~lstpe.claims.inputs.Inputs`.
 """
 
 from __future__ import annotations
@@ -48,8 +51,8 @@ __all__ = ["CLAIMS", "SCORE_VERDICTS", "Inputs", "Test", "Verdict", "weigh", "ju
 
 CLAIMS = (table1, sigma, attention, procrustes, structure, noise, humans, optimizers,
           weight_decay, brain)
-"""Every claim module, in the paper's order; each has ``CLAIM``, ``LINE``, ``WHERE`` and
-``judge(inputs) -> Verdict``."""
+"""Every claim module, in the paper's order; each has ``CLAIM``, ``LINE``, ``WHERE``,
+``QUOTES`` and ``judge(inputs) -> Verdict``."""
 
 SCORECARD_COLUMNS = ("claim", "verdict", "label", "at", "part", "evidence", "where", "id")
 
@@ -60,7 +63,7 @@ def judge(claim: Any, x: Inputs) -> Verdict:
     if not x.paper_scale:
         return Verdict(claim.CLAIM, claim.LINE, claim.WHERE, "not testable yet",
                        evidence="preview runs only: they show that the analysis runs, not "
-                                "the claim")
+                                "the claim", quotes=claim.QUOTES)
     return claim.judge(x)
 
 

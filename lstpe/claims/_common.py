@@ -17,7 +17,8 @@ from lstpe.analysis.seed_tests import (
     permutation_floor,
     permutation_test,
 )
-from lstpe.claims.verdicts import Test
+from lstpe.claims.paper import Quote
+from lstpe.claims.verdicts import INHERITED, Test, no_difference, ordering
 
 SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
 """The paper's small sigmas (its Table 3's 'sigma <= 0.2')."""
@@ -59,10 +60,11 @@ def with_equivalence(rows: pd.DataFrame, vals: Mapping[str, np.ndarray],
     return out
 
 
-def contrast(r: pd.Series, want: int, name: str = "", note: str = "") -> Test:
-    """One contrast ``a - b`` read as a test: ``want`` +1 (the claim says a > b), -1 (a < b)
-    or 0 (the claim says no difference: a difference shown contradicts it, equivalence within
-    the margin (``p_equiv`` below alpha, :func:`with_equivalence`) supports it, else open).
+def contrast(r: pd.Series, want: int, name: str = "", note: str = "",
+             quote: Quote | None = None) -> Test:
+    """One contrast ``a - b`` read as a test of ``quote``: ``want`` +1 (the claim says a > b),
+    -1 (a < b) or 0 (the claim says no difference: :func:`lstpe.claims.verdicts.no_difference`
+    decides, from the difference's p and the TOST's ``p_equiv``, :func:`with_equivalence`).
     Shown means Holm-adjusted p (``p_holm``, else ``p_perm``) below alpha. The test's
     ``floor`` is the smallest p the exact test can give at n_a + n_b
     (:func:`~lstpe.analysis.seed_tests.permutation_floor`: what the n allows, not the ties of
@@ -70,34 +72,82 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "") -> Test:
     text says so."""
     name = name or f"{r['a']} vs {r['b']}"
     if r.get("verdict") == "not run" or pd.isna(r.get("diff")):
-        return Test(name, "open", f"{name}: not run")
+        return Test(name, "open", f"{name}: not run", quote=quote)
     held = "p_holm" in r and pd.notna(r["p_holm"])
     p = r["p_holm"] if held else r["p_perm"]
-    sign = (1 if r["diff"] > 0 else -1) if p < ALPHA else 0
-    outcome = ("open" if sign == 0 else "supports" if sign == want else "contradicts")
-    pe = r.get("p_equiv", math.nan)
-    if want == 0 and sign == 0 and pd.notna(pe) and pe < ALPHA:
-        outcome = "supports"
     floor = permutation_floor(int(r["n_a"]), int(r["n_b"]))
+    pe = r.get("p_equiv", math.nan)
+    head = f"{r['a']} − {r['b']} = {r['diff']:+.3f} (n = {int(r['n_a'])} + {int(r['n_b'])}"
+    caveat = ""
     if want == 0 and pd.notna(pe):
         floor = min(floor, r.get("equiv_floor", 0.0))
-    text = (f"{r['a']} − {r['b']} = {r['diff']:+.3f} (n = {int(r['n_a'])} + {int(r['n_b'])}, "
-            f"exact {p_text(r['p_perm'])}" + (f", Holm {p_text(p)}" if held else "")
-            + (f", within ±{MARGIN:g}: TOST {p_text(pe)}" if want == 0 and pd.notna(pe) else "")
-            + (f"; no lower than {p_text(floor)} at this n" if floor >= ALPHA else "") + ")")
-    return Test(name, outcome, text + (f"; {note}" if note else ""), floor)
+        outcome, clause, caveat = no_difference(float(r["diff"]), float(p), float(pe), MARGIN)
+        text = (f"{head}): {clause}" + (f", exact {p_text(r['p_perm'])} before Holm"
+                                        if held else ""))
+    else:
+        sign = (1 if r["diff"] > 0 else -1) if p < ALPHA else 0
+        outcome = "open" if sign == 0 else "supports" if sign == want else "contradicts"
+        text = (f"{head}, exact {p_text(r['p_perm'])}" + (f", Holm {p_text(p)}" if held else "")
+                + ")")
+    if floor >= ALPHA:
+        text += f"; no lower than {p_text(floor)} at this n"
+    return Test(name, outcome, text + (f"; {note}" if note else ""), floor, quote,
+                caveat=caveat)
 
 
-def trend(r: pd.Series, want: str, name: str, what: str) -> Test:
-    """A trend row (:func:`lstpe.analysis.evidence.trend_row`) read as a test: ``want``
-    ``falls`` or ``rises``; the opposite significant trend contradicts the claim. Every value
-    tied: tau is undefined, said in words, and the test cannot reach alpha (floor 1)."""
-    word = r["verdict"]
-    outcome = "supports" if word == want else "open" if word == "no trend shown" \
-        else "contradicts"
+def trend(r: pd.Series, want: str, name: str, what: str, quote: Quote | None = None,
+          init: pd.Series | None = None) -> Test:
+    """A trend row (:func:`lstpe.analysis.evidence.trend_row`) read as a test of ``quote``:
+    ``want`` ``falls`` or ``rises``; the opposite significant trend contradicts the claim.
+    With ``init`` (the same trend at initialisation) the trend is a measure of what a model
+    learned and :func:`lstpe.claims.verdicts.ordering` decides (an ordering the
+    initialisation already showed is inherited, not learned). Every value tied: tau is
+    undefined, said in words, and the test cannot reach alpha (floor 1)."""
     n = int(r["n_a"])
     if pd.isna(r["statistic"]):
         return Test(name, "open", f"{what}: Kendall {tau_text(math.nan, n)}, no trend to test",
-                    1.0)
-    return Test(name, outcome, f"{what}: Kendall {tau_text(r['statistic'])} over {n} units "
-                               f"({p_text(r['p_perm'])})", r.get("p_floor", math.nan))
+                    1.0, quote)
+    text = f"{what}: Kendall {tau_text(r['statistic'])} over {n} units ({p_text(r['p_perm'])})"
+    sign = 1 if want == "rises" else -1
+    if init is None:
+        word = r["verdict"]
+        outcome = "supports" if word == want else "open" if word == "no trend shown" \
+            else "contradicts"
+        return Test(name, outcome, text, r.get("p_floor", math.nan), quote)
+    return _ordered(name, text, float(r["statistic"]), float(r["p_perm"]), sign,
+                    float(init["statistic"]), float(init["p_perm"]), "Kendall τ", quote,
+                    r.get("p_floor", math.nan))
+
+
+def correlation(rho: dict | None, rho0: dict | None, want: int, name: str, what: str,
+                quote: Quote | None = None) -> Test | None:
+    """A Spearman correlation over sigma (:func:`lstpe.analysis.seed_stats.rank_correlation`,
+    ``rho``) read as a test of ``quote``, beside the same correlation at initialisation
+    (``rho0``): :func:`lstpe.claims.verdicts.ordering` decides. None where ``rho`` is None
+    (fewer than 3 sigmas)."""
+    if rho is None:
+        return None
+    if pd.isna(rho["rho"]):  # one side constant over sigma: no ranking
+        return Test(name, "open", f"{what} undefined: the per-σ means of one side are the "
+                                  f"same at all {rho['n']} sigmas", 1.0, quote)
+    text = f"{what} = {rho['rho']:+.2f} over {rho['n']} sigmas ({p_text(rho['pvalue'])})"
+    init = (None, None) if rho0 is None or pd.isna(rho0["rho"]) else (rho0["rho"],
+                                                                      rho0["pvalue"])
+    return _ordered(name, text, float(rho["rho"]), float(rho["pvalue"]), want, *init,
+                    "ρ", quote)
+
+
+def _ordered(name: str, text: str, stat: float, p: float, want: int, stat0: float | None,
+             p0: float | None, sym: str, quote: Quote | None, floor: float = math.nan) -> Test:
+    """An ordering test (:func:`lstpe.claims.verdicts.ordering`) with its text: the trained
+    ``text`` and, after it, the initialisation's statistic and what it makes of the test."""
+    outcome, inherited = ordering(stat, p, want, stat0, p0)
+    if stat0 is None:
+        text += "; not measured at initialisation, so not shown to be learned"
+    else:
+        text += f"; at initialisation {sym} = {stat0:+.2f} ({p_text(p0)})"
+        if inherited:
+            text += f": {INHERITED}"
+        elif outcome == "supports":
+            text += ": made by training"
+    return Test(name, outcome, text, floor, quote, inherited)

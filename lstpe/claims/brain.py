@@ -1,14 +1,26 @@
-"""Fig. 4C: learnable PEs initialised small recover the brain's network modularity
-(masked prediction on HCP connectivity). The book trains a preview of it on the real data;
-the claim needs the paper-scale runs."""
+"""Figs. 3-4: learnable PEs initialised small recover the brain's network modularity (masked
+prediction on HCP resting-state data), the paper's sentences :data:`QUOTES` (the later version
+only). The book trains a preview of it on the real data; the claim needs the paper-scale
+runs."""
 
 from __future__ import annotations
 
 from lstpe.claims.inputs import Inputs
+from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Verdict, untestable
 
 CLAIM = "brain"
-LINE = "learnable PEs recover the brain's network modularity when initialised small (Fig. 4C)"
+LINE = ("learnable PEs recover the brain's network modularity when initialised small "
+        f"({label('brain')})")
+QUOTES: tuple[Quote, ...] = (
+    Quote("We found that the modularity of small-norm initialized PEs (`learn-0.1` and "
+          "`learn-0.2`) had the highest overall network modularity and segregation relative to "
+          "other learnable PEs.", "v2", "§3.4, Fig. 4C,D"),
+    Quote("Models that had learnable PEs initialized from small-norm distributions learned a "
+          "modular PE organization that was consistent with prior neuroscience studies", "v2",
+          "Fig. 4C"),
+)
+"""The paper's sentences this claim will test."""
 WHERE = "10_brain.ipynb"
 
 
@@ -16,6 +28,6 @@ def judge(x: Inputs) -> Verdict:
     """``not testable yet`` without paper-scale brain runs."""
     if not x.brain_runs:
         return untestable(CLAIM, LINE, WHERE, "preview runs only: they show the analysis on "
-                          "real HCP data, not the claim")
+                          "real HCP data, not the claim", quotes=QUOTES)
     return untestable(CLAIM, LINE, WHERE, f"{x.brain_runs} paper-scale runs stored; their "
-                      "evidence is not scored here yet")
+                      "evidence is not scored here yet", quotes=QUOTES)

@@ -46,7 +46,9 @@ class Inputs:
         noise: :func:`lstpe.analysis.claim_tables.noise_loss_per_model` of Tables 1-2:
             ``pe, seed, clean, noisy, loss`` (``attrs["noise_max"]``).
         similarity: :func:`lstpe.analysis.humans.human_similarity`, one row per PE:
-            ``pe, spearman, spearman_p``.
+            ``pe, spearman, spearman_p`` (the paper's measure, shown beside the humans claim).
+        agreement: :func:`lstpe.analysis.claim_tables.model_human_agreement`, one row per
+            model: ``pe, seed, accuracy, cosine, r`` (the measure the humans claim tests).
         table1_long: :func:`lstpe.chapters.long_mechanism.table1_long`: Table 1's PEs past
             epoch 200 (``pe, seeds, epoch, val_200, val_last, train_200, train_last``).
         mechanism_epoch: the epoch every mechanism long unit has published (0: none).
@@ -73,6 +75,7 @@ class Inputs:
     procrustes_init: pd.DataFrame | None = None
     noise: pd.DataFrame | None = None
     similarity: pd.DataFrame | None = None
+    agreement: pd.DataFrame | None = None
     table1_long: pd.DataFrame | None = None
     mechanism_epoch: int = 0
     mechanism_long: pd.DataFrame | None = None

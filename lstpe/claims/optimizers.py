@@ -1,9 +1,12 @@
-"""Table 4: with SGD instead of Adam, small sigma (0.01, 0.05) no longer hurts.
+"""Table 4: with SGD instead of Adam, a very small sigma (0.01, 0.05, 0.1) no longer hurts.
 
-The paper reads it at 4000 epochs, 15 seeds: SGD 0.885 and 0.941 against Adam 0.588 and 0.836
-at sigma 0.01 and 0.05. Testable once SGD units are stored beside Adam's; until then the
-verdict is ``not testable yet`` and the text gives Adam's side as stored (the Adam column is
-settled by epoch 200 for sigma >= 0.1 in the authors' logs; below 0.1 the units say).
+The paper's sentences (:data:`QUOTES`): "vanilla SGD outperformed the generalization ability of
+models trained with Adam for small values of σ ∈ {0.01, 0.05, 0.1}", read at 4000 epochs, 15
+seeds (SGD 0.885, 0.941, 0.947 against Adam 0.588, 0.836, 0.925). One test per sigma of that
+sentence: SGD above Adam (exact permutation, Holm over the three), once SGD units are stored
+beside Adam's; until then the verdict is ``not testable yet`` and the text gives Adam's side as
+stored (the Adam column is settled by epoch 200 for sigma >= 0.1 in the authors' logs; below
+0.1 the units say).
 """
 
 from __future__ import annotations
@@ -12,12 +15,25 @@ from lstpe.analysis import evidence as ev
 from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.claims._common import adjust, contrast, values_by_pe
 from lstpe.claims.inputs import Inputs, have
+from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Verdict, untestable, weigh
 
 CLAIM = "sgd"
-LINE = "SGD removes the harm of a very small sigma that Adam shows (Table 4)"
+LINE = f"SGD removes the harm of a very small sigma that Adam shows ({label('sgd')})"
 WHERE = "08_robustness.ipynb"
-SIGMAS: tuple[str, ...] = ("learn-0.01", "learn-0.05")
+QUOTES: tuple[Quote, ...] = (
+    Quote("Specifically, vanilla SGD outperformed the generalization ability of models trained "
+          "with Adam for small values of $\\sigma \\in \\{0.01, 0.05, 0.1\\}$ (see Fig. A5).",
+          "v2", "§3.1, Fig. A5, Table A4"),
+    Quote("Indeed, we found that for very small-norm initializations, SGD tended to ameliorate "
+          "the reduced generalization effects observed with Adam.", "v2", "Fig. A5"),
+    Quote("Specifically, vanilla SGD outperformed the generalization ability of models trained "
+          "with Adam for small values of … σ ∈ [ 0.01 , 0.05 , 0.1 ] (see Appendix 7).", "v1",
+          "§3.1, Fig. 7, Table 4"),
+)
+"""The paper's sentences this claim tests, from each version."""
+SIGMAS: tuple[str, ...] = ("learn-0.01", "learn-0.05", "learn-0.1")
+"""The sigmas of the paper's sentence."""
 
 
 def adam_side(adam4: object) -> str:
@@ -32,18 +48,19 @@ def adam_side(adam4: object) -> str:
 
 
 def judge(x: Inputs) -> Verdict:
-    """SGD above Adam at each of :data:`SIGMAS` (exact permutation, Holm over the two), once
+    """SGD above Adam at each of :data:`SIGMAS` (exact permutation, Holm over them), once
     both are stored."""
     if not have(x.adam4) or not have(x.sgd4):
         return untestable(CLAIM, LINE, WHERE,
                           f"no SGD unit stored ({adam_side(x.adam4)}); SGD's long units are "
-                          "planned (lstpe campaign plan --device cuda)", until=4000)
+                          "planned (lstpe campaign plan --device cuda)", until=4000,
+                          quotes=QUOTES)
     vals = {f"{o} {pe}": v for o, frame in (("sgd", x.sgd4), ("adam", x.adam4))
             for pe, v in values_by_pe(frame).items()}
     rows = adjust(ev.contrast_rows(vals, [(f"sgd {pe}", f"adam {pe}") for pe in SIGMAS],
                                    claim=CLAIM))
-    tests = [contrast(r, +1, f"SGD above Adam at {r['a'].split()[1]}")
+    tests = [contrast(r, +1, f"SGD above Adam at {r['a'].split()[1]}", quote=QUOTES[0])
              for _, r in rows.iterrows() if r["verdict"] != "not run"]
     verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests,
-                   "; ".join(t.text for t in tests), {"rows": rows})
+                   "; ".join(t.text for t in tests), {"rows": rows}, QUOTES)
