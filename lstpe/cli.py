@@ -262,6 +262,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         if gpu:
             from lstpe.experiments import lease as ls
 
+            print(cs.plan_text(args.results, gpu=True))
             t = ls.lease_plan(args.minutes, args.results)
             for r in t.itertuples():  # one block per chunk: what, whether it fits, and why
                 print(f"{r.chunk}: {'trains' if r.fits else 'waits'} ({r.models} models in the "
@@ -277,6 +278,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             return 0
         print(cs.plan_text(args.results))
     elif args.action == "status":
+        from lstpe.experiments.long_plan import resume_problems
+
         where = cp._base(args.results)
         if not where.is_dir():  # a typo or a file: never "0 units done"
             how = "is not a folder" if where.exists() else "does not exist"
@@ -286,7 +289,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(cs.status_text(table))
         long = cs.long_table(args.results, table)
         print(cs.long_and_cpus_text(table, args.results, long))
-        damaged = (table["state"] == "damaged").any() or (long["state"] == "damaged").any()
+        damaged = (table["state"] == "damaged").any() or (long["state"] == "damaged").any() \
+            or bool(resume_problems(args.results))  # the resume budget (printed above)
         return 1 if damaged else 0
     elif args.action == "run":
         from lstpe.experiments.campaign_run import run

@@ -42,6 +42,7 @@ import torch
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import fragments as fr
+from lstpe.experiments import long_plan as lp
 from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.runtime import cpu_flags, pick_device
@@ -219,18 +220,27 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         log(f"long: {c.name} has published segments but no resume checkpoint here "
             f"({lu.resume_dir(c, results_dir)}): passed over")
     passed = lt.damaged_chunks(results_dir, log) if units is None else set()  # not to pick
+    waiting: set[str] = set()  # legs that do not finish in the time left (this run)
+    rates: dict[tuple, float] = {}  # probed seconds per model-epoch of long legs
     while True:
         if time.monotonic() >= deadline:  # whatever the chunks do, the budget ends a run
             log("campaign: the time budget is spent")
             return published
         free = free_units(results_dir, units)
-        # a GPU trains long units first; a CPU only when no 200-epoch unit is left
-        chunk = None if units is not None or (free and dev.type != "cuda") else \
-            lu.next_chunk(results_dir, skip=passed)
+        # a GPU trains long units first; a CPU the legs of lp.cpu_first that finish in the
+        # time left, then 200-epoch units, then other legs that finish in it
+        skip = passed | waiting
+        chunk = None if units is not None else lp.next_leg(
+            results_dir, dev, deadline, skip, bool(free), fresh, rates, log)
+        waiting |= skip - passed
         if chunk is not None:  # a long chunk comes before the next 200-epoch unit
-            if lt.train_or_pass(chunk, deadline, results_dir, dev, precision, fresh["amp"], log,
-                                overrides, passed) is False:  # paused at the deadline
+            done = lt.train_or_pass(chunk, deadline, results_dir, dev, precision,
+                                    fresh["amp"], log, overrides, passed)
+            if done is False:  # paused at the deadline
                 return published
+            if done:
+                lp.retire(chunk, results_dir, log)
+            waiting.add(chunk.name)  # (a leg to its target is trained once a run)
             continue
         if not free:
             log("campaign: no free unit left" + (" of those asked for" if units else ""))

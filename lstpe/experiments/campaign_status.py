@@ -282,27 +282,24 @@ STEPS_PER_EPOCH = 64
 """Optimizer steps per epoch of the recipe (8100 puzzles in batches of 128)."""
 
 
-def plan_text(results_dir: str | Path | None = None) -> str:
-    """``lstpe campaign plan``: every item in the campaign's order with the reason for its
-    place, its 200-epoch units (done or not) or its long chunk (epoch reached of its target)."""
-    from lstpe.experiments import long_units as lu
+def plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> str:
+    """``lstpe campaign plan``: every 200-epoch item in the campaign's order with the reason
+    for its place and its units (done or not), then the long plan in its order with each
+    item's reason and cost (:func:`lstpe.experiments.long_plan.long_plan_text`; ``gpu``: what
+    a lease takes, else a CPU's order)."""
+    from lstpe.experiments import long_plan as lp
 
     done = {u.key for u in done_units(results_dir)}
     units, lines = plan(), []
     for item, what in ITEMS.items():
-        lines.append(f"item {item}: {what} -- {WHY[item]}")
         mine = [u for u in units if u.item == item]
-        if mine:
-            n = sum(u.key in done for u in mine)
-            lines.append(f"  {len(mine)} units of {CAMPAIGN_EPOCHS} epochs, {n} stored: "
-                         + ", ".join(u.key + (" (done)" if u.key in done else "")
-                                     for u in mine))
-        for c in lu.LONG_PLAN:
-            if c.item == item:
-                lines.append(f"  long chunk {c.name} to epoch {c.target} "
-                             f"(at {lu.chunk_epoch(c, results_dir)}): "
-                             + ", ".join(u.key for u in c.units))
-    return "\n".join(lines)
+        if not mine:
+            continue
+        n = sum(u.key in done for u in mine)
+        lines.append(f"item {item}: {what} -- {WHY[item]}")
+        lines.append(f"  {len(mine)} units of {CAMPAIGN_EPOCHS} epochs, {n} stored: "
+                     + ", ".join(u.key + (" (done)" if u.key in done else "") for u in mine))
+    return "\n".join([*lines, lp.long_plan_text(results_dir, gpu)])
 
 
 def long_table(results_dir: str | Path | None = None,
@@ -347,8 +344,9 @@ def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = Non
 
     long = long_table(results_dir, table) if long is None else long
     from lstpe.experiments import long_progress
+    from lstpe.experiments.long_plan import budget_text
 
-    lines = [long_progress.long_status_text(long)]
+    lines = [long_progress.long_status_text(long), budget_text(results_dir)]
     last = long.drop_duplicates("chunk", keep="last")  # a chunk's last target holds the rest
     if last["gpu_minutes_left"].notna().any():
         from lstpe.experiments.lease import last_record

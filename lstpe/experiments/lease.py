@@ -53,12 +53,16 @@ the last segments, packing)."""
 TARGET = 1000
 """Epochs every unit of a lease trains to (Table 1's length)."""
 
-LEASE_ORDER: tuple[str, ...] = ("table1-2235", "table1-6312", "table1-6068", "sgd",
-                                "weight-decay-sigmas", "table1-9742", "table1-8880")
-"""The long chunks (:data:`lstpe.experiments.long_units.LONG_PLAN`, all to 1000 epochs) a
-lease trains, in order of what a model-epoch shows (the campaign issue's plan): Table 1's PEs
-that are still training at epoch 200 (seeds 1-3), Table 4's SGD and Table 5's AdamW sigmas,
-then Table 1's seeds 4-5. Each chunk whole or not at all, from epoch 0."""
+LEASE_ORDER: tuple[str, ...] = tuple(
+    c.name for c in lu.LONG_PLAN if c.target == TARGET and c.item not in (4, 5)
+    and not lu.extended(c))
+"""The long chunks (:data:`lstpe.experiments.long_units.LONG_PLAN`'s 1000-epoch legs) a lease
+trains from epoch 0, in the plan's order (what a model-epoch shows): Table 1's 8 PEs at seeds
+1-3, Tables 4, 6 and 5 at 1000, then Table 1 at seeds 4-5. Not the legs begun before this
+plan (items 4 and 5: their checkpoints are :func:`paused_sources`), nor those whose final
+state the plan keeps for a later leg (:func:`~lstpe.experiments.long_units.extended`: seed 1
+of Tables 4-6): a lease brings back no new unit's state, so they train where it stays
+(``lstpe campaign run``). Each chunk whole or not at all."""
 
 
 RESUME_BACK_BYTES = 48 * 2**20

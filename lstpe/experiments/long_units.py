@@ -19,15 +19,12 @@ validation attention maps (``val_attention``: (k', 108, blocks, 16, 16) float16 
 manifest checksum, so :func:`load_long` checks the chain when it joins them.
 
 **Resume state across machines.** The chunk's checkpoint (weights and Adam moments of every
-model, its history and snapshots not yet published; about 15 MB per model) is written every
+model, its history and snapshots not yet published; about 16 MB per model) is written every
 :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs to
-``results/long/_resume/<chunk>/chunk0.pt``, a path git tracks, and committed when a session
-stops (one file per chunk in the tree, replaced by each commit). Why this and not a bound:
-work that continues on a new machine has only what is committed, and a long chunk is hours;
-a checkpoint committed at each session's end loses nothing when the machine changes, at a
-history cost of about 15 MB per model per session that trained it (:data:`RESUME_BUDGET_MB`).
-Resuming from it continues the trajectory bit for bit on the same kind of machine
-(tests/test_long_units.py).
+``results/long/_resume/<chunk>/chunk0.pt``, a path git tracks, so a fresh clone continues the
+same trajectory (bit for bit on the same kind of machine; tests/test_long_units.py). What may
+be committed of it is bounded (:mod:`lstpe.experiments.long_plan`: 100 MB in the tree, at most
+one checkpoint per 1000 epochs of a chunk, none once its last planned leg is done).
 
 **Integrity.** Published segments and the checkpoint depend on each other: a segment cannot be
 published again once the checkpoint is past it, and a checkpoint continues only the segments
@@ -67,11 +64,6 @@ LONG_EPOCHS = 4000
 
 SEGMENT = 200
 """Epochs per published segment (the authors log every 200 epochs)."""
-
-RESUME_BUDGET_MB = 400
-"""The repository's budget for committed resume checkpoints, history included: about 15 MB
-per model per session that trains it; the three mechanism units to 1000 epochs at about 0.17
-model-epochs/s need about 3 sessions (135 MB), the weight-decay pair about 2 (60 MB)."""
 
 @dataclass(frozen=True)
 class LongUnit:
@@ -117,34 +109,82 @@ class LongChunk:
         return f"{self.name}@{self.target}"
 
 
-def _table1(seed: int) -> LongChunk:
-    return LongChunk(f"table1-{seed}", tuple(LongUnit("table1", pe, seed)
-                                             for pe in TABLE1_OTHER), 1000, 10,
-                     "Table 1 at its own length: these PEs are still training at epoch 200",
-                     snapshots="sparse")
-
-
 def _mech(seed: int = 2235) -> tuple[LongUnit, ...]:
     return tuple(LongUnit("table2", pe, seed) for pe in ("learn-0.1", "learn-0.2", "learn-2"))
 
 
-LONG_PLAN: tuple[LongChunk, ...] = (
-    LongChunk("mechanism", _mech(), 1000, 4,
-              "does a small-sigma PE's learned 2-D structure dominate it after 200 epochs?"),
-    LongChunk("weight-decay", (LongUnit("tables56", "learn-0.2", 2235),
-                               LongUnit("tables56", "learn-2", 2235)), 1000, 5,
-              "AdamW's decay shrinks the init to 0.53 of its size by epoch 1000"),
-    LongChunk("mechanism", _mech(), 4000, 6, "the paper's length"),
-    LongChunk("sgd", tuple(LongUnit("table4/sgd", f"learn-{s}", 2235)
-                           for s in (0.01, 0.05, 0.1, 0.2)), 1000, 8,
-              "Table 4: SGD's dependence on sigma, which forms slowly"),
-    LongChunk("weight-decay-sigmas", tuple(LongUnit("tables56", f"learn-{s}", 2235)
-                                           for s in ("0.5", "1", "1.5")), 1000, 8,
-              "Table 5: the sigmas that weight decay rescues"),
-    *(_table1(seed) for seed in PAPER_SEEDS[:5]),
-)
-"""The long chunks in the campaign's order (their items: :data:`lstpe.experiments.campaign.ITEMS`).
-A chunk with the name of an earlier one continues its models (same resume state)."""
+def _legs(item: int, reason: str, cells: list[tuple[str, str]], seeds: tuple[int, ...],
+          earlier: list[LongChunk], group: str = "") -> list[LongChunk]:
+    """1000-epoch legs of ``cells`` (run, PE) at ``seeds`` (the outer loop), leaving out a
+    model an earlier leg already trains (same optimizer, PE and seed: the same recipe, e.g.
+    Table 4's Adam at sigma 0.2 and Table 1's learn-0.2). ``group``: one chunk per seed named
+    ``<group>-<seed>`` (a lease's); else one single-model chunk per model, named
+    ``<run>-<pe>-<seed>`` (what a CPU trains, one model at a time)."""
+    from lstpe.experiments.registry import REGISTRY
+
+    have = {(REGISTRY[u.run].optimizer, u.pe, u.seed) for c in earlier for u in c.units}
+    out: list[LongChunk] = []
+    for seed in seeds:
+        units = [LongUnit(r, pe, seed) for r, pe in cells
+                 if (REGISTRY[r].optimizer, pe, seed) not in have]
+        have |= {(REGISTRY[u.run].optimizer, u.pe, u.seed) for u in units}
+        out += [LongChunk(f"{group}-{seed}", tuple(units), 1000, item, reason, "sparse")] \
+            if group else [LongChunk(f"{u.run.replace('/', '-')}-{u.pe}-{seed}", (u,), 1000,
+                                     item, reason, "sparse") for u in units]
+    return out
+
+
+def _long_plan() -> tuple[LongChunk, ...]:
+    """:data:`LONG_PLAN`, built in its order (each entry's reason: its item's
+    :data:`lstpe.experiments.campaign.WHY`)."""
+    from lstpe.experiments.registry import TABLE1_PES, TABLE4_SIGMAS, learn_pes
+
+    s13, s45 = PAPER_SEEDS[:3], PAPER_SEEDS[3:5]
+    plan = [LongChunk("mechanism", _mech(), 1000, 4, "does a small-sigma PE's learned 2-D "
+                      "structure dominate it after 200 epochs?"),
+            LongChunk("weight-decay", (LongUnit("tables56", "learn-0.2", 2235),
+                                       LongUnit("tables56", "learn-2", 2235)), 1000, 5,
+                      "AdamW's decay shrinks the init to 0.53 of its size by epoch 1000"),
+            LongChunk("mechanism", _mech(), 4000, 6, "the paper's length")]
+    t1 = "Table 1 at its own length: its PEs are still training at epoch 200"
+    for seed in s13:  # table1-2235 and -6312 hold the six others (stored); then the two more
+        both = seed in PAPER_SEEDS[:2]
+        plan += _legs(10, t1, [("table1", p) for p in (TABLE1_OTHER if both else TABLE1_PES)],
+                      (seed,), plan, "table1")
+        plan += _legs(10, t1, [("table1", "2d-fixed"), ("table1", "learn-0.2")], (seed,), plan)
+    sig4 = learn_pes(TABLE4_SIGMAS)
+    plan += _legs(13, "Table 4: SGD against Adam at small sigma, which forms slowly",
+                  [("table4/sgd", p) for p in sig4] + [("table4/adam", p) for p in sig4],
+                  s13, plan)
+    plan += _legs(14, "Table 6: every PE with AdamW", [("tables56", p) for p in TABLE1_PES],
+                  s13, plan)
+    plan += _legs(15, "Table 5: AdamW where the paper's accuracy falls",
+                  [("tables56", p) for p in learn_pes(TABLE5_SIGMAS)], s13, plan)
+    plan += _legs(16, t1, [("table1", p) for p in TABLE1_PES], s45, plan, "table1")
+    plan += [LongChunk(c.name, c.units, LONG_EPOCHS, 17, "the paper's length, one seed",
+                       "sparse") for c in plan if c.item in (13, 14, 15) and
+             c.units[0].seed == PAPER_SEEDS[0]]
+    return tuple(plan)
+
+
+TABLE5_SIGMAS: tuple[float, ...] = (1.6, 1.7, 1.8, 1.9, 2.0)
+"""Table 5's sigmas that decide its claim: the paper reports 0.983 at sigma 1.6 (0.98 or more
+from 0.1 up to it), then 0.929, 0.900, 0.707 and 0.586."""
+
+LONG_PLAN: tuple[LongChunk, ...] = _long_plan()
+"""The long chunks' legs in the campaign's order, each with its item
+(:data:`lstpe.experiments.campaign.ITEMS`, whose :data:`~lstpe.experiments.campaign.WHY` is its
+reason; :mod:`lstpe.experiments.long_plan` prices them): the mechanism and the weight-decay
+pair to 1000 (begun before this plan), the mechanism to 4000, Table 1 at 1000 (its 8 PEs at
+seeds 1-3), Tables 4, 6 and 5 at 1000 (seeds 1-3), Table 1 at seeds 4-5, then seed 1 of
+Tables 4-6 to 4000. A leg with the name of an earlier one continues its models (same resume
+state): its final state at the earlier target is kept (:func:`extended`)."""
+
+
+def extended(chunk: LongChunk) -> bool:
+    """Whether :data:`LONG_PLAN` takes ``chunk``'s models further after its target (a later
+    leg of the same name): its final state (weights, optimizer) is then kept in the tree."""
+    return any(c.name == chunk.name and c.target > chunk.target for c in LONG_PLAN)
 
 
 def find_chunk(name: str, target: int | None = None) -> LongChunk:

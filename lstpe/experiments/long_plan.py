@@ -1,0 +1,314 @@
+"""The long plan priced and ordered, the CPU's order, and the bound on resume state in the tree.
+
+:data:`lstpe.experiments.long_units.LONG_PLAN` lists the long legs in the order of what a
+model-epoch shows (its items: :data:`lstpe.experiments.campaign.ITEMS`); here each entry gets
+its cost in model-epochs (:func:`leg_cost`: models x the epochs of its leg) and what is left
+(:func:`leg_left`), and :func:`long_plan_text` prints them for ``lstpe campaign plan``.
+
+**The CPU's order** (:func:`cpu_first`): legs that resume from a checkpoint in the tree (the
+weight-decay pair), then Table 4's SGD column at seed 1, one model at a time
+(:data:`CPU_FIRST`), each only when it is predicted to finish in the time left
+(:func:`lstpe.experiments.campaign_run.run` probes); then the 200-epoch units. A leg with
+published segments and no checkpoint was taken by a lease and is passed over.
+
+**Resume state in the tree** (``results/long/_resume/``, tracked by git so that another
+machine continues the same trajectory) is bounded (:func:`resume_problems`, which ``lstpe
+campaign status`` prints and exits 1 on):
+
+* at most :data:`RESUME_LIMIT_BYTES` (100 MB) at any time: a leg whose state would pass it
+  waits (:func:`state_fits`);
+* a chunk's state leaves the tree once its last planned leg is done (:func:`retire`, called
+  by the run that finishes it, which says so in its log); a finished leg keeps its final state
+  (weights, optimizer) only when the plan takes its models further (:func:`~lstpe.experiments.
+  long_units.extended`);
+* at most one checkpoint per 1000 epochs of a chunk is committed: a checkpoint that replaces
+  the committed one (``HEAD``) inside the same 1000-epoch span, short of its target, is named
+  and must stay out of the commit (the next run on this machine resumes from it). CPU legs are
+  started only when they are predicted to finish, so a pause is the exception.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from lstpe.experiments import long_units as lu
+from lstpe.experiments.campaign import ITEMS, WHY
+from lstpe.experiments.registry import REGISTRY
+from lstpe.runtime import PAPER_SEEDS
+
+RESUME_LIMIT_BYTES = 100 * 10**6
+"""Bytes of ``results/long/_resume`` the tree may hold (every chunk's state together)."""
+
+COMMIT_SPAN = 1000
+"""Epochs of a chunk per committed checkpoint at most (a pause inside one span is not
+committed again)."""
+
+STATE_BYTES = {"adam": 16_400_000, "adamw": 16_400_000, "sgd": 5_500_000}
+"""Bytes of one model's resume state by optimizer: weights and two moments (the mechanism's
+3-model checkpoint is 49.06 MB); plain SGD keeps no moments (a third of that)."""
+
+CPU_FIRST: tuple[str, ...] = tuple(
+    c.name for c in lu.LONG_PLAN if c.target == 1000 and len(c.units) == 1
+    and c.units[0].run == "table4/sgd" and c.units[0].seed == PAPER_SEEDS[0])
+"""Table 4's SGD column at seed 1, one model per leg: what a CPU trains right after a leg
+that resumes from its checkpoint (the only optimizer claim no unit speaks to)."""
+
+
+def start_epoch(chunk: lu.LongChunk) -> int:
+    """Where ``chunk``'s leg begins: the previous target of the same name, else 0."""
+    return max([c.target for c in lu.LONG_PLAN if c.name == chunk.name
+                and c.target < chunk.target], default=0)
+
+
+def leg_cost(chunk: lu.LongChunk) -> int:
+    """Model-epochs of ``chunk``'s leg (models x the epochs from :func:`start_epoch`)."""
+    return len(chunk.units) * (chunk.target - start_epoch(chunk))
+
+
+def reached(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> int:
+    """The epoch ``chunk``'s models stand at: the later of its published segments and its
+    resume checkpoint (an unreadable one counts as none)."""
+    try:
+        at = lu.resume_epoch(chunk, results_dir)
+    except (OSError, ValueError):
+        at = 0
+    return max(lu.chunk_epoch(chunk, results_dir), at)
+
+
+def leg_left(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> int:
+    """Model-epochs of ``chunk``'s leg still to train."""
+    at = min(max(reached(chunk, results_dir), start_epoch(chunk)), chunk.target)
+    return len(chunk.units) * (chunk.target - at)
+
+
+def state_bytes(chunk: lu.LongChunk) -> int:
+    """Bytes of ``chunk``'s resume state (:data:`STATE_BYTES` per model)."""
+    return sum(STATE_BYTES[REGISTRY[u.run].optimizer] for u in chunk.units)
+
+
+def resume_bytes(results_dir: str | Path | None = None) -> dict[str, int]:
+    """Bytes per chunk folder under ``results/long/_resume`` (what the tree holds)."""
+    root = lu.long_root(results_dir) / "_resume"
+    out = {}
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        if d.is_dir():
+            out[d.name] = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+    return out
+
+
+def last_leg(name: str) -> lu.LongChunk:
+    """The last leg of the chunk ``name`` in :data:`~lstpe.experiments.long_units.LONG_PLAN`."""
+    return max((c for c in lu.LONG_PLAN if c.name == name), key=lambda c: c.target)
+
+
+def state_fits(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> bool:
+    """Whether ``chunk``'s leg may train here without taking the tree's resume state past
+    :data:`RESUME_LIMIT_BYTES`: a chunk whose state is already in the tree always may; a new
+    one adds :func:`state_bytes`."""
+    have = resume_bytes(results_dir)
+    return chunk.name in have or sum(have.values()) + state_bytes(chunk) <= RESUME_LIMIT_BYTES
+
+
+def retire(chunk: lu.LongChunk, results_dir: str | Path | None = None, log=print) -> bool:
+    """After ``chunk`` reached its target: delete its resume state when no later leg needs it
+    (saying so in ``log``); keep it when the plan extends its models. True if deleted."""
+    rdir = lu.resume_dir(chunk, results_dir)
+    if not rdir.exists() or lu.extended(chunk):
+        if rdir.exists():
+            log(f"long: {chunk.name} reached {chunk.target}; its final state stays in {rdir} "
+                f"for its next leg (to {last_leg(chunk.name).target})")
+        return False
+    size = resume_bytes(results_dir).get(chunk.name, 0)
+    shutil.rmtree(rdir)
+    log(f"long: {chunk.name} finished its last planned leg (epoch {chunk.target}): its resume "
+        f"state ({size / 1e6:.1f} MB) leaves the tree: deleted {rdir} (commit the deletion)")
+    return True
+
+
+def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
+    """The legs a CPU takes before its 200-epoch units, in order: every leg short of its
+    target that resumes from a checkpoint in the tree, then :data:`CPU_FIRST`; none a lease
+    has taken (:func:`~lstpe.experiments.long_units.unresumable`), none at its target."""
+    out: list[lu.LongChunk] = []
+    for c in lu.LONG_PLAN:
+        if c.name in {x.name for x in out} or not lu.resume_checkpoint(c, results_dir).exists():
+            continue
+        if start_epoch(c) <= reached(c, results_dir) < c.target:
+            out.append(c)
+    out += [c for name in CPU_FIRST for c in [lu.find_chunk(name, 1000)]
+            if c not in out and reached(c, results_dir) < c.target
+            and not lu.unresumable(c, results_dir)]
+    return out
+
+
+def leg_seconds(chunk: lu.LongChunk, dev: torch.device, overrides: dict,
+                rates: dict[tuple, float], results_dir: str | Path | None = None) -> float:
+    """Estimated wall seconds of ``chunk``'s leg from where its models stand to its target:
+    :func:`lstpe.experiments.campaign_run.probe` of its units (once per optimizer and number
+    of models in ``rates``), priced as :func:`~lstpe.experiments.campaign_run.estimate_s`
+    prices a chunk of 200-epoch units."""
+    from lstpe.experiments.campaign_run import estimate_s, probe
+
+    epochs = chunk.target - min(max(reached(chunk, results_dir), start_epoch(chunk)),
+                                chunk.target)
+    if epochs <= 0:
+        return 0.0
+    key = (REGISTRY[chunk.units[0].run].optimizer, len(chunk.units))
+    if key not in rates:
+        rates[key] = probe(list(chunk.units), dev, **overrides)["s_per_model_epoch"]
+    return estimate_s(len(chunk.units), rates[key], epochs)
+
+
+def _lower_bound(chunk: lu.LongChunk, rates: dict[tuple, float],
+                 results_dir: str | Path | None) -> float:
+    """Seconds ``chunk``'s leg takes at least, at half the fastest rate probed so far (0
+    before any probe): a leg far too long is passed over without probing its models."""
+    epochs = chunk.target - min(max(reached(chunk, results_dir), start_epoch(chunk)),
+                                chunk.target)
+    return 0.5 * min(rates.values()) * len(chunk.units) * epochs if rates else 0.0
+
+
+def next_leg(results_dir: str | Path | None, dev: torch.device, deadline: float,
+             skip: set[str], units_left: bool, overrides: dict, rates: dict[tuple, float],
+             log) -> lu.LongChunk | None:
+    """The long leg ``campaign run`` trains next, or None (then a 200-epoch unit). On a GPU
+    :func:`~lstpe.experiments.long_units.next_chunk`, as before. On a CPU only a leg predicted
+    (:func:`leg_seconds`) to finish in the time left, so that a leg ends where it starts: first
+    :func:`lstpe.experiments.long_plan.cpu_first` (a leg resuming from its checkpoint, then
+    Table 4's SGD at seed 1), then, once no 200-epoch unit is left, the plan's other legs in
+    order. A leg that does not fit, or whose final state would take the resume state past
+    its budget, is named and added to ``skip`` for the rest of the run."""
+    if dev.type == "cuda":
+        return lu.next_chunk(results_dir, skip=skip)
+    first = [c for c in cpu_first(results_dir) if c.name not in skip]
+    while True:
+        chunk = first.pop(0) if first else None if units_left else \
+            lu.next_chunk(results_dir, skip=skip)
+        if chunk is None:
+            return None
+        left = deadline - time.monotonic()
+        if not state_fits(chunk, results_dir):
+            log(f"long: {chunk.name} waits: its state ({state_bytes(chunk) / 1e6:.0f} MB) "
+                f"would take results/long/_resume past {RESUME_LIMIT_BYTES / 1e6:.0f} MB")
+        elif (need := _lower_bound(chunk, rates, results_dir)) > left or \
+                (need := leg_seconds(chunk, dev, overrides, rates, results_dir)) > left:
+            log(f"long: {chunk.name} to {chunk.target} needs about {need / 60:.0f} min, "
+                f"{left / 60:.0f} min left: not started (a leg finishes where it starts)")
+        else:
+            return chunk
+        skip.add(chunk.name)
+
+
+# --------------------------------------------------------------------------- the commit rule
+
+
+def committed_epoch(path: Path) -> int | None:
+    """The epoch of ``path``'s version in git's ``HEAD`` when the file in the tree differs from
+    it; None when they are the same, git does not hold it, or this is no git checkout."""
+    path = Path(path).resolve()
+    try:
+        top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        rel = path.relative_to(top).as_posix()
+        if subprocess.run(["git", "-C", top, "diff", "--quiet", "HEAD", "--", rel],
+                          capture_output=True).returncode == 0:
+            return None
+        blob = subprocess.run(["git", "-C", top, "show", f"HEAD:{rel}"], capture_output=True,
+                              check=True).stdout
+    except (OSError, ValueError, subprocess.CalledProcessError):
+        return None
+    try:
+        state = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+        return int(state["epoch"])
+    except Exception:  # noqa: BLE001 - an unreadable committed version gives no rule
+        return None
+
+
+def resume_problems(results_dir: str | Path | None = None) -> list[str]:
+    """What keeps the tree's resume state from being committed, each naming the folder or file
+    and what to do; [] when none (the rules: module docstring)."""
+    have = resume_bytes(results_dir)
+    out = []
+    total = sum(have.values())
+    if total > RESUME_LIMIT_BYTES:
+        out.append(f"results/long/_resume holds {total / 1e6:.1f} MB, more than the "
+                   f"{RESUME_LIMIT_BYTES / 1e6:.0f} MB budget: do not commit it; finish a "
+                   "chunk's last leg (its state then leaves) before another begins")
+    names = {c.name for c in lu.LONG_PLAN}
+    for name in have:
+        rdir = lu.long_root(results_dir) / "_resume" / name
+        if name not in names:
+            out.append(f"{rdir} belongs to no chunk of the long plan: move it out of the tree")
+            continue
+        last = last_leg(name)
+        try:
+            at = lu.resume_epoch(last, results_dir)
+        except (OSError, ValueError):
+            continue  # named by chunk_problems
+        if at >= last.target:
+            out.append(f"{name} finished its last planned leg (epoch {last.target}): its resume "
+                       f"state leaves the tree (git rm -r {rdir})")
+            continue
+        before = committed_epoch(lu.resume_checkpoint(last, results_dir))
+        targets = {c.target for c in lu.LONG_PLAN if c.name == name}
+        if before is not None and at not in targets and \
+                at // COMMIT_SPAN <= before // COMMIT_SPAN:
+            out.append(f"{lu.resume_checkpoint(last, results_dir)} moved from epoch {before} "
+                       f"(committed) to {at}, inside the same {COMMIT_SPAN}-epoch span: at most "
+                       f"one checkpoint per {COMMIT_SPAN} epochs of a chunk is committed; leave "
+                       "it out of the commit (git restore --staged), the next run here resumes "
+                       "from it")
+    return out
+
+
+def budget_text(results_dir: str | Path | None = None) -> str:
+    """``lstpe campaign status``'s lines on resume state: the budget, what uses it, problems."""
+    have = resume_bytes(results_dir)
+    lines = [f"resume state in the tree: {sum(have.values()) / 1e6:.1f} MB of the "
+             f"{RESUME_LIMIT_BYTES / 1e6:.0f} MB budget"]
+    for name, size in have.items():
+        legs = [c for c in lu.LONG_PLAN if c.name == name]
+        at = reached(legs[-1], results_dir) if legs else 0
+        leg = next((c for c in legs if at < c.target), None)
+        why = ("no chunk of the plan" if not legs else "finished: it leaves the tree"
+               if leg is None else f"paused at epoch {at} of its leg to {leg.target}"
+               if at > start_epoch(leg) else f"final state at {at}, kept for its leg to "
+               f"{leg.target}")
+        lines.append(f"  {name}: {size / 1e6:.1f} MB ({why})")
+    lines += [f"  RESUME STATE: {p}" for p in resume_problems(results_dir)]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def long_plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> str:
+    """The long plan in its order, per item its reason and its cost and what is left in
+    model-epochs, and each leg (epoch reached of its target); then the order a CPU (or, with
+    ``gpu``, a lease) takes them in."""
+    lines = ["the long plan, in order (model-epochs: models x epochs of each leg):"]
+    items = list(dict.fromkeys(c.item for c in lu.LONG_PLAN))
+    for item in items:
+        legs = [c for c in lu.LONG_PLAN if c.item == item]
+        cost, left = sum(map(leg_cost, legs)), sum(leg_left(c, results_dir) for c in legs)
+        lines.append(f"item {item}: {ITEMS.get(item, '')} -- {WHY.get(item, '')}")
+        lines.append(f"  cost {cost:,} model-epochs, {left:,} left: " + ", ".join(
+            f"{c.name} ({len(c.units)}, at {min(reached(c, results_dir), c.target)} of "
+            f"{c.target})" for c in legs))
+    if gpu:
+        from lstpe.experiments.lease import LEASE_ORDER
+
+        lines.append("a GPU lease: the paused chunk the tree carries, then the 1000-epoch legs "
+                     f"from epoch 0 in this order ({len(LEASE_ORDER)}; legs whose final state "
+                     "the plan keeps train where it stays: campaign run)")
+    else:
+        lines.append("a CPU (campaign run): " + ", ".join(c.name for c in cpu_first(
+            results_dir)) + ", each when predicted to finish in the budget, one model at a "
+            "time; then the 200-epoch units; then the legs above that finish in the budget")
+    return "\n".join(lines)
