@@ -105,6 +105,24 @@ def plot_gram(n: int = 64, d: int = 32) -> Figure:
     return style.readable(fig)
 
 
+def plot_pe(P, title: str, ylabel: str = "position k", split: int | None = None) -> Figure:
+    """Heatmap of an encoding ``P`` (positions x dims, e.g. the chapter's own ``sinusoid``),
+    colour range -1..1 with its colour bar; ``split``: a dashed line before that dim (where the
+    2-D sinusoid's second half begins)."""
+    P = np.asarray(P, dtype=float)
+    fig, axes = _figure(figsize=style.figsize(1.0, 3.4))
+    ax = axes[0, 0]
+    im = ax.imshow(P, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    fig.colorbar(im, ax=ax, label="value")
+    if split is not None:
+        ax.axvline(split - 0.5, color="k", ls="--", lw=1)
+    ax.set_xlabel("dimension")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{title}: {P.shape[0]} positions x {P.shape[1]} dims", fontsize=10)
+    ax.grid(False)
+    return style.readable(fig)
+
+
 def shift_map(step: int, d: int, base: float = 10000.0) -> torch.Tensor:
     """The block-diagonal rotation :math:`M_k` with :math:`p_{m+k} = M_k p_m` for every m
     (acting on the (sin, cos) pairs of ``sinusoid_1d``)."""
