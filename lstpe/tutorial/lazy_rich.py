@@ -41,7 +41,7 @@ from lstpe.nn import encodings as enc
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-N = 16
+_CELLS = 16
 """Cells of the 4x4 grid."""
 SIGMAS = (0.02, 2.0)
 """The two initial scales the chapter trains: small (rich) and large (lazy)."""
@@ -49,14 +49,14 @@ SIGMAS = (0.02, 2.0)
 
 def blur_kernel() -> torch.Tensor:
     """(16, 16) averaging weights: row i is uniform over cell i and its grid neighbours."""
-    near = torch.from_numpy(ps.grid_distance(N) <= 1).float()
+    near = torch.from_numpy(ps.grid_distance(_CELLS) <= 1).float()
     return near / near.sum(1, keepdim=True)
 
 
 def grid_batch(batch: int, k: int, generator: torch.Generator) -> tuple[torch.Tensor,
                                                                         torch.Tensor]:
     """A minibatch of the task: x (batch, 16, k) standard normal, y = K x (batch, 16, k)."""
-    x = torch.randn(batch, N, k, generator=generator)
+    x = torch.randn(batch, _CELLS, k, generator=generator)
     return x, blur_kernel() @ x
 
 
@@ -66,7 +66,7 @@ class ToyModel(nn.Module):
     def __init__(self, sigma: float, d: int = 32, k: int = 4,
                  generator: torch.Generator | None = None) -> None:
         super().__init__()
-        pe = enc.additive_pe(f"learn-{sigma}", 1, N, d, generator=generator)[0]  # (16, d)
+        pe = enc.additive_pe(f"learn-{sigma}", 1, _CELLS, d, generator=generator)[0]  # (16, d)
         self.P = nn.Parameter(pe)
         self.embed, self.out = nn.Linear(k, d), nn.Linear(d, k)
         self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
@@ -163,8 +163,8 @@ def plot_toy(runs: list[ToyRun], cell: int = 5) -> Figure:
     axd["grid"].set_xticks(range(4))
     axd["grid"].set_yticks(range(4))
     axd["grid"].grid(False)
-    upper = np.triu_indices(N, 1)  # the 120 pairs of cells
-    dist = ps.grid_distance(N)[upper]
+    upper = np.triu_indices(_CELLS, 1)  # the 120 pairs of cells
+    dist = ps.grid_distance(_CELLS)[upper]
     jitter = np.random.default_rng(0).uniform(-0.15, 0.15, dist.size)
     for key, r in zip(("pairs0", "pairs1"), runs[:2], strict=False):
         ax = axd[key]
