@@ -186,12 +186,13 @@ def plot_relative(demo: dict[str, np.ndarray]) -> Figure:
 # --------------------------------------------------------------------------- 4. ALiBi
 
 
-def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125)) -> Figure:
-    """The ALiBi bias matrix, the attention it alone gives position 0, and its row for ``cell``
-    drawn on the grid."""
-    B = enc.alibi_bias(N).numpy()
+def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125), bias=None) -> Figure:
+    """The ALiBi bias matrix (``bias``, e.g. the chapter's own, (16, 16); default the
+    package's), the attention a bias alone gives position 0 at each slope, and the bias's row
+    for ``cell`` drawn on the grid."""
+    B = enc.alibi_bias(N).numpy() if bias is None else np.asarray(bias, dtype=float)
     fig, axes = _figure(1, 3, figsize=(7.1, 3.0), width_ratios=[1.1, 1, 0.9])
-    _heatmap(fig, axes[0, 0], B, f"ALiBi bias -{enc.ALIBI_SLOPE} |i - j|", label="bias",
+    _heatmap(fig, axes[0, 0], B, f"ALiBi bias -{-B[0, 1]:g} |i - j|", label="bias",
              cmap="Blues_r")
     ax = axes[0, 1]
     for slope in slopes:
