@@ -149,10 +149,10 @@ def _top_level_names(path: Path) -> tuple[set[str], set[str], list[str]]:
     return defined, imported, exported
 
 
-ENTRY_POINTS = {"main", "setup", "CLAIM", "LINE", "WHERE", "judge"}
+ENTRY_POINTS = {"main", "setup", "CLAIM", "LINE", "WHERE", "QUOTES", "judge"}
 """Names the protocol fixes: ``main`` of a ``python -m`` module (``lstpe.cli``,
 ``lstpe.repo``), ``setup`` of a Sphinx extension and of a chapter (``lstpe.chapters.notebook``),
-and the four every claim module of :mod:`lstpe.claims` defines (its scorecard loops over
+and the five every claim module of :mod:`lstpe.claims` defines (its scorecard loops over
 them)."""
 
 

@@ -30,6 +30,7 @@ from lstpe.analysis.seed_stats import holm, p_text, tau_text
 from lstpe.claims._common import adjust, contrast, trend, values_by_pe
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
+from lstpe.claims.table1 import COMMON  # the common PEs; 2d-fixed set apart, as the paper does
 from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
 
 CLAIM = "noise"
@@ -50,8 +51,6 @@ QUOTES: tuple[Quote, ...] = (
           "perturbation compared to common PEs.", "v2", "Fig. A9E"),
 )
 """The paper's sentences this claim tests, from each version."""
-COMMON: tuple[str, ...] = ("relative", "random", "rope", "1d-fixed", "nope", "c-nope")
-"""The commonly-used PEs learn-0.2 is compared with (2d-fixed set apart, as the paper does)."""
 BAND: tuple[float, float] = (0.1, 0.6)
 """The first version's range of the most robust sigmas."""
 ABOVE_CHANCE = 0.1
