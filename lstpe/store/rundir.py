@@ -229,7 +229,7 @@ class RunLock:
         try:
             info = json.loads(text)
             return info if isinstance(info, dict) else {}
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, 5000-digit integers, deep nesting
             return {}
 
     def _stale_reason(self, info: dict[str, Any]) -> str | None:

@@ -368,12 +368,8 @@ def read_manifest(run_dir: str | Path, verify: bool = True) -> dict:
         raise FileNotFoundError(
             f"results folder {path.parent} has no manifest.json (incomplete or not a run "
             "directory)")
-    text = path.read_text(errors="replace")
-    try:
-        manifest = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise _damaged(path, "manifest", f"is not valid JSON ({e.msg} at line {e.lineno})",
-                       f"delete {path.parent} to retrain the run") from None
+    manifest = parse_json(path.read_text(errors="replace"), path,
+                          f"delete {path.parent} to retrain the run", DamagedFileError, "manifest")
     if not isinstance(manifest, dict):
         raise _damaged(path, "manifest", "does not hold a JSON object",
                        f"delete {path.parent} to retrain the run")
@@ -472,9 +468,34 @@ def read_json_object(path: str | Path, hint: str, error: type[Exception] = Value
     """
     path = Path(path)
     try:
-        obj = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
         raise error(f"{path} cannot be read ({e}); {hint}") from None
+    obj = parse_json(text, path, hint, error)
     if not isinstance(obj, dict):
         raise error(f"{path} does not hold a JSON object; {hint}")
     return obj
+
+
+
+def parse_json(text: str, path: str | Path, hint: str, error: type[Exception] = ValueError,
+               what: str = "") -> Any:
+    """``json.loads(text)`` of the file ``path``, refusing with ``error`` what no file of the
+    package holds: invalid JSON, nesting deep enough to exhaust the parser's recursion, an
+    integer of more digits than Python converts (4300).
+
+    Raises:
+        ``error``: naming ``what`` the file is, ``path``, what is wrong and ``hint`` (what to
+            do).
+    """
+    name = f"{what} {path}" if what else str(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise error(f"{name} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}); "
+                    f"{hint}") from None
+    except (ValueError, RecursionError) as e:  # 5000-digit integers, deep nesting
+        kind = "nests JSON too deeply to read" if isinstance(e, RecursionError) else \
+            f"holds a value no stored file holds ({' '.join(str(e).split())[:100]})"
+        raise error(f"{name} {kind}: damaged, or not written by this package; {hint}") \
+            from None
