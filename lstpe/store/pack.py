@@ -19,7 +19,9 @@ Safety rules:
   member *before* writing anything: each name read from disk (run names, piece names, member
   names) must be a plain relative path inside its folder with no hidden component and no
   ``checkpoints/`` (nothing lands in ``.campaign/``), and members must be regular files or
-  folders of a listed run (no links, devices, absolute paths or ``..``). It then extracts into a
+  folders of a listed run (no links, devices, absolute paths or ``..``), each file one its run's
+  manifest lists at the size it lists (:func:`lstpe.store.pack_check.check_members`: an
+  untrusted pack never writes more than its manifests say). It then extracts into a
   staging folder inside the target, verifies every staged run against its manifest (a file it
   does not list refuses the pack), checks every
   local run it would keep (a damaged one is named and fails the unpack; a different one is never
@@ -36,33 +38,30 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import tarfile
 import tempfile
 import zlib
 from collections.abc import Callable, Sequence
-from pathlib import Path, PurePosixPath
-from typing import Any
+from pathlib import Path
 
+from lstpe.store.pack_check import (  # noqa: F401 (re-exported: the checks of a pack)
+    MANIFEST_MAX_BYTES,
+    MAX_PACK_BYTES,
+    WORK_PARTS,
+    PackError,
+    _piece_name,
+    check_members,
+    check_runs,
+    plain_path,
+    read_index,
+    result_path,
+    work_part,
+)
 from lstpe.store.storage import RunDirError, WriteError, _file_mode, read_manifest, verify_files
 
 INDEX = "lstpe-pack.json"
 PIECE = "lstpe-pack.tar.gz.{:03d}"
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-class PackError(ValueError):
-    """A pack or its target cannot be used as asked (the message names the file and value)."""
-
-
-WORK_PARTS = ("checkpoints",)
-"""Work folders: with every hidden name (``.campaign``...), never packed or unpacked."""
-
-
-def work_part(parts: Sequence[str]) -> str | None:
-    """The first hidden or :data:`WORK_PARTS` component of ``parts``, else None."""
-    return next((p for p in parts if p.startswith(".") or p in WORK_PARTS), None)
 
 
 def finished_runs(root: str | Path) -> list[Path]:
@@ -88,50 +87,6 @@ def verify_run(run: Path) -> dict:
     manifest = read_manifest(run)
     verify_files(run, manifest)
     return manifest
-
-
-# --------------------------------------------------------------------------- names
-
-
-def plain_path(name: Any, what: str, where: str | Path) -> PurePosixPath:
-    """``name`` as a relative path of plain components (no absolute path, no ``.``/``..``,
-    no empty component, no backslash or NUL).
-
-    Raises:
-        PackError: naming ``what``, the bad name and ``where`` it was read.
-    """
-    bad = ""
-    if not isinstance(name, str) or not name:
-        bad = "is not a non-empty string"
-    elif "\\" in name or "\x00" in name:
-        bad = "holds a backslash or NUL character"
-    elif name.startswith("/"):
-        bad = "is an absolute path"
-    elif any(part in ("", ".", "..") for part in name.split("/")):
-        bad = "has an empty, '.' or '..' component"
-    if bad:
-        raise PackError(f"{what} {name!r} in {where} {bad}: a name must be a plain relative "
-                        "path inside its folder; refusing the pack, nothing was written")
-    return PurePosixPath(name)
-
-
-def result_path(name: Any, what: str, where: str | Path) -> PurePosixPath:
-    """:func:`plain_path` with no hidden or work component (:func:`work_part`); PackError
-    naming ``what``, the name and ``where`` otherwise."""
-    path = plain_path(name, what, where)
-    part = work_part(path.parts)
-    if part is not None:
-        raise PackError(f"{what} {name!r} in {where} passes through {part!r}, a hidden or work "
-                        "folder (claims, staging, checkpoints): a pack carries finished results "
-                        "only; refusing the pack, nothing was written")
-    return path
-
-
-def _piece_name(name: Any, what: str, where: Path) -> str:
-    if len(plain_path(name, what, where).parts) != 1:
-        raise PackError(f"{what} {name!r} in {where} is not a plain file name (it names "
-                        "another folder); refusing the pack, nothing was written")
-    return name
 
 
 # --------------------------------------------------------------------------- writing
@@ -190,6 +145,7 @@ def pack(root: str | Path, out: str | Path, runs: Sequence[str] | None = None,
     root, out = Path(root), Path(out)
     found = {str(p.relative_to(root)): p for p in finished_runs(root)}
     names = list(runs) if runs is not None else sorted(found)
+    check_runs(names, f"--runs ({' '.join(names)})")  # its own unpack would refuse them
     missing = [n for n in names if n not in found]
     if missing:
         raise ValueError(f"not finished runs under {root}: {missing}; finished: {sorted(found)}")
@@ -257,65 +213,6 @@ def copy_volume(index: dict, out: str | Path, volume: int, dest: str | Path) -> 
     return names
 
 
-# --------------------------------------------------------------------------- reading
-
-
-def read_index(path: str | Path) -> dict:
-    """The index at ``path``, checked: every key present with the right type, every run and
-    piece name a plain relative path (:func:`plain_path`).
-
-    Raises:
-        PackError: naming the file and the bad key or value.
-    """
-    path = Path(path)
-    try:
-        index = json.loads(path.read_text(errors="replace"))
-    except json.JSONDecodeError as e:
-        raise PackError(f"index {path} is not valid JSON ({e.msg} at line {e.lineno} column "
-                        f"{e.colno}); copy it again from the pack") from None
-    if not isinstance(index, dict):
-        raise PackError(f"index {path} does not hold a JSON object (got {type(index).__name__})")
-
-    def need(obj: dict, key: str, typ: type, label: str) -> Any:
-        if key not in obj:
-            raise PackError(f"index {path} has no key {label!r} (damaged or not a pack index)")
-        value = obj[key]
-        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
-            raise PackError(f"index {path}: key {label!r} must be a {typ.__name__}, got "
-                            f"{json.dumps(value)[:60]}")
-        if typ is int and value < 0:
-            raise PackError(f"index {path}: key {label!r} is negative ({value})")
-        if label.endswith("sha256") and not _SHA256.fullmatch(value):
-            raise PackError(f"index {path}: key {label!r} is not a SHA-256 hex digest "
-                            f"({value[:70]!r})")
-        return value
-
-    runs = need(index, "runs", list, "runs")
-    for i, run in enumerate(runs):
-        result_path(run, f"run runs[{i}]", path)
-    if not runs:
-        raise PackError(f"index {path}: key 'runs' lists no run")
-    for a in runs:
-        if runs.count(a) > 1:
-            raise PackError(f"index {path}: key 'runs' lists {a!r} twice")
-        inner = next((b for b in runs if b.startswith(a + "/")), None)
-        if inner is not None:
-            raise PackError(f"index {path}: key 'runs' lists {inner!r} inside run {a!r}")
-    pieces = need(index, "pieces", list, "pieces")
-    for i, piece in enumerate(pieces):
-        if not isinstance(piece, dict):
-            raise PackError(f"index {path}: key 'pieces[{i}]' must be an object, got "
-                            f"{json.dumps(piece)[:60]}")
-        _piece_name(need(piece, "file", str, f"pieces[{i}].file"), f"piece pieces[{i}].file",
-                    path)
-        need(piece, "bytes", int, f"pieces[{i}].bytes")
-        need(piece, "sha256", str, f"pieces[{i}].sha256")
-    if not pieces:
-        raise PackError(f"index {path}: key 'pieces' lists no piece")
-    need(index, "sha256", str, "sha256")
-    need(index, "bytes", int, "bytes")
-    return index
-
 
 def _find_index(dirs: list[Path]) -> tuple[Path, dict]:
     found = [d / INDEX for d in dirs if (d / INDEX).is_file()]
@@ -346,31 +243,6 @@ def _read_pieces(index: dict, index_path: Path, dirs: list[Path]) -> bytes:
                         f"{index_path}")
     return bytes(data)
 
-
-def _check_members(tar: tarfile.TarFile, runs: list[str], index_path: Path) -> None:
-    """Every member a regular file or folder with a plain name inside a listed run; every
-    run present (with its manifest)."""
-    where = f"the tar stream of {index_path}"
-    seen: set[str] = set()
-    for m in tar.getmembers():
-        name = result_path(m.name, "tar member", where)
-        if not (m.isfile() or m.isdir()):
-            kind = ("a symbolic link" if m.issym() else "a hard link" if m.islnk() else
-                    "a device or special file")
-            raise PackError(f"tar member {m.name!r} in {where} is {kind}; a pack holds only "
-                            "regular files and folders; refusing the pack, nothing was written")
-        owner = next((r for r in runs if name.parts[:len(PurePosixPath(r).parts)] ==
-                      PurePosixPath(r).parts), None)
-        if owner is None or (m.isfile() and str(name) == owner):
-            raise PackError(f"tar member {m.name!r} in {where} lies outside the runs the index "
-                            f"lists ({runs}); refusing the pack, nothing was written")
-        if str(name) in seen:
-            raise PackError(f"tar member {m.name!r} appears twice in {where}")
-        seen.add(str(name))
-    absent = [r for r in runs if f"{r}/manifest.json" not in seen]
-    if absent:
-        raise PackError(f"run {absent[0]!r} listed in {index_path} is not in the pack (no "
-                        f"{absent[0]}/manifest.json in its tar stream); nothing was written")
 
 
 def _extract(tar: tarfile.TarFile, stage: Path) -> None:
@@ -450,7 +322,7 @@ def unpack(src: str | Path | Sequence[str | Path], root: str | Path,
     runs: list[str] = index["runs"]
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
-        _check_members(tar, runs, index_path)
+        check_members(tar, runs, index_path)
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise PackError(f"the tar stream of {index_path} is unreadable ({e})") from None
     root = Path(root)
