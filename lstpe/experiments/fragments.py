@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import torch
 
 from lstpe.experiments.campaign import IGNORED_KEYS, RecipeMismatch, Unit, _work, plan
 from lstpe.store import results as res
+from lstpe.store.history import history_problems, nonfinite_problems
 from lstpe.store.rundir import RunLock
 from lstpe.store.storage import dotted_get
 
@@ -68,6 +70,11 @@ def load_fragment(unit: Unit, results_dir: str | Path | None = None, artifacts: 
     if camp.get("unit") != unit.key:
         raise RecipeMismatch(f"the fragment {path} says it is unit {camp.get('unit')!r}, "
                              f"not {unit.key!r} (moved by hand?)")
+    wrong = history_problems(run.history, cfg.get("epochs"))  # never read as what it is not
+    if wrong:
+        raise res.DamagedFileError(f"the fragment {path} of {unit.key} is not what its "
+                                   f"manifest says: {wrong[0]}; restore it (git checkout -- "
+                                   f"{path}), or delete the folder to retrain the unit")
     run.name = unit.run
     return run
 
@@ -174,10 +181,19 @@ def merge(fragments: Sequence[res.Run], name: str) -> res.Run:
         "finished_at": max(str(f.manifest.get("finished_at")) for f in fragments),
         "wall_time_s": round(sum(unit_seconds(f.manifest) for f in fragments), 1),
         "resumed": any(f.manifest.get("resumed") for f in fragments),
+        "precisions": dict(Counter(precision_of(f.manifest) for f in fragments)),
     }
     tables = {"noise": pd.concat(noise, ignore_index=True)} if noise else {}
     return res.Run(history, manifest, artifacts, tables, path=None, name=name,
                    source="stored")
+
+
+def precision_of(manifest: dict) -> str:
+    """A fragment's precision: its ``campaign.precision``, else ``bf16`` where its config used
+    autocast, else ``fp32``."""
+    camp = manifest.get("campaign") or {}
+    return str(camp.get("precision") or
+               ("bf16" if (manifest.get("config") or {}).get("amp") else "fp32"))
 
 
 def unit_seconds(manifest: dict) -> float:
@@ -213,9 +229,11 @@ def import_run(path: str | Path, results_dir: str | Path | None = None,
         sealed = True  # res.load names what is wrong
     src = res.load(path, sealed=sealed)
     cfg = src.config
-    if src.manifest.get("diverged_models"):
-        raise ValueError(f"{path}: models {src.manifest['diverged_models']} diverged; not "
-                         "imported")
+    wrong = nonfinite_problems(src.history) + history_problems(src.history, cfg.get("epochs"))
+    if src.manifest.get("diverged_models") or wrong:  # the history decides, whatever it says
+        raise ValueError(f"{path}: models diverged or the history is not what the manifest "
+                         f"says ({'; '.join(wrong) or src.manifest['diverged_models']}); not "
+                         "imported (a unit is a model trained to its epochs: retrain the run)")
     pes, seeds = cfg.get("pes") or [], cfg.get("seeds") or []
     pairs = [(p, s) for p in pes for s in seeds]
     units = []

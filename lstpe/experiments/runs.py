@@ -216,6 +216,11 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
         run = res.find(folder, base)
         if run is None:
             continue
+        wrong = res.history_problems(run.history, run.config["epochs"]) \
+            if "epochs" in run.config else []
+        if wrong:  # never read as the epochs its config says
+            raise res.DamagedFileError(f"the stored run {run.path} is not what its manifest "
+                                       f"says: {wrong[0]}; restore it, or move it out of {base}")
         mine, other = conflicts(run.config, run_config(name, src, **asked).to_dict(), asked)
         if other:
             raise StoredRunMismatch(

@@ -7,7 +7,9 @@ logits became non-finite (with a warning naming them).
 
 from __future__ import annotations
 
+import json
 import warnings
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,3 +117,49 @@ def final_table(history: pd.DataFrame, split: str = "val", condition: str = "all
     return fin[~fin["diverged"]].reset_index(drop=True)
 
 
+
+
+def history_problems(history: pd.DataFrame, epochs: Any = None) -> list[str]:
+    """What keeps a finished run's history from being read as its config says, one line per
+    model: its last evaluated epoch is not the config's ``epochs`` (None: not checked), or a
+    loss or accuracy is non-finite or outside its range (accuracy in [0, 1], loss >= 0) while
+    the model is not flagged diverged (:func:`diverged_models` reads a non-finite loss as
+    divergence: :func:`nonfinite_problems` names those). [] when none."""
+    if history.empty or not {"model", "epoch"} <= set(history.columns):
+        return ["the history holds no rows of (model, epoch)"]
+    out = []
+    if epochs is not None:
+        last = pd.to_numeric(history["epoch"], errors="coerce").groupby(history["model"]).max()
+        for model, e in last.items():
+            if not (isinstance(epochs, int) and not isinstance(epochs, bool) and e == epochs):
+                out.append(f"model {model}'s history ends at epoch {e:g}, where its config "
+                           f"says {json.dumps(epochs, default=str)[:30]} epochs (cut short, "
+                           "or not this run's history)")
+    div = set(diverged_models(history)["model"])
+    for col, lo, hi in (("accuracy", 0.0, 1.0), ("loss", 0.0, np.inf)):
+        if col not in history.columns:
+            continue
+        v = pd.to_numeric(history[col], errors="coerce").to_numpy(dtype=float)
+        bad = ~(np.isfinite(v) & (v >= lo) & (v <= hi)) & ~history["model"].isin(div)
+        if bad.any():
+            r = history[bad].iloc[0]
+            out.append(f"model {r['model']} has {col} {v[bad][0]} at epoch {r['epoch']} "
+                       f"({r.get('split', '?')}), outside [{lo:g}, {hi:g}] and not flagged "
+                       "diverged")
+    return out
+
+
+def nonfinite_problems(history: pd.DataFrame) -> list[str]:
+    """One line per model whose loss or accuracy is non-finite anywhere in ``history``, or
+    that is flagged diverged: ``"model 3 (learn-0.2, seed 29): loss nan at epoch 12"``."""
+    out = []
+    flag = _diverged_rows(history)
+    for col in ("accuracy", "loss"):
+        if col in history.columns:
+            flag |= ~np.isfinite(pd.to_numeric(history[col], errors="coerce")
+                                 .to_numpy(dtype=float))
+    for model, g in history[flag].groupby("model", sort=True):
+        r = g.iloc[0]
+        out.append(f"model {model} ({r.get('pe', '?')}, seed {r.get('seed', '?')}): loss "
+                   f"{r.get('loss')}, accuracy {r.get('accuracy')} at epoch {r.get('epoch')}")
+    return out

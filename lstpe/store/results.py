@@ -44,6 +44,7 @@ from lstpe.store.history import (  # noqa: F401  (re-exported: the history table
     describe_diverged,
     diverged_models,
     final_table,
+    history_problems,
     nonfinite_models,
 )
 from lstpe.store.storage import (  # noqa: F401  (re-exported: the file layer)  # noqa: F401
@@ -263,7 +264,7 @@ class Run:
             seeds = ", ".join(f"{pe} {len(s)}" for pe, s in per.items())
             line = (f"[{self.name}: {len(self.manifest.get('fragments', []))} fragments of the "
                     f"campaign (the paper's recipe, {cfg.get('epochs')} epochs, "
-                    f"{'bf16' if cfg.get('amp') else 'fp32'}); seeds per PE: {seeds}; device "
+                    f"{self._precisions()}); seeds per PE: {seeds}; device "
                     f"{self.manifest.get('device')}, torch {self.manifest.get('torch_version')},"
                     f" commit {self.manifest.get('git_commit')}, "
                     f"{self.manifest.get('wall_time_s', 0) / 3600:.1f} machine-hours]")
@@ -284,6 +285,16 @@ class Run:
                 f"finished {self.manifest.get('finished_at')}, "
                 f"wall time {self.manifest.get('wall_time_s')} s{resumed}]")
         return line + self._diverged_line()
+
+    def _precisions(self) -> str:
+        """A merged run's precision of every fragment: ``"fp32 (12), bf16 (1)"``, most first
+        (the config's ``amp`` where the manifest does not count them)."""
+        count = self.manifest.get("precisions")
+        if not isinstance(count, dict) or not count:
+            return "bf16" if self.config.get("amp") else "fp32"
+        if len(count) == 1:
+            return str(next(iter(count)))
+        return ", ".join(f"{p} ({n})" for p, n in sorted(count.items(), key=lambda x: -x[1]))
 
     def _diverged_line(self) -> str:
         div = self.diverged()
