@@ -194,6 +194,7 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         raise ValueError(f"--max-units must be >= 1, got {max_units}")
     deadline = time.monotonic() + 60.0 * minutes
     res.ensure_writable_dir(cp._work(results_dir))  # a file or read-only folder: before the probe
+    cs.check_long_root(results_dir)
     dev = pick_device(device)
     precision, why = choose_precision(dev, results_dir)
     log(f"campaign: {precision} ({why}); device {res.device_name(dev)}; budget {minutes:g} min")
@@ -215,10 +216,13 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         published += done
         if not done:
             return published
+    held = cs.held_long(results_dir)  # by another process: named, never "no checkpoint here"
     for c in {c.name: c for c in lu.LONG_PLAN if lu.unresumable(c, results_dir)
-              and lu.chunk_epoch(c, results_dir) < c.target}.values():
+              and lu.chunk_epoch(c, results_dir) < c.target and c.name not in held}.values():
         log(f"long: {c.name} has published segments but no resume checkpoint here "
             f"({lu.resume_dir(c, results_dir)}): passed over")
+    for name, who in held.items():
+        log(f"long: {name} is held by another process ({who}), which trains it: passed over")
     passed = lt.damaged_chunks(results_dir, log) if units is None else set()  # not to pick
     waiting: set[str] = set()  # legs that do not finish in the time left (this run)
     rates: dict[tuple, float] = {}  # probed seconds per model-epoch of long legs
@@ -243,7 +247,9 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
             waiting.add(chunk.name)  # (a leg to its target is trained once a run)
             continue
         if not free:
-            log("campaign: no free unit left" + (" of those asked for" if units else ""))
+            log("campaign: no free unit left" + (" of those asked for" if units else "")
+                + "".join(f"; the long chunk {n} is held by another process ({w})"
+                          for n, w in cs.held_long(results_dir).items()))
             return published
         left = deadline - time.monotonic()
         head = free[:max(1, min(max_units, 2))]

@@ -70,12 +70,15 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                         "retrain the unit")
                 camp = man.get("campaign") or {}
                 row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
+                           error=wall_problem(man, u.path(results_dir)),
                            precision=camp.get("precision", ""),
                            commit=_commits(man),
                            epochs=man["config"].get("epochs"), measured="probe" in camp,
                            threads=unit_threads(man))
-            except (ValueError, OSError) as e:
+            except (ValueError, OSError, TypeError, ArithmeticError) as e:
                 row.update(state="damaged", error=str(e)[:200])
+            if row["error"] and row["state"] == "done":  # never in the rate or the hours
+                row["seconds"] = math.nan
         elif u.path(results_dir).is_symlink():  # a fragment is a folder, never a link
             row.update(state="damaged", error=f"{u.path(results_dir)} is a symbolic link (to "
                        f"{os.readlink(u.path(results_dir))}), not a fragment folder: remove it "
@@ -103,6 +106,45 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                 row["at_epoch"], row["epochs"] = at[chunk]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def check_long_root(results_dir: str | Path | None = None) -> None:
+    """Refuse a ``results/long`` that exists but is not a folder (its long chunks could be
+    neither read nor trained: never "no free unit left" in silence).
+
+    Raises:
+        lstpe.store.results.NotWritableError: naming it and what to do.
+    """
+    from lstpe.experiments import long_units as lu
+
+    root = lu.long_root(results_dir)
+    if (root.exists() or root.is_symlink()) and not root.is_dir():
+        raise res.NotWritableError(f"{root} is not a folder (the long units live there): move "
+                                   "it away, or restore the folder (git checkout -- "
+                                   "results/long); nothing was trained")
+
+
+def held_long(results_dir: str | Path | None = None) -> dict[str, str]:
+    """The long chunks short of their target whose units' claims another live process holds:
+    chunk name -> who holds it (pid, host, since, command)."""
+    from lstpe.experiments import long_units as lu
+    from lstpe.store.rundir import RunLock
+
+    out: dict[str, str] = {}
+    claims = lu.long_root(results_dir) / ".work" / "claims"
+    for c in lu.LONG_PLAN:
+        if c.name in out or lu.chunk_epoch(c, results_dir) >= c.target:
+            continue
+        for u in c.units:
+            lock = RunLock(claims / u.key.replace("/", "__"))
+            info = lock.read() if lock.path.is_file() else None
+            try:
+                if info and info.get("pid") != os.getpid() and lock._stale_reason(info) is None:
+                    out[c.name] = lock._describe(info)
+                    break
+            except res.RunDirError:  # a claim edited by hand: train_or_pass names it
+                continue
+    return out
 
 
 def paused_units(results_dir: str | Path | None = None) -> dict[str, Path]:
@@ -150,11 +192,25 @@ def _core_hours(done: pd.DataFrame) -> float:
     return float((done["seconds"] * _threads(done)).sum()) / 3600
 
 
+def wall_problem(manifest: dict, path: Path) -> str:
+    """What is wrong with a stored unit's wall time (:func:`unit_seconds`: not a finite
+    number of seconds >= 0), naming the file; "" when nothing is."""
+    try:
+        sec = unit_seconds(manifest)
+    except (ValueError, TypeError, ArithmeticError):
+        sec = math.nan
+    if math.isfinite(sec) and sec >= 0:
+        return ""
+    return (f"{path / 'manifest.json'}: its wall time (campaign.unit_wall_s) is "
+            f"{str((manifest.get('campaign') or {}).get('unit_wall_s', sec))[:30]}, not a "
+            "number of seconds >= 0: left out of the hours and the rate")
+
+
 def unit_rate(table: pd.DataFrame) -> tuple[float, str]:
     """Seconds of the machine per unit, and what that rests on: the median over the units the
     campaign trained itself (whole chunks on an otherwise idle machine, as it runs), else over
     every stored unit (imported ones included)."""
-    done = table[table["state"] == "done"]
+    done = table[(table["state"] == "done") & table["seconds"].notna()]  # wall_problem
     own = done[done["measured"].astype(bool)]
     if len(own):
         return (float(own["seconds"].median()),
@@ -211,6 +267,9 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
                          f"{est[g.index].sum() / 3600:.1f} machine-hours")
         lines.append(f"  (hours left at {rate / 60:.1f} min per unit, the {basis}; "
                      f"{RATE_RULE})")
+    bad = done[done["error"].astype(bool)] if "error" in done else done.iloc[:0]
+    for r in bad.itertuples():  # stored, but its hours unusable: named, never "nan min"
+        lines.append(f"wall time unusable: {r.unit} ({r.error})")
     for state in ("claimed", "paused", "damaged"):
         sel = table[table["state"] == state]
         if not len(sel):
@@ -371,15 +430,23 @@ STORED_COLUMNS = ("unit", "epochs", "precision", "hours", "device", "cpu flags",
 def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit``
     (every commit that trained it, :func:`_commits`), ``how`` (trained by the campaign, or
-    imported from a run of the same recipe)."""
+    imported from a run of the same recipe). A unit whose manifest cannot be read is left
+    out (:func:`status` names it); one whose wall time is unusable has NaN hours."""
     rows = []
     for u in done_units(results_dir):
-        man = res.read_manifest(u.path(results_dir))
+        try:
+            man = res.read_manifest(u.path(results_dir))
+            hours = round(unit_seconds(man) / 3600, 2)
+        except (ValueError, OSError, TypeError, ArithmeticError):
+            continue  # damaged: status() names it and why
+        if not isinstance(man.get("config"), dict):
+            continue
+
         camp = man.get("campaign") or {}
         mach = camp.get("machine") or {}
         rows.append({"unit": u.key, "epochs": man["config"].get("epochs"),
                      "precision": camp.get("precision", ""),
-                     "hours": round(unit_seconds(man) / 3600, 2),
+                     "hours": hours if math.isfinite(hours) and hours >= 0 else math.nan,
                      "device": man.get("device", ""),
                      "cpu flags": " ".join(mach.get("cpu_flags", [])) or "-",
                      "commit": _commits(man),
