@@ -18,6 +18,7 @@ from lstpe import claims as C
 from lstpe import lst
 from lstpe.analysis import attention, humans, pe_structure, procrustes
 from lstpe.analysis.claim_tables import model_human_agreement, noise_loss_per_model
+from lstpe.chapters import facts
 from lstpe.chapters import findings as fd
 from lstpe.chapters.long_mechanism import (
     LongMechanism,
@@ -150,28 +151,34 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
     if not cl.inputs.paper_scale or any("rows" not in v[k].numbers for k in ("table1", "sigma")):
         return None
     r1, r2 = (v[k].numbers["rows"].set_index("b") for k in ("table1", "sigma"))
-    gt, pair, one = r1.loc["2d-fixed"], r2.loc["learn-2"], r2.loc["learn-1"]
     shape, above = v["sigma"].numbers["shape"], v["table1"].numbers["above"]
     common = [b for b in r1.index if b != "2d-fixed"]
     small = cl.structure.query("block == 0 and sigma <= 0.2")
     card = cl.card
-    return {"at": str(v["sigma"].at), "pair_ci": fd.contrast_ci(pair),
-            "pair_p": fd.pval(pair["p_perm"]), "one_ci": fd.contrast_ci(one),
-            "one_p": fd.pval(one["p_perm"]), "plateau_to": f"{shape['plateau_to']:g}",
+    return {"at": str(v["sigma"].at), **facts.contrast_facts(r2, "learn-2", "pair"),
+            **facts.contrast_facts(r2, "learn-1", "one"), **facts.reference_facts(r1),
+            "plateau_to": f"{shape['plateau_to']:g}",
             "drop": f"{shape['drop']:.3f}", "drop_from": f"{shape['drop_from']:g}",
             "drop_to": f"{shape['drop_to']:g}", "n_above": str(len(above)),
             "n_common": str(len(common)),
             "open": ", ".join(b for b in common if b not in above) or "none",
-            "gt_abs": f"{abs(gt['diff']):.3f}", "gt_side": "below" if gt["diff"] < 0 else "above",
-            "gt_p": fd.pval(gt["p_perm"]), "noise_label": v["noise"].label,
-            "noise_worst": str(v["noise"].numbers["worst"]),
+            "noise_label": v["noise"].label,
+            "noise_worst": str(v["noise"].numbers.get("worst", "–")),
             "n_dpe": str(int((small["p_dpe"] < 0.05).sum())), "n_small": str(len(small)),
             "init_share": f"{small['init_share'].median():.0%}",
             "long_line": long_line(cl.mechanism_long),
-            "rho": f"{cl.similarity.set_index('pe').loc['learn-0.2', 'spearman']:.2f}",
+            "rho": _rho(cl.similarity),
             "human_r": _human_r(v["humans"]),
             "untested": "; ".join(card.loc[card["verdict"] == "not testable yet", "claim"])
             or "none"}
+
+
+def _rho(similarity: pd.DataFrame) -> str:
+    """learn-0.2's Spearman with people, or "learn-0.2 not trained yet"."""
+    sim = similarity.set_index("pe")
+    if "learn-0.2" not in sim.index:
+        return f"learn-0.2 {facts.UNTRAINED}"
+    return f"{sim.loc['learn-0.2', 'spearman']:.2f}"
 
 
 def _human_r(v: C.Verdict) -> str:

@@ -21,7 +21,8 @@ from lstpe.chapters import findings as fd
 __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_facts",
            "mechanism_facts", "noise_facts", "witness_facts", "adam_column_facts",
            "human_facts", "brain_facts", "surrogate_fit_facts", "brain_curve_facts",
-           "mask_facts", "correlation_facts", "SOURCES"]
+           "mask_facts", "correlation_facts", "contrast_facts", "reference_facts",
+           "UNTRAINED", "SOURCES"]
 
 
 def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | None = None,
@@ -430,3 +431,27 @@ def correlation_facts(cor: pd.DataFrame) -> dict[str, str] | None:
 
     return {"n": f"{c['n']:.0f}", "cos": rho(c["rho"]), "cos0": rho(c["rho at init."]),
             "pr": rho(p["rho"]), "pr0": rho(p["rho at init."])}
+
+
+UNTRAINED = "not trained yet"
+"""What a fact says when the units it reads are not stored yet (early in the campaign)."""
+
+
+def contrast_facts(rows: pd.DataFrame, b: str, prefix: str) -> dict[str, str]:
+    """``{prefix}_ci`` and ``{prefix}_p`` of the contrast against ``b`` in ``rows`` (a
+    verdict's ``numbers["rows"]`` indexed by ``b``), each ``"<b> not trained yet"`` when the
+    tree holds no unit of ``b`` (a tree early in the campaign)."""
+    if b not in rows.index:
+        return {f"{prefix}_ci": f"{b} {UNTRAINED}", f"{prefix}_p": f"{b} {UNTRAINED}"}
+    r = rows.loc[b]
+    return {f"{prefix}_ci": fd.contrast_ci(r), f"{prefix}_p": fd.pval(r["p_perm"])}
+
+
+def reference_facts(rows: pd.DataFrame, b: str = "2d-fixed") -> dict[str, str]:
+    """``gt_abs``, ``gt_side`` and ``gt_p``: learn-0.2 against ``b`` in Table 1's contrast
+    ``rows``; each ``"<b> not trained yet"`` without a unit of ``b``."""
+    if b not in rows.index:
+        return dict.fromkeys(("gt_abs", "gt_side", "gt_p"), f"{b} {UNTRAINED}")
+    r = rows.loc[b]
+    return {"gt_abs": f"{abs(r['diff']):.3f}", "gt_side": "below" if r["diff"] < 0 else "above",
+            "gt_p": fd.pval(r["p_perm"])}
