@@ -202,3 +202,25 @@ def test_init_vs_final_procrustes_columns():
     assert tab.loc[1.0, ("distance_normalized", "trained")] == pytest.approx(0.0, abs=1e-6)
     # the raw distance grows with the init norm alone: sigma 1 (2x the PE) starts further away
     assert d0[1] > d0[0]
+
+
+@pytest.mark.parametrize("shape", [(16, 160), (16, 32), (5, 7)])
+@pytest.mark.parametrize("scale", [0.01, 0.2, 2.0])
+def test_row_space_distance_equals_scipys_procrustes(shape, scale):
+    """procrustes_distance (fewer tokens than dimensions: solved in the PE's row space) gives
+    the minimum SciPy's orthogonal_procrustes finds from the full d x d SVD, raw and
+    normalised, for random PEs of several scales against the 2-D PE or a random target."""
+    from scipy.linalg import orthogonal_procrustes
+
+    rng = np.random.default_rng(7)
+    n, d = shape
+    for target in (rng.normal(size=shape), pr.target_pe("2d-fixed", n, d) if d % 4 == 0
+                   else rng.normal(size=shape)):
+        a = scale * rng.normal(size=shape)
+        r, _ = orthogonal_procrustes(a, target)
+        assert pr.procrustes_distance(a, target) == pytest.approx(
+            np.linalg.norm(a @ r - target), rel=1e-10, abs=1e-12)
+        an, tn = a / np.linalg.norm(a), target / np.linalg.norm(target)
+        rn, _ = orthogonal_procrustes(an, tn)
+        assert pr.procrustes_distance(a, target, normalize=True) == pytest.approx(
+            np.linalg.norm(an @ rn - tn), rel=1e-10, abs=1e-12)

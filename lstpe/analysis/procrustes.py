@@ -118,6 +118,15 @@ def procrustes_align(pe: Any, target: Any) -> tuple[np.ndarray, float]:
 def procrustes_distance(pe: Any, target: Any, normalize: bool = False) -> float:
     """``min_R ||pe R - target||_F`` over orthogonal R (see :func:`procrustes_align`).
 
+    With fewer tokens n than dimensions d (a PE: 16 x 160) the minimum is computed in the
+    n-dimensional row space of ``pe`` instead of from the SVD of the d x d matrix
+    ``pe^T target``: with ``pe = U S V^T`` (thin) and ``S U^T target = U_c S_c V_c^T``, the
+    best rotation maps ``pe`` to ``U S U_c V_c^T`` (the rows of ``pe`` lie in the span of V,
+    so how R completes outside it does not matter), and the distance is that matrix's
+    distance to ``target``, formed directly (no cancellation). Two n x d SVDs instead of one
+    d x d: the same minimum, many times faster (``tests/test_analysis_procrustes.py`` checks
+    it against SciPy's ``orthogonal_procrustes``).
+
     Args:
         normalize: scale both matrices to unit Frobenius norm first (result in [0, sqrt 2]);
             NaN if either is all zeros.
@@ -128,7 +137,12 @@ def procrustes_distance(pe: Any, target: Any, normalize: bool = False) -> float:
         if na == 0 or nb == 0:
             return math.nan
         a, b = a / na, b / nb
-    return procrustes_align(a, b)[1]
+    n, d = a.shape
+    if n >= d:
+        return procrustes_align(a, b)[1]
+    u, s, _ = np.linalg.svd(a, full_matrices=False)         # a = u diag(s) v^T, u (n, n)
+    uc, _, vct = np.linalg.svd(s[:, None] * (u.T @ b), full_matrices=False)  # (n, d)
+    return float(np.linalg.norm(u @ (s[:, None] * (uc @ vct)) - b))
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> float:
