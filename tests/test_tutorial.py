@@ -474,4 +474,18 @@ def test_plot_pe_draws_an_encoding() -> None:
     from lstpe.tutorial import sinusoid as sn
 
     check_figure(sn.plot_pe(enc.sinusoid_1d(64, 32), "sinusoid"))
+    fig = sn.plot_pe(2 * enc.sinusoid_1d(16, 8), "twice a sinusoid")
+    assert fig.axes[0].images[0].get_clim() == pytest.approx((-2, 2), abs=1e-3)  # nothing clipped
+    check_figure(fig)
     check_figure(sn.plot_pe(enc.sinusoid_2d(4, 4, 160), "2d-fixed", "cell", split=80))
+
+
+def test_plot_alibi_draws_the_bias_it_is_given() -> None:
+    from lstpe.nn import encodings as enc
+    from lstpe.tutorial import rotary as rt
+
+    fig = rt.plot_alibi(bias=enc.alibi_bias(16, 0.25))
+    img = fig.axes[0].images[0].get_array()
+    np.testing.assert_allclose(img, enc.alibi_bias(16, 0.25).numpy())
+    assert fig.axes[0].get_title() == "ALiBi bias -0.25 |i - j|"
+    check_figure(fig)

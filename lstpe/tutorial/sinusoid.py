@@ -107,12 +107,13 @@ def plot_gram(n: int = 64, d: int = 32) -> Figure:
 
 def plot_pe(P, title: str, ylabel: str = "position k", split: int | None = None) -> Figure:
     """Heatmap of an encoding ``P`` (positions x dims, e.g. the chapter's own ``sinusoid``),
-    colour range -1..1 with its colour bar; ``split``: a dashed line before that dim (where the
-    2-D sinusoid's second half begins)."""
+    on a colour range symmetric about 0 (its largest absolute value), with its colour bar;
+    ``split``: a dashed line before that dim (where the 2-D sinusoid's second half begins)."""
     P = np.asarray(P, dtype=float)
+    lim = float(np.abs(P).max()) or 1.0
     fig, axes = _figure(figsize=style.figsize(1.0, 3.4))
     ax = axes[0, 0]
-    im = ax.imshow(P, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    im = ax.imshow(P, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     fig.colorbar(im, ax=ax, label="value")
     if split is not None:
         ax.axvline(split - 0.5, color="k", ls="--", lw=1)
