@@ -6,7 +6,6 @@ import json
 import subprocess
 import time
 
-import pytest
 import torch
 
 from lstpe.analysis.paper_compare import load_paper_tables

@@ -138,7 +138,9 @@ def test_campaign_run_trains_a_long_chunk_in_its_place(short, tmp_path, monkeypa
     assert any(m.startswith("long: training m") for m in logs)
     assert logs[-1] == "campaign: no free unit left"
     assert all(lu.published_epoch(u, tmp_path) == 4 for u in UNITS)
-    assert lp.long_status(tmp_path).iloc[0][["epoch", "resume_epoch"]].tolist() == [4, 4]
+    # its last planned leg done, its resume state has left the tree, and the log says so
+    assert lp.long_status(tmp_path).iloc[0][["epoch", "resume_epoch"]].tolist() == [4, 0]
+    assert any("finished its last planned leg" in m for m in logs)
 
 
 def test_a_later_target_counts_only_its_own_epochs(tmp_path):

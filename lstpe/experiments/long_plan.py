@@ -141,8 +141,8 @@ def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
             continue
         if start_epoch(c) <= reached(c, results_dir) < c.target:
             out.append(c)
-    out += [c for name in CPU_FIRST for c in [lu.find_chunk(name, 1000)]
-            if c not in out and reached(c, results_dir) < c.target
+    out += [c for c in lu.LONG_PLAN if c.name in CPU_FIRST and c.target == 1000
+            and c not in out and reached(c, results_dir) < c.target
             and not lu.unresumable(c, results_dir)]
     return out
 
@@ -190,7 +190,7 @@ def next_leg(results_dir: str | Path | None, dev: torch.device, deadline: float,
     while True:
         chunk = first.pop(0) if first else None if units_left else \
             lu.next_chunk(results_dir, skip=skip)
-        if chunk is None:
+        if chunk is None or chunk.name in skip:  # (a plan that offers a skipped leg again)
             return None
         left = deadline - time.monotonic()
         if not state_fits(chunk, results_dir):
