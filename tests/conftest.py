@@ -8,6 +8,11 @@ sequential training bitwise reproducible on a given machine.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -111,3 +116,72 @@ def house_style() -> None:
     from lstpe.analysis import style
 
     style.apply()
+
+
+# --- every chapter executed once per run (issue 65) -------------------------------------
+# `pytest --nbmake tests book` executes each chapter under nbmake. The book build
+# (tests/test_book.py) and the findings-change test (tests/test_findings_change.py) read those
+# executed notebooks instead of executing every chapter again: the chapters run first, and
+# each one nbmake executes without error is saved to one folder of this run.
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+EXECUTED_KEY = pytest.StashKey[Path]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not getattr(config.option, "nbmake", False):
+        return
+    folder = Path(tempfile.mkdtemp(prefix="lstpe-executed-"))
+    config.stash[EXECUTED_KEY] = folder
+    from nbmake import nb_run
+
+    execute = nb_run.NotebookRun.execute
+
+    def execute_and_keep(self):  # nbmake's own run, its executed notebook kept
+        result = execute(self)
+        source = Path(self.filename).resolve()
+        if result.error is None and source.parent == BOOK:
+            nbformat.write(result.nb, str(folder / source.name))
+        return result
+
+    nb_run.NotebookRun.execute = execute_and_keep
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The chapters first (nbmake's items), so that the tests reading them find them."""
+    items.sort(key=lambda item: not getattr(item, "nbmake", False))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(EXECUTED_KEY, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def executed_chapters(request: pytest.FixtureRequest) -> dict[str, Path]:
+    """``{notebook file name: its executed copy}`` for every chapter nbmake collected in this
+    run (none without ``--nbmake``: the caller executes what it needs itself). The copy exists
+    only if nbmake executed the chapter without error, so a test reading a chapter that failed
+    under nbmake fails naming it, rather than executing it again."""
+    folder = request.config.stash.get(EXECUTED_KEY, None)
+    if folder is None:
+        return {}
+    names = {Path(str(i.path)).name for i in request.session.items
+             if getattr(i, "nbmake", False) and Path(str(i.path)).resolve().parent == BOOK}
+    return {name: folder / name for name in sorted(names)}
+
+
+def executed_copy(executed: dict[str, Path], name: str) -> Path | None:
+    """The executed copy of chapter ``name`` from :func:`executed_chapters`, or None when
+    nbmake did not collect it.
+
+    Raises:
+        pytest.fail: nbmake collected the chapter but did not execute it without error.
+    """
+    if name not in executed:
+        return None
+    if not executed[name].exists():
+        pytest.fail(f"book/{name} did not execute under nbmake in this run (its own test "
+                    "above says why); the tests that read it cannot run")
+    return executed[name]

@@ -96,7 +96,7 @@ def _stack(fig: Figure, panels: list[Axes], width_in: float) -> None:
     order = [p for row in rows for p in row]
     ncol = 2 if len(order) >= 8 or (widest >= 4 and not any(p.images for p in order)) else 1
     nrow = -(-len(order) // ncol)
-    fig.canvas.draw()
+    style.lay_out(fig)
     tall = sum(max(p.get_position().height for p in row) for row in rows)
     per_row = fig.get_size_inches()[1] * tall / len(rows)
     if any(p.images for p in order):  # an image keeps its shape: as tall as it is wide
@@ -172,7 +172,7 @@ def _put_colorbars(fig: Figure, bars: list) -> None:
 def _take_legends(fig: Figure) -> list[tuple[Any, list, list, str | None]]:
     """Remove the legends that lie outside their axes and the figure's own legends; return
     ``(axes or None, handles, labels, title)`` of each, to place again."""
-    fig.canvas.draw()
+    style.lay_out(fig)
     r = fig.canvas.get_renderer()
     out = []
     for ax in list(fig.axes):
@@ -220,7 +220,7 @@ def _put_legends(fig: Figure, taken: list, panels: list[Axes]) -> None:
             under = ax if ax is not None else (panels[-1] if panels else fig.axes[-1])
             leg = style.legend_below(under, handles=handles, labels=labels, ncols=1,
                                      title=title)
-        fig.canvas.draw()  # the one-column legend was beside the panels: the figure grows
+        style.lay_out(fig)  # the one-column legend was beside the panels: the figure grows
         w, h = fig.get_size_inches()  # by its height, so the panels keep theirs
         fig.set_size_inches(w, h + leg.get_window_extent().height / fig.dpi)
 
@@ -230,7 +230,7 @@ def _thin_ticks(fig: Figure) -> None:
     the x axis are turned upright, names on the y axis get a taller figure."""
     from matplotlib.ticker import FixedLocator, MaxNLocator
 
-    fig.canvas.draw()
+    style.lay_out(fig)
     r = fig.canvas.get_renderer()
     changed = False
     for ax in fig.axes:
@@ -304,7 +304,7 @@ def _wrap_long_text(fig: Figure) -> None:
     than their axes are broken into lines (mathtext is left alone)."""
     import textwrap
 
-    fig.canvas.draw()
+    style.lay_out(fig)
     r = fig.canvas.get_renderer()
 
     def wrap(t: Any, room: float, vertical: bool = False) -> None:
@@ -351,7 +351,7 @@ def _uncut(fig: Figure, margin_px: float = 3.0) -> None:
     heatmap, shrink the marker instead."""
     import numpy as np
 
-    fig.canvas.draw()
+    style.lay_out(fig)
     for ax in fig.axes:
         if not ax.get_visible() or ax.get_label() == "<colorbar>":
             continue
@@ -395,7 +395,7 @@ def _uncut(fig: Figure, margin_px: float = 3.0) -> None:
 
 def _narrow_legends(fig: Figure, width_px: float) -> None:
     """A legend of several columns that is wider than ``width_px`` gets one column."""
-    fig.canvas.draw()
+    style.lay_out(fig)
     r = fig.canvas.get_renderer()
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
     for leg in legends:  # drawn again whole (re-initialising its box in place left it placed
@@ -423,7 +423,7 @@ def _lay_out(fig: Figure) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
                 fig.set_layout_engine(engine)
-                fig.canvas.draw()
+                style.lay_out(fig)
             return
         except (RuntimeError, ValueError, ZeroDivisionError, UserWarning):
             with contextlib.suppress(RuntimeError):  # never keep an engine that failed

@@ -26,6 +26,7 @@ import base64
 import html
 import io
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from lstpe.analysis import style
@@ -39,6 +40,12 @@ __all__ = ["CHECK_ATTR", "PHONE_MEDIA", "check_figure", "figure_html", "install"
 PHONE_MEDIA = "(max-width: 600px)"
 """The windows that get the phone's rendering: below 600 px the laptop's 688-px figure would
 show at 0.8 of its size or less."""
+
+TEXT_ONLY_ENV = "LSTPE_TEXT_ONLY"
+"""An environment variable: ``1`` in a run that reads only the pages' text (the
+findings-change test executes every results page a second time on fewer units and compares
+their words and numbers). There a figure gets no phone rendering, no checks and a blank
+image, which saves most of a page's drawing; a book build never sets it."""
 
 CHECK_ATTR = "data-lstpe-check"
 """The ``<picture>`` attribute holding :func:`check_figure`'s result for both renderings (JSON)."""
@@ -58,7 +65,7 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        fig.canvas.draw()
+        style.lay_out(fig)
     collapsed = sorted({str(w.message).split(".")[0] for w in caught
                         if "collapsed" in str(w.message)})
     return {"small": [list(t) for t in style.small_text(fig, column_px=column_px)],
@@ -77,22 +84,27 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def renderings(fig: Figure) -> tuple[bytes, bytes | None, dict[str, Any]]:
+def renderings(fig: Figure, phone: Figure | None = None
+               ) -> tuple[bytes, bytes | None, dict[str, Any]]:
     """The laptop's PNG (``fig`` fitted to the column first: :func:`style.readable`), the
     phone's PNG (None where the figure cannot be copied) and the checks of each
     (``{"laptop": ..., "phone": ...}``; the phone's is ``{"error": [why]}`` when there is no
-    phone rendering)."""
+    phone rendering). ``phone``: the phone's figure drawn for its column by the caller
+    (e.g. an explorer's many views of one layout), used instead of laying out a copy of
+    ``fig`` again (:func:`lstpe.analysis.phone.phone_figure`); it is checked the same way."""
     import warnings
 
     import matplotlib.pyplot as plt
 
+    if os.environ.get(TEXT_ONLY_ENV) == "1":  # the page's text is read, not its figures
+        return BLANK_PNG, None, {"phone": {"error": [f"{TEXT_ONLY_ENV}=1: not drawn"]}}
     with warnings.catch_warnings():  # layout engines warn while they try: the checks judge
         warnings.simplefilter("ignore", UserWarning)
         style.readable(fig)
         result: dict[str, Any] = {"laptop": check_figure(fig, style.COLUMN_PX)}
         laptop = _png(fig)
         try:
-            ph = phone_figure(fig)
+            ph = phone if phone is not None else phone_figure(fig)
         except Exception as err:  # noqa: BLE001 - any failure is reported, the figure shows
             result["phone"] = {"error": [f"{type(err).__name__}: {err}"]}
             return laptop, None, result
@@ -102,14 +114,20 @@ def renderings(fig: Figure) -> tuple[bytes, bytes | None, dict[str, Any]]:
     return laptop, phone, result
 
 
+BLANK_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
+"""A 1 x 1 PNG: a figure's image in a :data:`TEXT_ONLY_ENV` run."""
+
+
 def _data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def figure_html(fig: Figure, alt: str | None = None) -> str:
+def figure_html(fig: Figure, alt: str | None = None, phone: Figure | None = None) -> str:
     """``fig`` as a ``<picture>``: the phone's rendering below :data:`PHONE_MEDIA`, the
-    laptop's otherwise, both checked (:data:`CHECK_ATTR`)."""
-    laptop, phone, result = renderings(fig)
+    laptop's otherwise, both checked (:data:`CHECK_ATTR`); ``phone``: as in
+    :func:`renderings`."""
+    laptop, phone, result = renderings(fig, phone)
     alt = alt or _alt(fig)
     source = (f'<source media="{PHONE_MEDIA}" srcset="{_data_uri(phone)}">' if phone else "")
     return (f'<picture class="lstpe-figure" {CHECK_ATTR}="{html.escape(json.dumps(result))}">'

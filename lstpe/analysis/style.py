@@ -85,6 +85,21 @@ def figsize(frac: float = 1.0, height: float = 3.6) -> tuple[float, float]:
     return (WIDTH * frac, height)
 
 
+def lay_out(fig: Figure) -> None:
+    """Draw ``fig`` for its layout only: the layout engine places the axes and every text is
+    measured, as at a real draw, but no pixel is painted (``RendererBase._draw_disabled``, what
+    ``Figure.draw_without_rendering`` uses). Every measurement of this module and of
+    :mod:`lstpe.analysis.phone` reads the drawn boxes only, so they need no pixels; a figure
+    without an Agg canvas is drawn as ``canvas.draw()`` draws it."""
+    canvas = fig.canvas
+    if not hasattr(canvas, "get_renderer"):
+        canvas.draw()
+        return
+    renderer = canvas.get_renderer()
+    with renderer._draw_disabled():
+        fig.draw(renderer)
+
+
 def _png_width_px(fig: Figure) -> float:
     """Width in px of the PNG the inline backend saves (``bbox_inches="tight"``, which pads
     the tight box by ``savefig.pad_inches`` on each side), measured on the drawn figure."""
@@ -95,7 +110,7 @@ def _png_width_px(fig: Figure) -> float:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         canvas = FigureCanvasAgg(fig)
-    canvas.draw()  # a layout engine places the axes when the figure is drawn
+    lay_out(canvas.figure)  # a layout engine places the axes when the figure is drawn
     pad = 2 * mpl.rcParams["savefig.pad_inches"] * fig.dpi
     return fig.get_tightbbox(canvas.get_renderer()).width * fig.dpi + pad
 
@@ -153,7 +168,7 @@ def overlapping_text(fig: Figure, slack_px: float = 1.0, draw: bool = True
     collide, a panel covers its neighbour's ticks. Texts drawn inside an axes (annotations,
     cell values) are not compared. ``draw=False``: the figure was just drawn."""
     if draw:
-        fig.canvas.draw()
+        lay_out(fig)
     r = fig.canvas.get_renderer()
     items: list[tuple[Text, Any]] = [(t, None) for t in [fig._suptitle]
                                      if t is not None and t.get_text()]
@@ -206,7 +221,7 @@ def markers_at_edge(fig: Figure, margin_px: float = 2.0) -> list[tuple[str, floa
     frame, cut by it, or out of view (error-bar caps included; colour bars skipped)."""
     import numpy as np
 
-    fig.canvas.draw()
+    lay_out(fig)
     out = []
     for ax in fig.axes:
         if not ax.get_visible() or ax.get_label() == "<colorbar>":
@@ -281,7 +296,7 @@ def legend_clashes(fig: Figure, slack_px: float = 1.0, draw: bool = True
     area (``axes <title>``) or another legend, by more than ``slack_px`` each way; a legend
     inside its own axes is not a clash. ``draw=False``: the figure was just drawn."""
     if draw:
-        fig.canvas.draw()
+        lay_out(fig)
     r = fig.canvas.get_renderer()
     legs = [(ax.get_legend(), ax) for ax in fig.axes if ax.get_legend() is not None]
     legs += [(leg, None) for leg in fig.legends]

@@ -102,7 +102,8 @@ def _control_html(c: Control) -> str:
     raise ValueError(f"unknown control kind {c.kind!r}")
 
 
-def views_html(views: Mapping[tuple[str, ...], bytes | Figure], controls: Sequence[Control],
+def views_html(views: Mapping[tuple[str, ...], bytes | Figure | tuple[Figure, Figure]],
+               controls: Sequence[Control],
                alt: str = "explorer view") -> str:
     """The pre-rendered views of an explorer as one HTML block that switches between them.
 
@@ -110,7 +111,8 @@ def views_html(views: Mapping[tuple[str, ...], bytes | Figure], controls: Sequen
         views: a PNG (or SVG), or a figure, per state, keyed by the controls' values in order
             (a control with no option of that value makes the view unreachable); a figure
             becomes a ``<picture>`` with its phone rendering and checks
-            (:func:`lstpe.analysis.responsive.figure_html`).
+            (:func:`lstpe.analysis.responsive.figure_html`), a pair of figures (laptop,
+            phone) one with that phone rendering.
         controls: the controls, in the order of the keys.
         alt: the images' alt text (the key is appended).
     Returns:
@@ -130,8 +132,9 @@ def views_html(views: Mapping[tuple[str, ...], bytes | Figure], controls: Sequen
         k = "|".join(key)
         hidden = "" if k == first else " hidden"
         label = f"{alt}: {k}"
-        if not isinstance(png, bytes):  # a figure: both renderings in a <picture>
-            imgs.append(figure_html(png, alt=label).replace(
+        if not isinstance(png, bytes):  # a figure (or laptop and phone figures): a <picture>
+            fig, phone = png if isinstance(png, tuple) else (png, None)
+            imgs.append(figure_html(fig, alt=label, phone=phone).replace(
                 "<picture ", f'<picture data-key="{html.escape(k)}"{hidden} ', 1))
             continue
         b64 = base64.b64encode(png).decode("ascii")

@@ -196,30 +196,41 @@ def sigma_grid(history: pd.DataFrame, artifacts: Mapping[str, Any], seed: int | 
     return style.readable(fig)
 
 
-def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, seed: int
-                 ) -> tuple[Figure, tuple[np.ndarray, pd.DataFrame, str]]:
+def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, seed: int,
+                 phone: bool = False) -> tuple[Figure, tuple[np.ndarray, pd.DataFrame, str]]:
     """One model's explorer view (:func:`draw_model`, the legend under both panels), as
-    wide as the page's column; the figure (closed in pyplot) and its kernel, curve, split."""
+    wide as the page's column; the figure (closed in pyplot) and its kernel, curve, split.
+    ``phone``: the same view drawn for the phone's column
+    (:data:`lstpe.analysis.phone.PHONE_PX`): the kernel above the curve."""
     import matplotlib.pyplot as plt
 
+    from lstpe.analysis.phone import PHONE_PX
+
     kernel, curve, authors, split = _model_data(history, artifacts, pe, int(seed))
-    fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.7),
-                                     layout="constrained", dpi=style.DPI,
-                                     gridspec_kw={"width_ratios": [1, 1.25]})
+    if phone:
+        fig, (ax_k, ax_c) = plt.subplots(2, 1, figsize=((PHONE_PX - 24) / style.DPI, 6.6),
+                                         layout="constrained", dpi=style.DPI)
+    else:
+        fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.7),
+                                         layout="constrained", dpi=style.DPI,
+                                         gridspec_kw={"width_ratios": [1, 1.25]})
     draw_model(ax_k, ax_c, kernel, curve, authors, pe, int(seed), split)
     fig.legend(*ax_c.get_legend_handles_labels(), fontsize=9, loc="outside lower center",
-               ncols=3)  # under the panels: inside, it would cover the curve's early epochs
-    style.readable(fig)
+               ncols=1 if phone else 3)  # under the panels: inside, it would cover the curve
+    if not phone:
+        style.readable(fig)
     close_figure(fig)
     return fig, (kernel, curve, split)
 
 
 def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any]) -> str:
     """The explorer for the rendered page: every stored (sigma, seed) model pre-rendered
-    (:func:`model_figure`) behind a sigma and a seed select box
+    (:func:`model_figure`, for the laptop's and the phone's column) behind a sigma and a seed
+    select box
     (:func:`lstpe.analysis.widgets.views_html`; a pair with no stored model says so)."""
     models = sigma_models(artifacts)
-    views = {(pe, str(s)): model_figure(history, artifacts, pe, s)[0]
+    views = {(pe, str(s)): (model_figure(history, artifacts, pe, s)[0],
+                            model_figure(history, artifacts, pe, s, phone=True)[0])
              for pe, seeds in models.items() for s in seeds}
     seeds = sorted({s for ss in models.values() for s in ss})
     controls = [Control("σ", tuple((pe, f"{_sigma(pe):g}") for pe in models)),
