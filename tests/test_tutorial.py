@@ -449,7 +449,7 @@ def test_lazy_rich_toy_small_sigma_learns_the_grid_large_sigma_stays_put() -> No
     from lstpe.nn import encodings as enc
     from lstpe.tutorial import lazy_rich as lr
 
-    small, large = (lr.train_toy(s, steps=800, seed=0) for s in lr.SIGMAS)
+    small, large = (lr.train_toy(s, steps=800, seed=0) for s in lr.TOY_SIGMAS)
     for run in (small, large):
         assert run.losses[-20:].mean() < 0.05 * run.zero_loss  # both learn the task
         ref = enc.additive_pe(f"learn-{run.sigma}", 1, 16, 32,

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 _CELLS = 16
 """Cells of the 4x4 grid."""
-SIGMAS = (0.02, 2.0)
+TOY_SIGMAS = (0.02, 2.0)
 """The two initial scales the chapter trains: small (rich) and large (lazy)."""
 
 
