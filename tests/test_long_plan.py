@@ -9,6 +9,7 @@ import time
 import torch
 
 from lstpe.analysis.paper_compare import load_paper_tables
+from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import lease as ls
 from lstpe.experiments import long_plan as lp
@@ -122,16 +123,18 @@ def checkpoint(results, name: str, epoch: int, size: int = 0):
 
 
 def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp_path):
-    rates = {("adamw", 2): 1.0, ("sgd", 1): 1.0, ("adam", 3): 1.0}  # s per model-epoch
     log: list[str] = []
     checkpoint(tmp_path, "weight-decay", 810)
     cpu = lp.cpu_first(tmp_path)
     assert [c.name for c in cpu] == ["weight-decay", *lp.CPU_FIRST]
     assert all(lu.find_chunk(n).units[0].run == "table4/sgd" for n in lp.CPU_FIRST)
 
+    def predict(c, left):  # 1 s per model-epoch, as campaign_run.estimate_s prices it
+        return cr.estimate_s(len(c.units), 1.0, lp.epochs_left(c, tmp_path))
+
     def pick(seconds, skip=None, units_left=True):
-        return lp.next_leg(tmp_path, torch.device("cpu"), time.monotonic() + seconds,
-                           set() if skip is None else skip, units_left, {}, rates, log.append)
+        return lp.next_leg(tmp_path, False, time.monotonic() + seconds,
+                           set() if skip is None else skip, units_left, predict, log.append)
 
     # 190 epochs x 2 models x 1 s + 120 s margin = 500 s
     assert pick(600).name == "weight-decay"

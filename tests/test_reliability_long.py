@@ -27,7 +27,6 @@ import torch
 
 from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_run as cr
-from lstpe.experiments import long_plan
 from lstpe.experiments import long_progress as lp
 from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
@@ -152,7 +151,7 @@ def test_a_deadline_ends_a_run_whatever_the_long_chunk_does(tmp_path, monkeypatc
 
     monkeypatch.setattr(lt, "train_chunk", no_progress)
     monkeypatch.setattr(lu, "next_chunk", lambda *a, **k: chunk(6))
-    monkeypatch.setattr(long_plan, "leg_seconds", lambda *a, **k: 0.0)  # predicted to fit
+    monkeypatch.setattr(cr, "leg_seconds", lambda *a, **k: 0.0)  # predicted to fit
     cr.run(1, tmp_path, device="cpu", log=lambda m: None)
     assert 1 <= len(calls) <= 61
 

@@ -235,7 +235,8 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         # time left, then 200-epoch units, then other legs that finish in it
         skip = passed | waiting
         chunk = None if units is not None else lp.next_leg(
-            results_dir, dev, deadline, skip, bool(free), fresh, rates, log)
+            results_dir, dev.type == "cuda", deadline, skip, bool(free),
+            lambda c, left: leg_seconds(c, dev, fresh, rates, left, results_dir), log)
         waiting |= skip - passed
         if chunk is not None:  # a long chunk comes before the next 200-epoch unit
             done = lt.train_or_pass(chunk, deadline, results_dir, dev, precision,
@@ -294,6 +295,26 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         published += done
         if not done:
             return published
+
+
+def leg_seconds(chunk: lu.LongChunk, dev: torch.device, overrides: dict,
+                rates: dict[tuple, float], left: float,
+                results_dir: str | Path | None = None) -> float:
+    """Estimated wall seconds of ``chunk``'s leg to its target: :func:`probe` of its units
+    (once per optimizer and number of models, kept in ``rates``), priced as
+    :func:`estimate_s`; a leg longer than ``left`` even at half the fastest rate probed so far
+    is not probed (its models: minutes of a paper-size probe)."""
+    from lstpe.experiments.registry import REGISTRY
+
+    epochs = lp.epochs_left(chunk, results_dir)
+    if epochs <= 0:
+        return 0.0
+    if rates and (low := 0.5 * min(rates.values()) * len(chunk.units) * epochs) > left:
+        return low
+    key = (REGISTRY[chunk.units[0].run].optimizer, len(chunk.units))
+    if key not in rates:
+        rates[key] = probe(list(chunk.units), dev, **overrides)["s_per_model_epoch"]
+    return estimate_s(len(chunk.units), rates[key], epochs)
 
 
 def prior_rate(results_dir: str | Path | None = None) -> float | None:

@@ -33,6 +33,7 @@ import io
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -147,44 +148,24 @@ def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
     return out
 
 
-def leg_seconds(chunk: lu.LongChunk, dev: torch.device, overrides: dict,
-                rates: dict[tuple, float], results_dir: str | Path | None = None) -> float:
-    """Estimated wall seconds of ``chunk``'s leg from where its models stand to its target:
-    :func:`lstpe.experiments.campaign_run.probe` of its units (once per optimizer and number
-    of models in ``rates``), priced as :func:`~lstpe.experiments.campaign_run.estimate_s`
-    prices a chunk of 200-epoch units."""
-    from lstpe.experiments.campaign_run import estimate_s, probe
-
-    epochs = chunk.target - min(max(reached(chunk, results_dir), start_epoch(chunk)),
-                                chunk.target)
-    if epochs <= 0:
-        return 0.0
-    key = (REGISTRY[chunk.units[0].run].optimizer, len(chunk.units))
-    if key not in rates:
-        rates[key] = probe(list(chunk.units), dev, **overrides)["s_per_model_epoch"]
-    return estimate_s(len(chunk.units), rates[key], epochs)
+def epochs_left(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> int:
+    """Epochs of ``chunk``'s leg from where its models stand to its target."""
+    return chunk.target - min(max(reached(chunk, results_dir), start_epoch(chunk)),
+                              chunk.target)
 
 
-def _lower_bound(chunk: lu.LongChunk, rates: dict[tuple, float],
-                 results_dir: str | Path | None) -> float:
-    """Seconds ``chunk``'s leg takes at least, at half the fastest rate probed so far (0
-    before any probe): a leg far too long is passed over without probing its models."""
-    epochs = chunk.target - min(max(reached(chunk, results_dir), start_epoch(chunk)),
-                                chunk.target)
-    return 0.5 * min(rates.values()) * len(chunk.units) * epochs if rates else 0.0
-
-
-def next_leg(results_dir: str | Path | None, dev: torch.device, deadline: float,
-             skip: set[str], units_left: bool, overrides: dict, rates: dict[tuple, float],
+def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip: set[str],
+             units_left: bool, seconds: Callable[[lu.LongChunk, float], float],
              log) -> lu.LongChunk | None:
     """The long leg ``campaign run`` trains next, or None (then a 200-epoch unit). On a GPU
     :func:`~lstpe.experiments.long_units.next_chunk`, as before. On a CPU only a leg predicted
-    (:func:`leg_seconds`) to finish in the time left, so that a leg ends where it starts: first
+    (``seconds(leg, time left)``: :func:`lstpe.experiments.campaign_run.leg_seconds`, the
+    probe's estimate) to finish in the time left, so that a leg ends where it starts: first
     :func:`lstpe.experiments.long_plan.cpu_first` (a leg resuming from its checkpoint, then
     Table 4's SGD at seed 1), then, once no 200-epoch unit is left, the plan's other legs in
     order. A leg that does not fit, or whose final state would take the resume state past
     its budget, is named and added to ``skip`` for the rest of the run."""
-    if dev.type == "cuda":
+    if on_gpu:
         return lu.next_chunk(results_dir, skip=skip)
     first = [c for c in cpu_first(results_dir) if c.name not in skip]
     while True:
@@ -196,8 +177,7 @@ def next_leg(results_dir: str | Path | None, dev: torch.device, deadline: float,
         if not state_fits(chunk, results_dir):
             log(f"long: {chunk.name} waits: its state ({state_bytes(chunk) / 1e6:.0f} MB) "
                 f"would take results/long/_resume past {RESUME_LIMIT_BYTES / 1e6:.0f} MB")
-        elif (need := _lower_bound(chunk, rates, results_dir)) > left or \
-                (need := leg_seconds(chunk, dev, overrides, rates, results_dir)) > left:
+        elif (need := seconds(chunk, left)) > left:
             log(f"long: {chunk.name} to {chunk.target} needs about {need / 60:.0f} min, "
                 f"{left / 60:.0f} min left: not started (a leg finishes where it starts)")
         else:
