@@ -263,10 +263,12 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             from lstpe.experiments import lease as ls
 
             print(cs.plan_text(args.results, gpu=True))
-            t = ls.lease_plan(args.minutes, args.results)
+            t = ls.lease_plan(args.minutes, args.results,
+                              log=lambda msg: print(f"lstpe: {msg}", file=sys.stderr))
             for r in t.itertuples():  # one block per chunk: what, whether it fits, and why
-                print(f"{r.chunk}: {'trains' if r.fits else 'waits'} ({r.models} models in the "
-                      f"chunk, {r.predicted_s} s predicted)\n  units: {r.units}\n  why: {r.why}")
+                size = f"{r.models} models in the chunk, {r.predicted_s} s predicted" \
+                    if r.state in ("trains", "waits") else "not in a lease"
+                print(f"{r.chunk}: {r.state} ({size})\n  units: {r.units}\n  why: {r.why}")
             print(f"(seconds predicted by the step-time fit of {t.attrs.get('record')}, measured "
                   f"on an {t.attrs.get('gpu')}; after {ls.SETUP_S:g} s of measuring: "
                   f"{t.attrs.get('model_epochs', 0)} model-epochs. lstpe campaign lease "
@@ -430,9 +432,11 @@ def build_parser() -> argparse.ArgumentParser:
     q = csub.add_parser("lease", help="a GPU lease in one call: the throughput table, then "
                         "the long units that finish in --minutes and the paused chunk the "
                         "tree carries, as one chunk; what it wrote is packed into --out")
-    q.add_argument("--minutes", type=float, required=True, help="the call's budget")
+    q.add_argument("--minutes", type=_positive_minutes, required=True,
+                   help="the call's budget")
     q.add_argument("--out", required=True, help="folder for what comes back (at most 4 "
-                   "pieces of 15 MiB and lease.json)")
+                   "pieces of 15 MiB and lease.json; an earlier lease's pieces there are "
+                   "removed first)")
     q.add_argument("--device", help="cuda (default) or cpu")
     q.add_argument("--no-table", action="store_true", help="skip the throughput table")
     q.add_argument("--results", help="results folder (default: the repository's)")

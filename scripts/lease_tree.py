@@ -1,20 +1,20 @@
 """Trim this checkout for a GPU lease that trains one long chunk, and restore it afterwards.
 
-The device tool sends the working tree (tracked files, and untracked ones git does not
-ignore) up to 64 MiB; the stored results make it far larger (the two resume checkpoints alone
-are 80 MB). A lease that trains one long chunk needs the code, that chunk's resume checkpoint
+The device tool sends the working tree (tracked files, and untracked ones git does not ignore)
+up to 64 MiB; the stored results make it far larger (the two resume checkpoints alone are 80
+MB). A lease that trains one long chunk needs the code, that chunk's resume checkpoint
 (``results/long/_resume/<chunk>/``) and the last segment of each of its units (the next
-segment's manifest names the one before); the last segment of every other long unit stays
-too, so that a chunk without its checkpoint here is seen as published and passed over, not
-trained again from epoch 0. ``trim`` takes every other tracked file under
-``results/`` out of the working tree, only after checking that git holds all of it (a clean
-``git status``), and records the commit it trimmed and what it took out (``lstpe-lease-trim.json``
-in the git folder: it does not travel); ``restore`` checks those files out again from that commit
-(or, without a record, every file of HEAD missing from the working tree), and touches nothing
-else (the segments a lease brings back are new, untracked files). A second ``trim`` sees an
-earlier trim's deletions and trims again (for another chunk too); never commit them: after
-``git add -A`` or a commit of the deletions ``restore`` still brings every file back, and says
-what to commit.
+segment's manifest names the one before); the last segment of every other long unit stays too,
+and every other begun chunk's ``chunk.json``, so that a chunk without its checkpoint here is
+seen as begun and passed over, not trained again from epoch 0. ``trim`` takes every other
+tracked file under ``results/`` out of the working tree, only after checking that git holds
+all of it (a clean ``git status``), and records the commit it trimmed and what it took out
+(``lstpe-lease-trim.json`` in the git folder: it does not travel); ``restore`` checks those
+files out again from that commit (or, without a record, every file of HEAD missing from the
+working tree), and touches nothing else (the segments a lease brings back are new, untracked
+files). A second ``trim`` sees an earlier trim's deletions and trims again (for another chunk
+too); never commit them: after ``git add -A`` or a commit of the deletions ``restore`` still
+brings every file back, and says what to commit.
 
     python3 scripts/lease_tree.py trim --chunk mechanism   # prints what will travel
     ... the device calls: lstpe campaign lease ... (README: "A short GPU lease")
@@ -122,8 +122,9 @@ def checkout(repo: Path, commit: str, paths: list[str]) -> None:
 
 
 def keep_paths(repo: Path, chunk: str) -> list[Path]:
-    """Folders under ``results/`` that the lease of ``chunk`` needs: its resume folder and
-    the last segment of every long unit (relative to ``repo``)."""
+    """Folders and files under ``results/`` that the lease of ``chunk`` needs: its resume
+    folder, the last segment of every long unit, and every other begun chunk's
+    ``chunk.json`` (relative to ``repo``)."""
     from lstpe.experiments import long_units as lu
 
     chunks = [c for c in lu.LONG_PLAN if c.name == chunk]
@@ -134,6 +135,10 @@ def keep_paths(repo: Path, chunk: str) -> list[Path]:
     keep = [lu.resume_dir(chunk, results)] if chunk != "none" else []
     for u in {u.key: u for c in lu.LONG_PLAN for u in c.units}.values():
         keep += lu.segments(u, results)[-1:]
+    # every begun chunk's chunk.json (a few bytes): one paused before its first segment is
+    # then seen as begun, not trained again from epoch 0 by the lease
+    keep += [lu.resume_dir(n, results) / "chunk.json" for n in sorted(
+        {c.name for c in lu.LONG_PLAN}) if (lu.resume_dir(n, results) / "chunk.json").exists()]
     return [p.relative_to(repo) for p in keep]
 
 

@@ -11,7 +11,9 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
    :data:`LEASE_ORDER` (1000-epoch long units from epoch 0), then the paused long chunks
    whose resume checkpoints are in the tree (:func:`paused_sources`: a tree trimmed for the
    mechanism carries its checkpoint), each for at most ``epochs`` more epochs; any mix of
-   PEs, optimizers and epochs. It fits seconds per step = a + b x models, adds the
+   PEs, optimizers and epochs. A chunk with a resume checkpoint that the lease does not
+   continue (damaged, bf16, too large to bring back: :func:`held`) is named and passed over,
+   never trained from epoch 0. It fits seconds per step = a + b x models, adds the
    evaluations' measured time, and takes the groups predicted to finish with
    :data:`LEASE_MARGIN_S` to spare, in that order, passing over one too large for the time
    left (:func:`choose`). A model past its target still computes until the chunk's longest
@@ -20,9 +22,11 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
    model at its own epoch: it publishes every unit's verified 200-epoch segments as it goes,
    writes each paused chunk's resume checkpoint back at the epoch its units reached, and
    pauses cleanly at the deadline if the prediction was wrong (the segments published so
-   far stay valid);
+   far stay valid, and each new group short of its target gets its own checkpoint);
 4. packs what it wrote under ``results/`` (segments, the checkpoints written back, the
-   table) into at most 4 files of 15 MiB under ``DIR`` (:func:`pack_results`).
+   table) into at most 4 files of 15 MiB under ``DIR`` (:func:`pack_results`), after
+   removing an earlier lease's pieces there; a paused new group whose checkpoint cannot
+   come back is left out whole (:func:`lstpe.experiments.lease_store.unfinished`).
 
 Nothing here is timed by a test; ``tests/test_lease.py`` runs the whole lease on the CPU with
 a tiny model (the pre-flight).
@@ -33,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,8 +45,10 @@ from typing import Any
 import pandas as pd
 import torch
 
+from lstpe.experiments import lease_store as lc
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import packed as pk
+from lstpe.experiments.lease_store import PIECE_BYTES, pack_results  # noqa: F401 (re-exported)
 from lstpe.runtime import default_results_dir, tf32_mode
 
 LEASE_MARGIN_S = 45.0
@@ -77,35 +82,31 @@ def paused_sources(results_dir: str | Path | None = None, epochs: int = TARGET
     target whose resume checkpoint is here, in fp32 and with nothing
     :func:`~lstpe.experiments.long_units.chunk_problems` finds, in the plan's order while
     their checkpoints fit :data:`RESUME_BACK_BYTES`; each with its lease target, its own or
-    the last segment's end within ``epochs`` of its checkpoint."""
-    out: list[lu.LongChunk] = []
-    seen: set[str] = set()
-    size = 0
-    for c in lu.LONG_PLAN:
-        ckpt = lu.resume_checkpoint(c, results_dir)
-        if c.name in seen or not ckpt.exists():
-            continue
-        at = lu.resume_epoch(c, results_dir)
-        if at >= c.target:
-            continue  # this leg is done: the next of the same name
-        seen.add(c.name)
-        spec = lu.read_spec(c, results_dir) or {}
-        target = min(c.target, (at + epochs) // lu.SEGMENT * lu.SEGMENT)
-        if spec.get("precision", "fp32") != "fp32" or target <= at or \
-                size + ckpt.stat().st_size > RESUME_BACK_BYTES or \
-                lu.chunk_problems(c, results_dir, whole=False):
-            continue
-        size += ckpt.stat().st_size
-        out.append(dataclasses.replace(c, target=target))
+    the last segment's end within ``epochs`` of its checkpoint. The others with a checkpoint
+    are :func:`held` (a damaged one among them never raises here)."""
+    return lc.survey(results_dir, epochs, RESUME_BACK_BYTES)[0]
+
+
+def held(results_dir: str | Path | None = None, epochs: int = TARGET
+         ) -> dict[str, tuple[str, str]]:
+    """The long chunks a lease does not train, name -> (state, reason): those with a resume
+    checkpoint here that it does not continue (damaged, bf16, a checkpoint too large to bring
+    back: CPU only; or waiting for another lease), and the chunks of :data:`LEASE_ORDER`
+    that are damaged or begun (:func:`lstpe.experiments.lease_store.survey`,
+    :func:`~lstpe.experiments.lease_store.hold_groups`)."""
+    srcs, out = lc.survey(results_dir, epochs, RESUME_BACK_BYTES)
+    lc.hold_groups([lu.find_chunk(n, TARGET) for n in LEASE_ORDER], results_dir, srcs, out)
     return out
 
 
 def open_groups(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
     """The chunks of :data:`LEASE_ORDER` (their :data:`TARGET`-epoch legs) none of whose units
-    has a published segment, in that order."""
+    has a published segment and without a resume checkpoint (a chunk with one goes on from
+    it, never again from epoch 0), in that order."""
     chunks = [lu.find_chunk(name, TARGET) for name in LEASE_ORDER]
     return [c for c in chunks
-            if all(lu.published_epoch(u, results_dir) == 0 for u in c.units)]
+            if all(lu.published_epoch(u, results_dir) == 0 for u in c.units)
+            and not lu.resume_checkpoint(c, results_dir).exists()]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -266,12 +267,26 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
           ) -> dict[str, Any]:
     """The whole lease (module docstring); returns its summary (also ``out/lease.json``).
     ``groups``/``sources``: the chunks from epoch 0 and the paused ones to consider (default:
-    :func:`open_groups` and :func:`paused_sources`)."""
+    :func:`open_groups` and :func:`paused_sources`); a group with a resume checkpoint or a
+    published segment, or a damaged one, is never trained from epoch 0 (:func:`held`: named
+    in the log and the summary).
+
+    Raises:
+        ValueError: ``minutes`` is not a positive, finite number, or ``device`` is one this
+            machine lacks (naming it).
+        FileExistsError: ``out`` holds a ``results.tgz.*`` a lease did not make (naming it).
+    """
+    from lstpe.runtime import pick_device
+
+    minutes = lc.check_minutes(minutes)
+    dev = pick_device(device)
     t_start, since = time.monotonic(), time.time() - 1.0
     end = t_start + minutes * 60
-    dev = torch.device(device)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    stale = lc.clear_pieces(out)  # an earlier lease's pieces: never returned with these
+    if stale:
+        log(f"lease: removed {len(stale)} file(s) an earlier lease packed in {out}")
     results = Path(results_dir) if results_dir is not None else default_results_dir()
     summary: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "minutes": minutes, **device_record(dev)}
@@ -285,10 +300,14 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             summary["record"] = str(path.with_suffix(".json"))
             summary["table"] = str(path.relative_to(results.parent)) \
                 if path.is_relative_to(results.parent) else str(path)
-        srcs = list(sources) if sources is not None else paused_sources(results, epochs)
-        todo = [dataclasses.replace(g, target=epochs) for g in (
-            groups if groups is not None else open_groups(results))
-            if g.name not in {c.name for c in srcs}] + srcs
+        found, kept_out = lc.survey(results, epochs, RESUME_BACK_BYTES)
+        srcs = list(sources) if sources is not None else found
+        fresh = lc.hold_groups(groups if groups is not None else open_groups(results),
+                               results, srcs, kept_out)
+        for name, (state, why) in kept_out.items():
+            log(f"lease: {name} is not trained in this lease ({state}): {why}")
+        summary["held"] = {n: {"state": st, "why": w} for n, (st, w) in kept_out.items()}
+        todo = [dataclasses.replace(g, target=epochs) for g in fresh] + srcs
         if not todo:
             log("lease: no open group to train")
             return _finish(summary, out, results, t_start, since)
@@ -325,6 +344,8 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         done = pk.train_packed(packed, end - LEASE_MARGIN_S / 3, results, dev, log=log,
                                checkpoint_every=0)
         wall = time.monotonic() - t0
+        left_out, summary["paused_groups"] = lc.unfinished(
+            [g for g in taken if g not in srcs], paused, results, RESUME_BACK_BYTES, log)
         trained = sum(lu.published_epoch(u, results) for g in taken if g not in srcs
                       for u in g.units) + sum(
             (lu.resume_epoch(c, results) - start[c.name]) * len(c.units) for c in paused)
@@ -335,62 +356,91 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
                         "model_epochs_per_s": trained / wall if wall > 0 else None})
         log(f"lease: {n} units {'finished' if done else 'paused'} in {wall:.0f} s "
             f"(predicted {summary['predicted_s']:.0f} s)")
-    return _finish(summary, out, results, t_start, since)
+    return _finish(summary, out, results, t_start, since, left_out)
 
 
 def _finish(summary: dict[str, Any], out: Path, results: Path, t_start: float,
-            since: float | None = None) -> dict[str, Any]:
+            since: float | None = None, left_out: Sequence[str] = ()) -> dict[str, Any]:
     summary["wall_s"] = time.monotonic() - t_start
     text = json.dumps(summary, indent=1, default=str)
     (out / "lease.json").write_text(text)
     if summary.get("record"):  # beside the table: what the next lease's plan is fitted to
         Path(summary["record"]).write_text(text)
-    pack_results(results, out, since=since)
+    pack_results(results, out, since=since, exclude=left_out)
     return summary
 
 
-def last_record(results_dir: str | Path | None = None) -> dict[str, Any] | None:
+def _stderr(msg: str) -> None:
+    import sys
+
+    print(msg, file=sys.stderr)
+
+
+def last_record(results_dir: str | Path | None = None, log=_stderr
+                ) -> dict[str, Any] | None:
     """The newest lease record with a step-time fit (``results/benchmarks/lease_*.json``),
-    by the time it started (its ``started``), whatever its GPU's name."""
-    results = Path(results_dir) if results_dir is not None else default_results_dir()
-    recs = [{**json.loads(p.read_text()), "path": str(p)}
-            for p in (results / "benchmarks").glob("lease_*.json")]
-    recs = [r for r in recs if r.get("fit")]
+    by the time it started (its ``started``), whatever its GPU's name; a damaged record (not
+    JSON, a ``fit`` without its numbers) is passed over, named through ``log``
+    (:func:`lstpe.experiments.lease_store.read_records`)."""
+    recs, problems = lc.read_records(results_dir)
+    for line in problems:
+        log(line)
     return max(recs, key=lambda r: str(r.get("started", ""))) if recs else None
 
 
+PLAN_COLUMNS = ["chunk", "units", "models", "predicted_s", "fits", "state", "why"]
+"""The columns of :func:`lease_plan` (``state``: trains, waits, or why a chunk is
+:func:`held`)."""
+
+
 def lease_plan(minutes: float, results_dir: str | Path | None = None,
-               record: dict[str, Any] | None = None) -> pd.DataFrame:
+               record: dict[str, Any] | None = None, log=_stderr) -> pd.DataFrame:
     """What a lease of ``minutes`` would train: the paused chunks it continues
     (:func:`paused_sources`) and the open chunks of :data:`LEASE_ORDER`, with the predicted
     seconds of each prefix as one chunk, from the step-time fit of the newest
-    lease record (``record``), the same choice :func:`lease` makes after measuring. The
-    throughput table and the two measurements take about :data:`SETUP_S` seconds first."""
-    rec = record or last_record(results_dir)
-    if rec is None:
-        where = (Path(results_dir) if results_dir is not None else default_results_dir())
-        raise FileNotFoundError(f"no lease record under {where / 'benchmarks'} "
-                                "(lease_*.json): no step-time fit measured on a GPU yet")
-    srcs = paused_sources(results_dir)
-    groups = [g for g in open_groups(results_dir)
-              if g.name not in {c.name for c in srcs}] + srcs
-    if not groups:
-        return pd.DataFrame(columns=["chunk", "units", "models", "predicted_s", "fits", "why"])
-    cfg = groups[0].units[0].config()
-    evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
-    taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
-    rows, n = [], 0
+    lease record (``record``), the same choice :func:`lease` makes after measuring; then the
+    chunks it does not train (:func:`held`: damaged, CPU only, waiting, begun), each with
+    its reason. The throughput table and the two measurements take about :data:`SETUP_S`
+    seconds first.
+
+    Raises:
+        FileNotFoundError: no usable lease record (the damaged ones passed over are named).
+    """
+    if record is None:
+        recs, problems = lc.read_records(results_dir)
+        for line in problems:
+            log(line)
+        if not recs:
+            raise FileNotFoundError(lc.record_error(results_dir, problems))
+        record = max(recs, key=lambda r: str(r.get("started", "")))
+    rec = record
+    srcs, kept_out = lc.survey(results_dir, TARGET, RESUME_BACK_BYTES)
+    groups = lc.hold_groups(open_groups(results_dir), results_dir, srcs, kept_out) + srcs
+    lc.hold_groups([lu.find_chunk(n, TARGET) for n in LEASE_ORDER], results_dir, srcs,
+                   kept_out)
+    rows: list[dict[str, Any]] = []
+    taken: list[int] = []
+    if groups:
+        cfg = groups[0].units[0].config()
+        evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
+        taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
+    n = 0
     for i, g in enumerate(groups):
         m = n + len(g.units)  # the chunk's models if this group joins the ones taken before it
         rows.append({"chunk": g.name, "units": ", ".join(u.key for u in g.units), "models": m,
                      "predicted_s": round(predict_seconds(m, rec["fit"], evals, TARGET, spe)),
-                     "fits": i in taken,
+                     "fits": i in taken, "state": "trains" if i in taken else "waits",
                      "why": (f"continues from its checkpoint at epoch "
                              f"{lu.resume_epoch(g, results_dir)} to {g.target}: "
                              if g in srcs else "") + g.reason})
         n += len(g.units) if i in taken else 0
-    table = pd.DataFrame(rows)
-    table.attrs.update({"record": rec["path"], "gpu": rec.get("gpu"),
+    for name, (state, why) in kept_out.items():
+        c = next(c for c in lu.LONG_PLAN if c.name == name)
+        rows.append({"chunk": name, "units": ", ".join(u.key for u in c.units),
+                     "models": None, "predicted_s": None, "fits": False, "state": state,
+                     "why": f"not in a lease: {why}"})
+    table = pd.DataFrame(rows, columns=PLAN_COLUMNS)
+    table.attrs.update({"record": rec.get("path"), "gpu": rec.get("gpu"),
                         "model_epochs": sum(len(groups[i].units) * (groups[i].target - (
                             lu.resume_epoch(groups[i], results_dir) if groups[i] in srcs
                             else 0)) for i in taken)})
@@ -400,38 +450,3 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
 SETUP_S = 40.0
 """Seconds a lease spends before training: the throughput table and the two measurements of
 the chunk's step time (measured: 33 s on an H200)."""
-
-PIECE_BYTES = 15 * 2**20
-"""Bytes per file brought back (the device returns files of at most 16 MiB)."""
-
-
-def pack_results(results: Path, out: Path, max_pieces: int = 4,
-                 since: float | None = None) -> list[Path]:
-    """``results/long`` (no work folders; no resume state unless written since ``since``) and
-    ``results/benchmarks`` as a gzipped tar split into pieces of :data:`PIECE_BYTES` bytes
-    ``out/results.tgz.aa``, ...; with ``since`` (a ``time.time()``), only the files written
-    since then (what a lease wrote: not the segments it was sent); refuses (naming the size)
-    beyond ``max_pieces``."""
-    files = []
-    for part in ("long", "benchmarks"):
-        for p in sorted((results / part).rglob("*")) if (results / part).is_dir() else []:
-            rel = p.relative_to(results)
-            if not p.is_file() or ".work" in rel.parts or (
-                    since is None and "_resume" in rel.parts) or (
-                    since is not None and p.stat().st_mtime < since):
-                continue
-            files.append(str(rel))
-    if not files:
-        return []
-    tgz, listing = out / "results.tgz", out / ".results.list"
-    listing.write_text("\n".join(files) + "\n")
-    subprocess.run(["tar", "czf", str(tgz), "-C", str(results), "-T", str(listing)],
-                   check=True)
-    listing.unlink()
-    size = tgz.stat().st_size
-    if size > max_pieces * PIECE_BYTES:
-        raise RuntimeError(f"{tgz} is {size / 2**20:.1f} MiB, more than {max_pieces} pieces of "
-                           f"{PIECE_BYTES / 2**20:.0f} MiB can bring back")
-    subprocess.run(["split", "-b", str(PIECE_BYTES), str(tgz), str(tgz) + "."], check=True)
-    tgz.unlink()
-    return sorted(out.glob("results.tgz.*"))

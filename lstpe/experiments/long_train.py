@@ -82,6 +82,7 @@ class SegmentWriter:
         self.carried: dict[int, dict[str, Any]] = {}  # unit -> rows and snaps carried in
         self.on_target = None
         self.history: list[dict] = []  # the loop's history, as the last epoch saw it
+        self.init: dict[str, torch.Tensor] | None = None  # the snapshot at loop epoch 0
 
     def own(self, i: int, epoch: int | None = None) -> int:
         """Unit ``i``'s own epoch at loop epoch ``epoch`` (default: the last seen)."""
@@ -151,6 +152,8 @@ class SegmentWriter:
                 _, att = predict(model, self.val_x, return_attention=True)
                 snap["val_attention"] = att.to(torch.float16).cpu()
             self.snaps[epoch] = snap
+            if epoch == 0:  # every unit's init (a new unit's checkpoint needs it at a pause)
+                self.init = snap
         done = []
         for i in live:
             own = self.own(i)
@@ -350,8 +353,11 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
         raise FileNotFoundError(
             f"{lu.resume_checkpoint(chunk, results_dir)} is missing but {chunk.name} has "
             f"published epoch {max(lu.published_epoch(u, results_dir) for u in chunk.units)}: "
-            "refusing to train "
-            "it again from epoch 0 (restore the checkpoint: git checkout -- results/long)")
+            "refusing to train it again from epoch 0. If git holds that checkpoint, restore "
+            "it (git checkout -- PATH); if none was ever written (segments a lease brought "
+            f"back without one), move the folders of {', '.join(u.key for u in chunk.units)} "
+            f"under {lu.long_root(results_dir)} out of results/ so that the chunk trains "
+            "again from epoch 0")
     work = lu.long_root(results_dir) / ".work"
     tmp = work / "tmp" / chunk.name
     with contextlib.ExitStack() as claims:

@@ -416,7 +416,8 @@ def chunk_problems(chunk: LongChunk, results_dir: str | Path | None = None,
     that fails verification, one that does not follow the one before it (a gap, a replaced
     segment), a segment missing although the checkpoint is past it (it cannot be published
     again), and a segment other than the one the checkpoint's trajectory published (its
-    record of their manifest checksums). ``whole``: every unit's chain must start at epoch 0;
+    record of their manifest checksums), or one past the checkpoint's open segment that it
+    did not publish (another trajectory). ``whole``: every unit's chain must start at epoch 0;
     without it a missing beginning is allowed (a tree trimmed for a GPU lease keeps only the
     last segment of each unit). A chunk without its checkpoint is :func:`unresumable`, not a
     problem here.
@@ -435,15 +436,17 @@ def chunk_problems(chunk: LongChunk, results_dir: str | Path | None = None,
     at = int(state.get("epoch", 0))
     recorded = (state.get("hook") or {}).get("published") or {}
     for u in chunk.units:
-        out += _unit_problems(u, results_dir, whole, at, ckpt, recorded.get(u.key) or {})
+        out += _unit_problems(u, results_dir, whole, at, ckpt, recorded.get(u.key) or {},
+                              bool(state))
     return out
 
 
 def _unit_problems(unit: LongUnit, results_dir: str | Path | None, whole: bool, at: int,
-                   ckpt: Path, recorded: dict) -> list[str]:
+                   ckpt: Path, recorded: dict, here: bool = False) -> list[str]:
     """:func:`chunk_problems` of one unit (``at``: the checkpoint's epoch, 0 without one;
-    ``recorded``: epoch -> manifest checksum of the segments its trajectory published)."""
-    out, prev_sha, prev_to = [], None, 0
+    ``recorded``: epoch -> manifest checksum of the segments its trajectory published;
+    ``here``: the checkpoint is here and whole)."""
+    out, prev_sha, prev_to, ahead = [], None, 0, False
     for k, p in enumerate(segments(unit, results_dir)):
         if not (p / "manifest.json").is_file():
             out.append(f"the segment folder {p} has no manifest.json (an incomplete copy, such "
@@ -481,6 +484,16 @@ def _unit_problems(unit: LongUnit, results_dir: str | Path | None, whole: bool, 
                        "(its manifest checksum differs: replaced, e.g. by a lease's tarball or "
                        "an unpack from another machine); the checkpoint cannot continue it: "
                        f"{restore_hint(p)}")
+        end = at // SEGMENT * SEGMENT + SEGMENT  # the end of the checkpoint's open segment
+        if here and mine is None and int(p.name[1:]) > end and not ahead:
+            ahead = True  # (one line per unit: its later segments are the same story)
+            out.append(f"the segment {p} is past the resume checkpoint {ckpt} (epoch {at}), "
+                       "which did not publish it: another trajectory trained "
+                       f"{unit.key} past the checkpoint (e.g. a lease that trained it from "
+                       "epoch 0 while the checkpoint was here), and resuming would splice the "
+                       f"two. Keep one: move {ckpt.parent} out of results/ to keep the "
+                       f"segments, or move {unit.key}'s segments after e{end:04d} out of "
+                       "results/ to continue from the checkpoint")
         prev_sha, prev_to = sha, info.get("to_epoch")
     need = at // SEGMENT * SEGMENT
     gone = unit.path(results_dir) / f"e{need:04d}"

@@ -18,13 +18,17 @@ each unit to a model slot with its own offset (the epoch it starts at) and targe
 * **the source owns its resume state.** When a source's units reach their target, and at a
   pause before that, the packed chunk writes the source's resume checkpoint again, in the
   source's own format, at the epoch its units reached (:func:`write_back`): the next leg of
-  that chunk resumes from it anywhere, as if the source had trained alone. Units that started
-  at epoch 0 keep only their published segments when the chunk pauses, as a lease's units
-  always have (a paused model's state is about 15 MB; a lease brings back 64 MiB).
+  that chunk resumes from it anywhere, as if the source had trained alone.
+* **so does a new group that pauses.** Units that started at epoch 0 and pause short of
+  their target get their group's resume checkpoint written the same way (``chunk.json``,
+  fp32, the checkpoint of their chunk trained alone from epoch 0 to where they stopped), so
+  ``lstpe campaign run`` or a later lease continues them; a group that reaches its target
+  keeps its published segments alone. (Whether that checkpoint, about 15 MB a model, comes
+  back from a lease is the lease's choice: :func:`lstpe.experiments.lease_store.unfinished`.)
 
 The packed chunk's own checkpoint (``long/.work/packed/<name>/``, untracked) exists only to
 pause at a deadline; after a pause it is removed (and one left over is never resumed), so a
-source's trajectory has one owner: its own checkpoint.
+unit's trajectory has one owner: its chunk's own checkpoint.
 Tested on tiny models (``tests/test_packed.py``): a source resumed in a packed chunk, and one
 written back at a pause and finished alone, publish the segments of the source trained
 alone, bit for bit on the CPU.
@@ -50,12 +54,14 @@ from lstpe.store import results as res
 @dataclass(frozen=True)
 class PackedSlot:
     """One unit of a packed chunk: trained to ``target``, continuing ``source`` (a chunk of
-    the plan with a resume checkpoint) or from epoch 0 (``source`` None)."""
+    the plan with a resume checkpoint) or from epoch 0 (``source`` None) as a unit of the
+    chunk ``fresh``."""
 
     unit: lu.LongUnit
     target: int
     source: lu.LongChunk | None = None
     snapshots: str = "sparse"
+    fresh: lu.LongChunk | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,10 @@ class PackedChunk:
         """The paused chunks its slots continue, in slot order, each once."""
         return list({s.source.name: s.source for s in self.slots if s.source}.values())
 
+    def fresh(self) -> list[lu.LongChunk]:
+        """The chunks its slots train from epoch 0, in slot order, each once."""
+        return list({s.fresh.name: s.fresh for s in self.slots if s.fresh}.values())
+
     def as_chunk(self) -> lu.LongChunk:
         """The chunk its segments name (``long.chunk`` of their manifests)."""
         return lu.LongChunk(self.name, self.units, max(s.target for s in self.slots), 0,
@@ -86,7 +96,7 @@ def packed_chunk(name: str, sources: Sequence[lu.LongChunk], fresh: Sequence[lu.
     resume checkpoint, with its snapshot schedule) and the ``fresh`` chunks (from epoch 0;
     their snapshot schedule ``fresh_snapshots``, default each one's)."""
     slots = [PackedSlot(u, c.target, c, c.snapshots) for c in sources for u in c.units]
-    slots += [PackedSlot(u, c.target, None, fresh_snapshots or c.snapshots)
+    slots += [PackedSlot(u, c.target, None, fresh_snapshots or c.snapshots, c)
               for c in fresh for u in c.units]
     keys = [s.unit.key for s in slots]
     if len(set(keys)) != len(keys):
@@ -132,23 +142,36 @@ def _open(snaps: dict[int, dict[str, torch.Tensor]], i: int, lo: int
             if int(e) > lo or lo == int(e) == 0}
 
 
-def write_back(src: lu.LongChunk, cfgs: Sequence[Any], state: dict[str, Any],
+def write_back(src: lu.LongChunk, cfgs: Sequence[Any], state: dict[str, Any] | None,
                slots: Sequence[int], opt: Any, hook: lt.SegmentWriter,
                diverged: Sequence[bool], results_dir: str | Path | None, tmp: Path) -> int:
     """Write ``src``'s resume checkpoint from the packed chunk's models ``slots`` (one per unit
     of ``src``, in its order), in the source's own format: its weights, moments, step counts,
     history, open snapshots and processes at the epoch its units reached; ``state`` is the
-    checkpoint the source was packed from (its meta, init and earlier rows). Returns that
-    epoch."""
+    checkpoint the source was packed from (its meta, init and earlier rows), or None for a
+    chunk the packed chunk trained from epoch 0 (then its meta is that of ``cfgs`` trained
+    alone, its init the units' snapshots at epoch 0, and its ``chunk.json`` is written:
+    fp32). Returns that epoch."""
     from lstpe.training.checkpoint import DIGEST_KEY, state_digest
 
+    fresh = state is None
     own = {min(hook.own(j), hook.targets[j]) for j in slots}
     if len(own) != 1:
         raise RuntimeError(f"the units of {src.name} are at epochs {sorted(own)}")
     epoch = own.pop()
     s_model, s_opt = _models(cfgs)
-    s_model.load_state_dict(state["model"])
-    s_opt.load_state_dict(state["opt"])
+    if fresh:  # from epoch 0 here: the checkpoint its chunk alone would have
+        if hook.init is None:
+            raise RuntimeError(f"no snapshot at epoch 0 of {src.name}'s units was kept")
+        idx = torch.as_tensor(list(slots))
+        state = {"meta": {"configs": [c.to_dict() for c in cfgs], "ids": list(range(len(cfgs)))},
+                 "epoch": -1, "history": [], "init": {k: v[idx] for k, v in hook.init.items()},
+                 "nonfinite": torch.zeros(len(slots), dtype=torch.bool)}
+        res.save_json({"units": [u.key for u in src.units], "precision": "fp32", "amp": False},
+                      lu.resume_dir(src, results_dir) / "chunk.json", tmp)
+    else:
+        s_model.load_state_dict(state["model"])
+        s_opt.load_state_dict(state["opt"])
     for i, j in enumerate(slots):
         s_opt.adopt(i, opt, j)
     rows = [r for r in state["history"] if r["epoch"] <= state["epoch"]]
@@ -164,11 +187,12 @@ def write_back(src: lu.LongChunk, cfgs: Sequence[Any], state: dict[str, Any],
             snaps.setdefault(e, {})[key] = torch.stack([p[e] for p in per])
     nonfinite = state["nonfinite"].clone().bool() | torch.as_tensor(
         [bool(diverged[j]) for j in slots])
+    earlier = [] if fresh else [
+        *state.get("segments", []),
+        {"wall_s": float(state.get("wall_s", 0.0)), **state.get("process", {})}]
     new = {"meta": state["meta"], "epoch": epoch, "model": s_model.state_dict(),
            "opt": s_opt.state_dict(), "nonfinite": nonfinite, "history": rows,
-           "init": state["init"],
-           "segments": [*state.get("segments", []),
-                        {"wall_s": float(state.get("wall_s", 0.0)), **state.get("process", {})}],
+           "init": state["init"], "segments": earlier,
            "wall_s": 0.0, "process": res.checkpoint_record(hook.process),
            "hook": {"snaps": snaps,
                     "published": {u.key: hook.published.get(u.key, {}) for u in src.units},
@@ -188,13 +212,16 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
                  **overrides: Any) -> bool:
     """Train ``packed`` until every unit reaches its target or ``deadline`` (a
     ``time.monotonic()`` value); fp32 only. Returns True when all reached their targets,
-    False when it paused (at the deadline, or after loop epoch ``stop_at``).
+    False when it paused (at the deadline, or after loop epoch ``stop_at``): then every
+    source's resume checkpoint is written back, and so is that of every new group short of
+    its target (:func:`write_back`), so that all of them go on from there.
 
     Raises:
         lstpe.store.rundir.RunLockedError: another process trains one of its units.
         lstpe.experiments.long_units.LongChunkError: a source that
             :func:`~lstpe.experiments.long_units.chunk_problems` finds damaged, or a fresh
-            unit that has published segments already (naming them).
+            unit that has published segments already or whose chunk has a resume
+            checkpoint (naming them: it goes on from there, never from epoch 0).
     """
     from lstpe.store.rundir import RunLock
     from lstpe.training.config import load_data
@@ -215,6 +242,13 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
         if begun:
             raise lu.LongChunkError(f"{', '.join(begun)} published segments already: a unit "
                                     "packed from epoch 0 must not have begun")
+        resumable = [str(lu.resume_checkpoint(c, results_dir)) for c in packed.fresh()
+                     if lu.resume_checkpoint(c, results_dir).exists()]
+        if resumable:
+            raise lu.LongChunkError(f"{', '.join(resumable)} exist: those chunks go on from "
+                                    "their checkpoints (pack them as sources), never again "
+                                    "from epoch 0")
+        fresh_cfgs = {c.name: [u.config(**overrides) for u in c.units] for c in packed.fresh()}
         offsets = [int(states[s.source.name]["epoch"]) if s.source else 0
                    for s in packed.slots]
         targets = [s.target for s in packed.slots]
@@ -232,6 +266,9 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
         groups = {c.name: [j for j, s in enumerate(packed.slots)
                            if s.source is not None and s.source.name == c.name]
                   for c in packed.sources()}
+        news = {c.name: [j for j, s in enumerate(packed.slots)
+                         if s.fresh is not None and s.fresh.name == c.name]
+                for c in packed.fresh()}
         ckpt = pdir / "chunk0.pt"
         if ckpt.exists():  # left by a process killed at a pause: its sources are the truth
             log(f"long: {ckpt} is left over; the packed chunk starts from its sources")
@@ -263,9 +300,19 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
         try:
             run_chunk(task, opt, opts, lambda: {})
         except Paused as e:
-            log(f"long: {e}")
+            from lstpe.training.engine import Stopped
+
+            log(f"long: {packed.name} paused after its epoch {hook.epoch} ("
+                f"{'as asked' if isinstance(e, Stopped) else 'the deadline'}); each chunk's "
+                "own resume checkpoint is written where its units stopped")
             back(list(groups))
-            shutil.rmtree(pdir, ignore_errors=True)  # one owner: the sources' checkpoints
+            for c in packed.fresh():  # new units short of their target: their own checkpoint
+                if any(hook.own(j) < hook.targets[j] for j in news[c.name]):
+                    e = write_back(c, fresh_cfgs[c.name], None, news[c.name], opt, hook,
+                                   task.diverged, results_dir, tmp)
+                    log(f"long: {c.name}'s resume checkpoint written at epoch {e} "
+                        f"({lu.resume_checkpoint(c, results_dir)})")
+            shutil.rmtree(pdir, ignore_errors=True)  # one owner: each chunk's checkpoint
             return False
         back(list(groups))
         shutil.rmtree(pdir, ignore_errors=True)
