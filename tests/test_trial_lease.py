@@ -135,6 +135,36 @@ def test_segments_another_trajectory_published_past_a_checkpoint_are_reported(pl
     assert str(unit.path(here) / "e0004") in problems[0]
 
 
+def test_a_tree_trimmed_for_a_lease_still_shows_a_chunk_begun_elsewhere(tmp_path, monkeypatch,
+                                                                       lease_checkout):
+    """Finding 1, through ``scripts/lease_tree.py``: ga began on a CPU (its ``chunk.json`` and
+    checkpoint committed, no segment yet). Trimmed for the mechanism, the tree used to lose
+    every trace of ga, so the lease trained it from epoch 0; now its ``chunk.json`` travels
+    and the lease holds ga as begun."""
+    import importlib.util
+
+    from lstpe.runtime import repo_root
+
+    spec_json = json.dumps({"units": [u.key for u in GA.units], "precision": "fp32",
+                            "amp": False})
+    repo = lease_checkout(tmp_path, {"results/long/_resume/ga/chunk.json": spec_json,
+                                     "results/long/_resume/ga/chunk0.pt": "state"})
+    spec = importlib.util.spec_from_file_location("lease_tree",
+                                                  repo_root() / "scripts" / "lease_tree.py")
+    tree = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tree)
+    monkeypatch.setattr(lu, "LONG_PLAN", (*lu.LONG_PLAN, GA))
+    monkeypatch.setattr(ls, "LEASE_ORDER", ("ga",))
+    monkeypatch.setattr(ls, "TARGET", 6)
+    tree.trim(repo, "mechanism")
+    results = repo / "results"
+    assert (results / "long/_resume/ga/chunk.json").exists()
+    assert not (results / "long/_resume/ga/chunk0.pt").exists()  # too large to travel
+    state, why = ls.held(results)["ga"]
+    assert state == "begun" and "chunk.json" in why
+    assert tree.restore(repo) > 0 and (results / "long/_resume/ga/chunk0.pt").exists()
+
+
 # ------------------------------------------------------------------------------ finding 2
 
 
