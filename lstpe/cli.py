@@ -267,7 +267,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                               log=lambda msg: print(f"lstpe: {msg}", file=sys.stderr))
             for r in t.itertuples():  # one block per chunk: what, whether it fits, and why
                 size = f"{r.models} models in the chunk, {r.predicted_s} s predicted" \
-                    if r.state in ("trains", "waits") else "not in a lease"
+                    if r.state in ("trains", "waits") else "not in this lease"
                 print(f"{r.chunk}: {r.state} ({size})\n  units: {r.units}\n  why: {r.why}")
             print(f"(seconds predicted by the step-time fit of {t.attrs.get('record')}, measured "
                   f"on an {t.attrs.get('gpu')}; after {ls.SETUP_S:g} s of measuring: "

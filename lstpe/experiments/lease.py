@@ -91,7 +91,7 @@ def held(results_dir: str | Path | None = None, epochs: int = TARGET
          ) -> dict[str, tuple[str, str]]:
     """The long chunks a lease does not train, name -> (state, reason): those with a resume
     checkpoint here that it does not continue (damaged, bf16, a checkpoint too large to bring
-    back: CPU only; or waiting for another lease), and the chunks of :data:`LEASE_ORDER`
+    back: CPU only; or later, for another lease), and the chunks of :data:`LEASE_ORDER`
     that are damaged or begun (:func:`lstpe.experiments.lease_store.survey`,
     :func:`~lstpe.experiments.lease_store.hold_groups`)."""
     srcs, out = lc.survey(results_dir, epochs, RESUME_BACK_BYTES)
@@ -399,7 +399,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     (:func:`paused_sources`) and the open chunks of :data:`LEASE_ORDER`, with the predicted
     seconds of each prefix as one chunk, from the step-time fit of the newest
     lease record (``record``), the same choice :func:`lease` makes after measuring; then the
-    chunks it does not train (:func:`held`: damaged, CPU only, waiting, begun), each with
+    chunks it does not train (:func:`held`: damaged, CPU only, later, begun), each with
     its reason. The throughput table and the two measurements take about :data:`SETUP_S`
     seconds first.
 
@@ -438,8 +438,10 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
         c = next(c for c in lu.LONG_PLAN if c.name == name)
         rows.append({"chunk": name, "units": ", ".join(u.key for u in c.units),
                      "models": None, "predicted_s": None, "fits": False, "state": state,
-                     "why": f"not in a lease: {why}"})
+                     "why": why})
     table = pd.DataFrame(rows, columns=PLAN_COLUMNS)
+    for col in ("models", "predicted_s"):  # whole numbers; <NA> for a chunk not in a lease
+        table[col] = table[col].astype("Int64")
     table.attrs.update({"record": rec.get("path"), "gpu": rec.get("gpu"),
                         "model_epochs": sum(len(groups[i].units) * (groups[i].target - (
                             lu.resume_epoch(groups[i], results_dir) if groups[i] in srcs

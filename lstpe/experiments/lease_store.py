@@ -4,7 +4,7 @@
   **source** a lease continues from that checkpoint, or **held** with its reason: damaged
   (named and passed over, never aborting the lease or its plan), in bf16, a checkpoint too
   large to bring back (the chunk is CPU-only for leases: ``lstpe campaign run`` resumes it),
-  or waiting while another chunk's checkpoint takes the lease's bring-back budget. A chunk
+  or ``later`` while another chunk's checkpoint takes the lease's bring-back budget. A chunk
   with a checkpoint is never trained from epoch 0 by a lease (:func:`hold_groups`).
 * :func:`read_records`: the lease records that hold a step-time fit; a damaged one (not
   JSON, a ``fit`` without its numbers) is named and passed over.
@@ -34,7 +34,7 @@ from lstpe.runtime import default_results_dir
 FIT_KEYS = ("a", "b", "e", "capture")
 """The numbers of a lease record's step-time fit (:func:`lstpe.experiments.lease.fit_steps`)."""
 
-HELD_STATES = ("damaged", "CPU only", "waits", "begun")
+HELD_STATES = ("damaged", "CPU only", "later", "begun")
 """Why a chunk is held out of a lease (the plan's ``state`` column)."""
 
 SPLIT_PIECE = re.compile(r"results\.tgz\.[a-z]{2}")
@@ -102,11 +102,11 @@ def survey(results_dir: str | Path | None, epochs: int, budget: int
                             f"than the {_mb(budget)} a lease brings back: lstpe campaign run "
                             "resumes it (on a CPU or a GPU), never a lease from epoch 0")
         elif size + n > budget:
-            held[c.name] = ("waits", f"its resume checkpoint ({_mb(n)}) and those of the "
+            held[c.name] = ("later", f"its resume checkpoint ({_mb(n)}) and those of the "
                             f"chunks before it ({_mb(size)}) are more than the {_mb(budget)} "
                             "a lease brings back: a later lease continues it")
         elif target <= at:
-            held[c.name] = ("waits", f"at epoch {at}, it reaches no segment's end within "
+            held[c.name] = ("later", f"at epoch {at}, it reaches no segment's end within "
                             f"{epochs} epochs")
         else:
             size += n
