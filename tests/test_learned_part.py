@@ -63,3 +63,29 @@ def test_a_learned_sinusoid_is_found_and_a_gaussian_update_is_not() -> None:
     assert out.set_index("sigma").loc[0.1, "p_max"] <= 2e-3
     assert out.set_index("sigma").loc[0.1, "n_below"] == 2
     assert out.set_index("sigma").loc[2.0, "score_mean"] < 0.5
+
+
+def test_learned_kernels_are_the_kernels_of_the_final_pe_and_of_the_update():
+    """learned_kernels: per PE, the cosine kernel of P_final and of P_final - P_init of the
+    asked block and seed (checked against the cosine written out by hand)."""
+    import torch
+
+    from lstpe.analysis.kernels import learned_kernels
+
+    g = torch.Generator().manual_seed(0)
+    init = torch.randn(4, 2, 16, 8, generator=g)  # (M, L, n, d)
+    update = torch.randn(4, 2, 16, 8, generator=g)
+    arts = {"labels": ["learn-0.2", "learn-2", "learn-0.2", "learn-2"],
+            "seeds": [1, 1, 2, 2], "pe_init": init, "pe_final": init + update}
+
+    def cos(p):
+        p = p.double().numpy()
+        p = p / np.linalg.norm(p, axis=1, keepdims=True)
+        return p @ p.T
+
+    k = learned_kernels(arts, ["learn-2", "learn-0.2"], seed=2, block=1)
+    assert list(k) == ["learn-2: after training", "learn-2: learned part",
+                       "learn-0.2: after training", "learn-0.2: learned part"]
+    np.testing.assert_allclose(k["learn-2: learned part"], cos(update[3, 1]), atol=1e-6)
+    np.testing.assert_allclose(k["learn-0.2: after training"], cos(init[2, 1] + update[2, 1]),
+                               atol=1e-6)

@@ -15,6 +15,7 @@ import pandas as pd
 
 from lstpe.analysis import long_runs
 from lstpe.analysis.authors_logs import lagging_seeds
+from lstpe.analysis.evidence import ALPHA, MARGIN
 from lstpe.analysis.seed_stats import tau_text
 from lstpe.chapters import findings as fd
 
@@ -35,7 +36,8 @@ def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | No
     (the verdict), ``refs`` (the rows by their verdict against their reference); for the rows
     ``learn-0.2`` (``l_``) and ``2d-fixed`` (``fx_``): ``epoch``, ``ci`` (mean [95% CI]),
     ``n``, ``verdict``, ``ref`` (its reference), ``p_equiv`` (TOST) and ``margin``; and
-    ``c2_ci``, ``c2_p``, ``c2_verdict`` (learn-0.2 − 2d-fixed, exact p); ``recipe`` (what
+    ``c2_ci``, ``c2_p``, ``c2_verdict`` (learn-0.2 − 2d-fixed, exact p) and ``c2_equiv``
+    (its equivalence test, :func:`reference_facts`' ``gt_equiv``); ``recipe`` (what
     the units are: the authors' recipe, or a run of another ``scale`` that tests no claim);
     ``range``: :func:`~lstpe.chapters.findings.range_line` of ``ranges``
     (:func:`lstpe.analysis.authors_logs.authors_range_check`; None: not the authors' recipe)."""
@@ -51,6 +53,7 @@ def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | No
     if rows is None or rows.empty:
         return _Missing({**out, "above": "no other PE", "p_above": "–", "open": "none",
                          "label": verdict.label, "refs": "–"})
+    out["c2_equiv"] = reference_facts(rows.set_index("b"))["gt_equiv"]
     common = rows[rows["b"] != "2d-fixed"].set_index("b")
     p = common["p_holm"] if "p_holm" in common and common["p_holm"].notna().any() \
         else common["p_perm"]
@@ -108,7 +111,8 @@ def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
     ``worst`` and ``loss`` (PE -> its mean loss with its 95% CI), ``equivalent`` (the PEs whose
     loss is within the margin of none), ``margin``, ``vs`` ((a, b) -> the contrast's phrase),
     ``trend``, ``tau``, ``p_trend``, ``clean_2`` (learn-2's accuracy without noise),
-    ``label``, ``previews`` (the names of ``runs``, name -> run, that are previews, not the
+    ``label``, ``claim_text`` (the verdict's evidence in words), ``previews`` (the names of
+    ``runs``, name -> run, that are previews, not the
     authors' recipe)."""
     c = cells.set_index("cell")
     loss = {pe: fd.ci(*c.loc[pe, ["mean", "ci_low", "ci_high"]]) for pe in c.index}
@@ -128,7 +132,36 @@ def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
             .removeprefix("τ ") if t is not None else "–",
             "p_trend": fd.pval(t["p_perm"]) if t is not None else "–",
             "clean_2": f"{clean.get('learn-2', float('nan')):.3f}", "label": verdict.label,
+            "claim_text": _noise_claim_text(verdict),
             "previews": fd.names([n for n, e in (runs or {}).items() if e.scale != "paper"])}
+
+
+def _noise_claim_text(verdict: Any) -> str:
+    """The noise verdict's tests in one sentence a page can hold: the relative loss's trend
+    over sigma, learn-0.1 against the learnable units above the first version's range,
+    learn-0.2 against the common PEs (how many shown lower, Holm) and the models left out."""
+    n = verdict.numbers
+    parts = []
+    tr = n.get("trend")
+    if tr is not None:
+        parts.append(f"over the learnable PEs it {tr['verdict']} as σ grows "
+                     f"({tau_text(tr['statistic'], int(tr['n_a']))} over {int(tr['n_a'])} "
+                     f"units, permutation {fd.pval(tr['p_perm'])})")
+    band = n.get("band")
+    if band is not None and len(band) and "learn-0.1" in set(band["a"]):
+        b = band.set_index("a").loc["learn-0.1"]
+        parts.append(f"`learn-0.1` loses {b['mean_a']:.2f} of its accuracy above chance, the "
+                     f"learnable PEs at {b['b']} {b['mean_b']:.2f} (rank test, Holm "
+                     f"{fd.pval(b['p_holm'])})")
+    rows = n.get("rows")
+    if rows is not None and len(rows):
+        low = rows[(rows["p_holm"] < ALPHA) & (rows["diff"] < 0)]["b"].tolist()
+        parts.append(f"`learn-0.2` is shown to lose less than {len(low)} of the {len(rows)} "
+                     f"common PEs (Holm-adjusted)" + (f": {fd.names(low)}" if low else ""))
+    left = n.get("left_out") or []
+    if left:
+        parts.append(f"left out, at chance without noise: {fd.names(left)}")
+    return "; ".join(parts) or "not tested"
 
 
 class _Missing(dict):
@@ -297,7 +330,8 @@ def human_facts(cells: pd.DataFrame, con: pd.DataFrame, agree: pd.DataFrame,
     :func:`lstpe.analysis.claim_tables.human_evidence` on ``agree`` (one row per model:
     ``pe``, ``r``, ``cosine``; ``attrs["constant_cosine"]``), ``cx`` the complexity table
     (:func:`lstpe.chapters.tables.complexity_table`, people last). Keys: ``r_pooled``,
-    ``pooled_verdict``, ``p_pooled`` (every model's r against 0, one-sample t), ``n_holm`` (the PEs
+    ``pooled_verdict``, ``p_pooled`` (every model's r against 0, one-sample t),
+    ``pooled_equiv`` (whether it is within the margin of 0, by TOST), ``n_holm`` (the PEs
     tested one by one), ``differs`` / ``equivalent`` / ``margin`` (the PEs whose r is shown
     other than 0 / within the margin of 0), ``r`` (PE -> its mean r with the 95% CI), ``vs``
     (learn-0.2's contrasts grouped by verdict), ``above`` / ``models`` / ``floor`` / ``top`` /
@@ -314,10 +348,14 @@ def human_facts(cells: pd.DataFrame, con: pd.DataFrame, agree: pd.DataFrame,
     return {"r_pooled": r.get(POOLED, "–"),
             "pooled_verdict": pooled["verdict"] if pooled is not None else "not tested",
             "p_pooled": fd.pval(pooled["p_diff"]) if pooled is not None else "–",
+            "pooled_equiv": "not tested" if pooled is None or pd.isna(pooled.get("p_equiv"))
+            else f"{'shown' if pooled['p_equiv'] < ALPHA else 'not shown'} (TOST "
+                 f"{fd.pval(pooled['p_equiv'])})",
             "n_holm": str(int(c["p_holm"].notna().sum())),
             "differs": fd.names([p for p in fd.having(cells, "differs") if p != POOLED],
                                 "no PE"),
-            "equivalent": fd.names(fd.having(cells, "equivalent"), "no PE"),
+            "equivalent": fd.names([p for p in fd.having(cells, "equivalent") if p != POOLED],
+                                   "no PE"),
             "margin": f"{cells['margin'].max():g}", "r": _Missing(r),
             "vs": fd.grouped({"a higher r is shown for": fd.having(con, "lower", "b"),
                               "a lower r for": fd.having(con, "higher", "b")},
@@ -449,9 +487,15 @@ def contrast_facts(rows: pd.DataFrame, b: str, prefix: str) -> dict[str, str]:
 
 def reference_facts(rows: pd.DataFrame, b: str = "2d-fixed") -> dict[str, str]:
     """``gt_abs``, ``gt_side`` and ``gt_p``: learn-0.2 against ``b`` in Table 1's contrast
-    ``rows``; each ``"<b> not trained yet"`` without a unit of ``b``."""
+    ``rows``; ``gt_equiv``: the equivalence test beside it, in words ("equivalent within
+    ±0.05 (TOST p = ...)" or "not shown equivalent ..."), where the paper finds no
+    difference; each ``"<b> not trained yet"`` without a unit of ``b``."""
     if b not in rows.index:
-        return dict.fromkeys(("gt_abs", "gt_side", "gt_p"), f"{b} {UNTRAINED}")
+        return dict.fromkeys(("gt_abs", "gt_side", "gt_p", "gt_equiv"), f"{b} {UNTRAINED}")
     r = rows.loc[b]
+    pe = r.get("p_equiv", float("nan"))
+    equiv = ("no equivalence test at these seeds" if pd.isna(pe) else
+             f"{'equivalent' if pe < ALPHA else 'not shown equivalent'} within ±{MARGIN:g} "
+             f"(TOST {fd.pval(pe)})")
     return {"gt_abs": f"{abs(r['diff']):.3f}", "gt_side": "below" if r["diff"] < 0 else "above",
-            "gt_p": fd.pval(r["p_perm"])}
+            "gt_p": fd.pval(r["p_perm"]), "gt_equiv": equiv}
