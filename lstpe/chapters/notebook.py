@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +38,7 @@ from lstpe.runtime import (
 from lstpe.store.results import Run
 from lstpe.training.config import SCALES
 
-__all__ = ["Setup", "save_tables", "setup"]
+__all__ = ["Setup", "run_time", "save_tables", "setup"]
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Setup:
     scale: str
     device: torch.device
     results_dir: Path
+    started: float = field(default_factory=time.perf_counter)  # when setup ran (its clock)
 
     def get_run(self, name: str, **asked: Any) -> Run:
         """The run ``name`` for this chapter: :func:`lstpe.experiments.runs.get_run` at the
@@ -94,6 +97,21 @@ def setup(scale: str = "preview", device: str = "auto", results_dir: str | None 
     if verbose:
         print(stored_message(rd, how, scale), flush=True)
     return Setup(scale, dev, rd)
+
+
+def run_time(S: Setup) -> str:
+    """The page's measured run time, for its last cell: seconds from :func:`setup` to now in
+    the build that executed it, on which machine (its cores, and the CPU flags that decide the
+    matmul kernels, :func:`lstpe.runtime.cpu_flags`; none off Linux). A page states no run time
+    it did not measure (issue 65). Whole seconds: a page's decimals are its findings."""
+    from lstpe.runtime import cpu_flags
+
+    took = time.perf_counter() - S.started
+    flags = " ".join(cpu_flags(("avx2", "avx512f", "avx512_bf16", "amx_bf16")))
+    where = f"{platform.machine()}, {os.cpu_count()} cores" + (f", {flags}" if flags else "")
+    dev = "" if S.device.type == "cpu" else f", on {S.device.type}"
+    return (f"**Run time.** This page took {took:.0f} s to run, from its setup cell to here, "
+            f"when this copy was built ({where}{dev}).")
 
 
 def _shown(results_dir: Path) -> str:
