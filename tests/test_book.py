@@ -579,3 +579,18 @@ def test_figures_stay_readable_on_a_laptop_and_a_phone(built_book: Path) -> None
             problems += figure_problems(
                 (built_book / f"{chapter}.html").read_text(encoding="utf-8"), chapter)
     assert not problems, "\n".join(problems)
+
+
+READER_PAGES = ("intro", "02_", "03_", "04_", "04b_", "05_", "06_", "07_", "08_", "09_", "10_")
+"""The pages in the reader's words (issue 65, item 5): the intro and chapters 2-10."""
+
+
+def test_reader_pages_define_the_projects_words(built_book: Path) -> None:
+    """No "unit", "campaign", "lease", "chunk", ... on a reader page without a gloss at its first
+    use there (tests/reader_words.py); code inputs are skipped, outputs and dropdowns kept."""
+    from tests.reader_words import article_text, reader_word_problems
+    pages = [c for c in _chapters() if c.removeprefix("book/").startswith(READER_PAGES)]
+    assert len(pages) == 11, pages
+    problems = [p for c in pages for p in reader_word_problems(
+        article_text((built_book / f"{c}.html").read_text(encoding="utf-8")), c)]
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,124 @@
+"""The project's own words on a reader page (issue 65, item 5).
+
+A reader page (the intro and chapters 2-10) speaks the reader's words: the campaign's
+machinery ("unit", "item 4", "campaign", "lease", "chunk", "segment", ...) appears only where
+the page defines it at its first use.
+
+**The definition rule** (one, explicit): a term's *first* occurrence on a page counts as
+defined when it is followed directly (after an optional plural "s", a closing quote or ``*``,
+and spaces) by an opening parenthesis that glosses it, e.g. "a unit (one trained model: one
+PE, one seed)". Every later occurrence is then fine. A first occurrence without that
+parenthesis is a problem, and so is the term on a page that never defines it.
+
+Math and ordinary uses of "unit" are exempt by :data:`UNIT_EXEMPT`: "unit" directly followed by
+one of those words ("unit vector", "unit-norm", "in units of", ...) is not the project's noun.
+"""
+from __future__ import annotations
+
+import html.parser
+import re
+
+TERMS: dict[str, re.Pattern] = {
+    "unit": re.compile(r"\bunits?\b", re.I),
+    "item N": re.compile(r"\bitems? \d+", re.I),
+    "campaign": re.compile(r"\bcampaigns?\b", re.I),
+    "lease": re.compile(r"\bleas(?:e|es|ed|ing)\b", re.I),
+    "lent": re.compile(r"\blent\b", re.I),
+    "chunk": re.compile(r"\bchunks?\b", re.I),
+    "segment": re.compile(r"\bsegments?\b", re.I),
+    "fragment": re.compile(r"\bfragments?\b", re.I),
+    "machine-hours": re.compile(r"\bmachine[- ]hours?\b", re.I),
+    "witness": re.compile(r"\bwitness(?:es)?\b", re.I),
+}
+"""The internal terms, each with the pattern that finds it (case-insensitive)."""
+
+UNIT_EXEMPT = re.compile(
+    r"[\s-]*(?:vectors?|circles?|norms?|normed|length|variance|spheres?|balls?|intervals?|"
+    r"squares?|matri(?:x|ces)|diagonal|determinant|steps?|magnitude|modulus|complex|"
+    r"roots?|disc|disk|of)\b", re.I)
+"""What may follow "unit(s)" for it to be math or a measure ("unit vector", "units of")."""
+
+DEFINED = re.compile(r"s?[*_\"'”’]*\s*\(")
+"""The gloss right after a term's first occurrence: ``term (plain words)``."""
+
+
+def _is_math_unit(text: str, end: int) -> bool:
+    return bool(UNIT_EXEMPT.match(text, end))
+
+
+def reader_word_problems(page_text: str, page: str) -> list[str]:
+    """The internal terms ``page_text`` uses without defining them at their first use.
+
+    Args:
+        page_text: the reader-facing text of one page (Markdown and printed outputs, no code).
+        page: the page's name, used in each message.
+
+    Returns:
+        One line per term whose first occurrence (math uses of "unit" skipped) is not followed
+        by a parenthesised gloss; each names the page, the term and the words around it, and
+        says what to do. Empty when the page is clean.
+    """
+    problems = []
+    for term, pattern in TERMS.items():
+        for m in pattern.finditer(page_text):
+            if term == "unit" and _is_math_unit(page_text, m.end()):
+                continue
+            if not DEFINED.match(page_text, m.end()):
+                around = " ".join(page_text[max(0, m.start() - 50):m.end() + 50].split())
+                problems.append(
+                    f"{page}: {term!r} first used without a definition: ...{around}... "
+                    f"(say it in the reader's words, or gloss it at its first use: "
+                    f"'{m.group(0)} (plain words)')")
+            break  # only the first (non-math) occurrence decides
+    return problems
+
+
+class ArticleText(html.parser.HTMLParser):
+    """The reader-facing text of a built page: its article body (``<article>`` or ``<main>``)
+    without code inputs (``div.cell_input``), scripts, styles or the header links; Markdown and
+    cell outputs (folded ones too) are kept."""
+
+    SKIP_TAGS = {"script", "style", "head"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[str] = []
+        self._in_article = 0
+        self._skip: list[tuple[str, int]] = []  # (tag, depth) of the element being skipped
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if tag in ("article", "main"):
+            self._in_article += 1
+        if self._skip and tag == self._skip[-1][0]:
+            self._skip[-1] = (tag, self._skip[-1][1] + 1)
+        elif tag in self.SKIP_TAGS or "cell_input" in cls or "headerlink" in cls:
+            self._skip.append((tag, 1))
+        if tag in ("p", "div", "li", "br", "tr", "h1", "h2", "h3", "h4", "pre"):
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._skip and tag == self._skip[-1][0]:
+            depth = self._skip[-1][1] - 1
+            if depth:
+                self._skip[-1] = (tag, depth)
+            else:
+                self._skip.pop()
+        if tag in ("article", "main"):
+            self._in_article -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._in_article and not self._skip:
+            self.parts.append(data)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def article_text(page_html: str) -> str:
+    """The reader-facing text of one built page (see :class:`ArticleText`)."""
+    p = ArticleText()
+    p.feed(page_html)
+    return p.text
