@@ -308,3 +308,26 @@ def test_overlapping_text_finds_titles_that_run_together():
         ax.set_title("short")
     assert style.overlapping_text(fig) == []
     plt.close(fig)
+
+
+def test_progress_has_one_bar_per_part_and_counts_model_epochs():
+    """plot_progress: a part of 200-epoch models shows models stored; a part of long runs the
+    model-epochs reached over its targets (3 models at 500 of 1000 and 3 at 500 of 4000 in
+    two parts: 0.5 and 0.125), labelled by the parts' names, never 'item N'."""
+    import pandas as pd
+
+    from lstpe.analysis import report_plots
+
+    progress = pd.DataFrame({"what": ["Table 2 core", "the whole plan"], "units": [6, 6],
+                             "done": [3, 3]}, index=pd.Index(["1", "all"], name="item"))
+    long = pd.DataFrame({"item": [4, 6, 6], "units": [3, 3, 1], "epoch": [500, 500, 4000],
+                         "target": [1000, 4000, 4000]})
+    fig = report_plots.plot_progress(progress, long, {4: "mechanism to 1000",
+                                                      6: "mechanism to 4000"})
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["Table 2 core", "mechanism to 1000", "mechanism to 4000"]
+    widths = [p.get_width() for p in ax.patches][3:]  # after the three grey backgrounds
+    assert widths == pytest.approx([0.5, 0.5, (3 * 500 + 4000) / (4 * 4000)])
+    assert [t.get_text() for t in ax.texts] == ["3/6 models", "0/3 models at target",
+                                                "1/4 models at target"]

@@ -94,27 +94,32 @@ def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataF
     return fig
 
 
-def plot_progress(progress: pd.DataFrame, long: pd.DataFrame) -> Figure:
-    """The campaign: per item of 200-epoch units the share done (``progress``:
-    :func:`lstpe.experiments.campaign_status.progress`, its numbered rows), and per long chunk
-    the share of its target reached (``long``: ``chunk, item, epoch, target``)."""
+def plot_progress(progress: pd.DataFrame, long: pd.DataFrame,
+                  names: Mapping[int, str] | None = None) -> Figure:
+    """How far the reproduction's runs have got: one bar per part of the plan, its share
+    done. A part of 200-epoch models (``progress``:
+    :func:`lstpe.experiments.campaign_status.progress`, its numbered rows) counts models
+    stored; a part of long runs (``long``: ``item, units, epoch, target``, one row per run
+    and target) counts model-epochs reached against its targets, and how many of its models
+    stand at their target. ``names``: each part's description by its number (default:
+    ``progress``' ``what``); the bars are labelled by it, never by the plan's numbers."""
     import matplotlib.pyplot as plt
 
     items = progress[[str(i).isdigit() for i in progress.index]]
-    labels = [f"item {i}: {r['what']}" for i, r in items.iterrows()]
-    frac = list(items["done"] / items["units"])
-    text = [f"{int(r['done'])}/{int(r['units'])} units" for _, r in items.iterrows()]
-    for _, r in long.iterrows():
-        labels.append(f"item {r['item']}: {r['chunk']} to {r['target']} epochs")
-        frac.append(min(r["epoch"] / r["target"], 1.0))
-        text.append(f"epoch {int(r['epoch'])}/{int(r['target'])}")
-    order = np.argsort([int(lbl.split()[1].rstrip(":")) for lbl in labels], kind="stable")
-    labels, frac, text = ([x[i] for i in order] for x in (labels, frac, text))
-    fig, ax = plt.subplots(figsize=style.figsize(1.0, 0.35 * len(labels) + 0.9))
-    y = np.arange(len(labels))[::-1]
+    what = {int(i): r["what"] for i, r in items.iterrows()} | dict(names or {})
+    rows = [(int(i), r["done"] / r["units"], f"{int(r['done'])}/{int(r['units'])} models")
+            for i, r in items.iterrows()]
+    for item, g in long.groupby("item"):
+        reached = (g["units"] * g["epoch"].clip(upper=g["target"])).sum()
+        at = int(g.loc[g["epoch"] >= g["target"], "units"].sum())
+        rows.append((int(item), reached / (g["units"] * g["target"]).sum(),
+                     f"{at}/{int(g['units'].sum())} models at target"))
+    labels = [what.get(i, f"part {i}") for i, _, _ in rows]
+    fig, ax = plt.subplots(figsize=style.figsize(1.0, 0.35 * len(rows) + 0.9))
+    y = np.arange(len(rows))[::-1]
     ax.barh(y, [1] * len(y), color="0.9")
-    ax.barh(y, frac, color="C2")
-    for yi, t in zip(y, text, strict=True):
+    ax.barh(y, [f for _, f, _ in rows], color="C2")
+    for yi, (_, _, t) in zip(y, rows, strict=True):
         ax.text(1.01, yi, t, va="center", fontsize=9)
     ax.set_yticks(y, labels, fontsize=9)
     ax.set(xlim=(0, 1), xticks=[0, 0.5, 1], xlabel="share done")
