@@ -11,7 +11,7 @@ PE, one seed)". Every later occurrence is then fine. A first occurrence without 
 parenthesis is a problem, and so is the term on a page that never defines it.
 
 Math and ordinary uses of "unit" are exempt by :data:`UNIT_EXEMPT`: "unit" directly followed by
-one of those words ("unit vector", "unit-norm", "in units of", ...) is not the project's noun.
+one of those words ("unit vector", "unit-norm", ...), or "in units of", is not the project's noun.
 """
 from __future__ import annotations
 
@@ -35,15 +35,17 @@ TERMS: dict[str, re.Pattern] = {
 UNIT_EXEMPT = re.compile(
     r"[\s-]*(?:vectors?|circles?|norms?|normed|length|variance|spheres?|balls?|intervals?|"
     r"squares?|matri(?:x|ces)|diagonal|determinant|steps?|magnitude|modulus|complex|"
-    r"roots?|disc|disk|of)\b", re.I)
-"""What may follow "unit(s)" for it to be math or a measure ("unit vector", "units of")."""
+    r"roots?|disc|disk)\b", re.I)
+"""What may follow "unit(s)" for it to be math ("unit vector", "unit-norm"); "in units of" is
+a measure too."""
 
 DEFINED = re.compile(r"s?[*_\"'”’]*\s*\(")
 """The gloss right after a term's first occurrence: ``term (plain words)``."""
 
 
-def _is_math_unit(text: str, end: int) -> bool:
-    return bool(UNIT_EXEMPT.match(text, end))
+def _is_math_unit(text: str, start: int, end: int) -> bool:
+    measure = text[max(0, start - 3):start].lower() == "in " and text[end:end + 3] == " of"
+    return measure or bool(UNIT_EXEMPT.match(text, end))
 
 
 def reader_word_problems(page_text: str, page: str) -> list[str]:
@@ -61,7 +63,7 @@ def reader_word_problems(page_text: str, page: str) -> list[str]:
     problems = []
     for term, pattern in TERMS.items():
         for m in pattern.finditer(page_text):
-            if term == "unit" and _is_math_unit(page_text, m.end()):
+            if term == "unit" and _is_math_unit(page_text, m.start(), m.end()):
                 continue
             if not DEFINED.match(page_text, m.end()):
                 around = " ".join(page_text[max(0, m.start() - 50):m.end() + 50].split())

@@ -370,7 +370,7 @@ def test_describe_page_names_the_stored_units_and_no_scale():
                  "seeds_per_pe": {"2d-fixed": [1, 2], "learn-0.2": [1]}}, name="table1",
                  source="stored")
     line = ch.describe_page(S, [merged])
-    assert "`table1`: 3 units of the authors' recipe (2 PEs, 1-2 seeds each, 200 epochs, fp32)" \
+    assert "`table1`: 3 models of the authors' recipe (2 PEs, 1-2 seeds each, 200 epochs, fp32)" \
         in line
     assert "Nothing was trained here." in line and "scale" not in line and "preview" not in line
     live = Run(pd.DataFrame(), {"config": {"preset": "preview", "epochs": 8, "seeds": [0]}},

@@ -33,10 +33,10 @@ def test_sigma_facts_name_a_unit_beyond_the_authors_range():
     args = (ev.claim_table("small_sigma_generalises", f),
             ev.contrast_table("small_sigma_generalises", f))
     inside = facts.sigma_facts(*args, ranges=authors_range_check(f))["range"]
-    assert inside.startswith(f"each of the {len(f)} units lies inside")
+    assert inside.startswith(f"each of the {len(f)} models lies inside")
     f.loc[f["pe"] == "learn-2", "accuracy"] = [0.98] + [0.4] * (len(SEEDS) - 1)
     out = facts.sigma_facts(*args, ranges=authors_range_check(f))["range"]
-    assert out.startswith(f"1 of the {len(f)} units lies outside")
+    assert out.startswith(f"1 of the {len(f)} models lies outside")
     assert f"`learn-2` seed {SEEDS[0]} at 0.980, above 0.95" in out and "most" in out
     none = authors_range_check(f.assign(epoch=7))
     assert "none is checked" in facts.sigma_facts(*args, ranges=none)["range"]
@@ -105,7 +105,7 @@ def test_sigma_and_mechanism_facts():
     mech = pd.DataFrame({"sigma": [0.1, 2.0], "dpe_below": [5, 0], "n": [5, 5], **cols})
     out = facts.mechanism_facts(mech)
     assert (out["s0"], out["s1"], out["sN"]) == ("0.1", "2", "2")
-    assert out["dpe0"] == "0.10 (0.10 to 0.10; 5/5 units)" and out["dpe_big"] == "–"
+    assert out["dpe0"] == "0.10 (0.10 to 0.10; 5/5 models)" and out["dpe_big"] == "–"
     assert out["cos_init"] == "0.100 to 0.200"
 
 

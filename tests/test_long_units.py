@@ -229,7 +229,7 @@ def test_the_mechanism_line_reads_the_long_units(short, tmp_path, monkeypatch):
     monkeypatch.setattr(lm, "AT", 2)
     before = lm.long_mechanism(tmp_path)
     assert before.summary.empty and before.reached == 0
-    assert lm.long_line(before).endswith("published epoch 0 of 6: nothing past epoch 2 is "
+    assert lm.long_line(before).endswith("saved epoch 0 of 6: nothing past epoch 2 is "
                                          "measured yet.")
     assert lt.train_chunk(plan[0], time.monotonic() + 600, tmp_path, log=lambda m: None, **TINY)
     got = lm.long_mechanism(tmp_path, every=False)
@@ -237,7 +237,7 @@ def test_the_mechanism_line_reads_the_long_units(short, tmp_path, monkeypatch):
     assert (got.reached, got.goal, list(s["pe"]), list(s["epoch"])) == \
         (4, 6, ["learn-0.2", "learn-2"], [3, 3])  # 3: the last PE snapshot up to epoch 4
     line = lm.long_line(got)
-    assert "published epoch 4 of 6. From epoch 2 to 3, at σ = 0.2 and 2," in line
+    assert "saved epoch 4 of 6. From epoch 2 to 3, at σ = 0.2 and 2," in line
     assert f"a further {s.moved_after[0]:.1%} and {s.moved_after[1]:.1%}" in line
     assert f"carries {s.init_share[0]:.0%} and {s.init_share[1]:.0%} of it" in line
     full = lm.long_mechanism(tmp_path).over

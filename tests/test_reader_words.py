@@ -27,6 +27,7 @@ def test_math_units_are_not_the_projects_noun() -> None:
             "a unit-norm row, in units of its initial norm.")
     assert reader_word_problems(text, "p") == []
     assert reader_word_problems(text + " Each unit is a model.", "p") != []
+    assert reader_word_problems("A unit of another recipe is refused.", "p") != []
 
 
 def test_items_chunks_and_the_rest_are_caught() -> None:

@@ -146,7 +146,7 @@ def _noise_claim_text(verdict: Any) -> str:
     if tr is not None:
         parts.append(f"over the learnable PEs it {tr['verdict']} as σ grows "
                      f"({tau_text(tr['statistic'], int(tr['n_a']))} over {int(tr['n_a'])} "
-                     f"units, permutation {fd.pval(tr['p_perm'])})")
+                     f"models, permutation {fd.pval(tr['p_perm'])})")
     band = n.get("band")
     if band is not None and len(band) and "learn-0.1" in set(band["a"]):
         b = band.set_index("a").loc["learn-0.1"]
@@ -241,7 +241,7 @@ def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
     trend = "has too few values of σ for a trend" if t.empty else (
         f"over σ: **{t['verdict'].iloc[0]}** (Kendall "
         f"{tau_text(t['statistic'].iloc[0], int(t['n_a'].iloc[0]))} over "
-        f"{t['n_a'].iloc[0]:.0f} units at {t['n_b'].iloc[0]:.0f} values of σ, permutation "
+        f"{t['n_a'].iloc[0]:.0f} models at {t['n_b'].iloc[0]:.0f} values of σ, permutation "
         f"{fd.pval(t['p_perm'].iloc[0])})")
     to2d = contrasts[contrasts["b"] == "2d-fixed"]
     p_low = to2d.loc[to2d["verdict"] == "lower", "p_perm"].max()
@@ -279,7 +279,7 @@ def learned_part_facts(part: pd.DataFrame) -> dict[str, str]:
     where every unit does), ``p_max`` (Fisher's combined p, the largest of those) and
     ``init_min`` (the smallest share of the final PE the init carries from sigma 0.2 up)."""
     every, none = part["n_below"] == part["n"], part["n_below"] == 0
-    groups = {"in every unit": every, "in some units": ~(every | none), "in none": none}
+    groups = {"in every model": every, "in some models": ~(every | none), "in none": none}
     where = "; ".join(f"{k} at σ = {fd.names([f'{s:g}' for s in part.loc[m, 'sigma']], code=False)}"
                       for k, m in groups.items() if m.any())
     return {"where": where,
@@ -311,10 +311,10 @@ def mechanism_facts(mech: pd.DataFrame) -> dict[str, str]:
 
     return {"s0": f"{m.index[0]:g}", "s1": f"{m.index[min(1, len(m) - 1)]:g}",
             "sb": f"{m.index[min(2, len(m) - 1)]:g}", "sN": f"{m.index[-1]:g}",
-            "dpe0": f"{lo.dpe_median:.2f} ({rng(lo, 'dpe')}; {lo.dpe_below:.0f}/{lo.n:.0f} units)",
+            "dpe0": f"{lo.dpe_median:.2f} ({rng(lo, 'dpe')}; {lo.dpe_below:.0f}/{lo.n:.0f} models)",
             "dpe1": f"{one.dpe_median:.2f} ({one.dpe_below:.0f}/{one.n:.0f})",
             "dpe_big": (f"between {big.dpe_min.min():.2f} and {big.dpe_max.max():.2f} "
-                        f"({big.dpe_below.sum():.0f}/{big.n.sum():.0f} units)") if len(big)
+                        f"({big.dpe_below.sum():.0f}/{big.n.sum():.0f} models)") if len(big)
             else "–",
             "init0": rng(lo, "init_share"),
             "init_big": f"{big.init_share_min.min():.2f}" if len(big) else "–",

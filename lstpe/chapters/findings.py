@@ -146,7 +146,7 @@ def contrast_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
     for _, r in table.iterrows():
         trend = _is_trend(r)
         rows.append({"contrast": r["a"] if trend else f"{r['a']} − {r['b']}",
-                     "n": f"{int(r['n_a'])} units" if trend else
+                     "n": f"{int(r['n_a'])} models" if trend else
                      f"{int(r['n_a'])}+{int(r['n_b'])}",
                      "diff [95% CI]": contrast_ci(r, digits),
                      "Welch CI": "–" if trend else signed_interval(r["diff_low"], r["diff_high"],
@@ -198,13 +198,13 @@ def range_line(ranges: pd.DataFrame | None) -> str:
             run not of the authors' recipe, which is not checked.
     """
     if ranges is None:
-        return "not checked against the authors' range (these units are not of their recipe)"
+        return "not checked against the authors' range (these models are not of their recipe)"
     if ranges.empty:
-        return "no unit is at an epoch the authors logged, so none is checked against their range"
+        return "no model is at an epoch the authors logged, so none is checked against their range"
     bound = "mean ± SD·(n − 1)/√n, whatever their distribution"
     out = ranges[ranges["outside"]]
     if out.empty:
-        return (f"each of the {len(ranges)} units lies inside the range all the authors' seeds "
+        return (f"each of the {len(ranges)} models lies inside the range all the authors' seeds "
                 f"can span ({bound})")
 
     def one(r: Any) -> str:
@@ -215,7 +215,7 @@ def range_line(ranges: pd.DataFrame | None) -> str:
 
     units = "; ".join(one(r) for r in out.itertuples())
     verb = "lies" if len(out) == 1 else "lie"
-    return (f"{len(out)} of the {len(ranges)} units {verb} outside the range all the authors' "
+    return (f"{len(out)} of the {len(ranges)} models {verb} outside the range all the authors' "
             f"seeds can span ({bound}): {units}")
 
 
@@ -276,7 +276,7 @@ def shape_line(verdict: Any) -> str:
     s = verdict.numbers.get("shape")
     if not s:
         return "too few values of σ to say"
-    return (f"over the σ with 2 or more units, within 0.05 of its best ({s['best']:.3f} at "
+    return (f"over the σ with 2 or more models, within 0.05 of its best ({s['best']:.3f} at "
             f"σ = {s['best_sigma']:g}) up to "
             f"σ = {s['plateau_to']:g}, its largest fall {s['drop']:.3f} between σ = "
             f"{s['drop_from']:g} and {s['drop_to']:g} ({s['at_from']:.3f} to {s['at_to']:.3f})")

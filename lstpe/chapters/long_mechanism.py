@@ -136,7 +136,7 @@ def long_facts(lm: LongMechanism, paper: Mapping[float, float] | None = None
 
 def match_stored(lm: LongMechanism, reference: Run, epoch: int = AT) -> pd.DataFrame | None:
     """Each long unit's first ``epoch`` epochs against the stored unit of its PE and seed in
-    ``reference`` (:func:`lstpe.analysis.long_runs.fragment_match`), indexed by (``unit``:
+    ``reference`` (:func:`lstpe.analysis.long_runs.fragment_match`), indexed by (``model``:
     ``"<pe> (long: <device>)"``, ``quantity``); None when no long unit has both a stored twin
     and ``epoch`` epochs."""
     arts = reference.artifacts
@@ -151,7 +151,7 @@ def match_stored(lm: LongMechanism, reference: Run, epoch: int = AT) -> pd.DataF
         got = long_runs.fragment_match(d, h[(h["pe"] == pe) & (h["seed"] == s)],
                                        arts["pe_init"][i], arts["pe_final"][i], epoch)
         match[f"{pe} (long: {d['manifests'][0].get('device', '?')})"] = got.set_index("quantity")
-    return pd.concat(match, names=["unit"]) if match else None
+    return pd.concat(match, names=["model"]) if match else None
 
 
 def match_facts(match: pd.DataFrame | None, lm: LongMechanism, epoch: int = AT
@@ -177,7 +177,8 @@ def long_line(lm: LongMechanism) -> str:
     """One sentence: how far the long units have got and, past epoch 200, what changed."""
     pes = ", ".join(f"`{u.pe}`" for u in lm.chunk.units)
     seeds = ", ".join(map(str, lm.seeds))
-    head = f"The long units ({pes}, seed {seeds}) have published epoch {lm.reached} of {lm.goal}"
+    head = (f"The long runs ({pes}, seed {seeds}; one model each, trained past epoch {AT}) "
+            f"have saved epoch {lm.reached} of {lm.goal}")
     if lm.summary.empty:
         return head + f": nothing past epoch {AT} is measured yet."
     s, last = lm.summary, int(lm.summary["epoch"].min())

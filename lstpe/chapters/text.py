@@ -76,7 +76,7 @@ def _epochs_reason(run: Run, epochs: int) -> str:
         return spec.why
     reg = f"the registry's {spec.paper_epochs} at paper scale: {spec.why}"
     if _seed_counts(run)[1]:
-        return (f"the campaign's units stop at {epochs}, an epoch the authors logged, and are "
+        return (f"our stored models stop at {epochs}, an epoch the authors logged, and are "
                 f"compared with their logs there first; {reg}")
     return reg
 
@@ -168,7 +168,7 @@ def _seeds_text(counts: list[int]) -> str:
 
 
 def _stored_part(run: Run) -> str:
-    """One stored run as a page names it: ``table1: 40 units of the authors' recipe (8 PEs,
+    """One stored run as a page names it: ``table1: 40 models of the authors' recipe (8 PEs,
     5 seeds each, 200 epochs, fp32)``, or a stored run of another scale."""
     cfg, man = _cfg(run), getattr(run, "manifest", None) or {}
     length = f"{cfg['epochs']} epochs" if "epochs" in cfg else f"{cfg.get('steps')} steps"
@@ -177,7 +177,7 @@ def _stored_part(run: Run) -> str:
         per_pe = man.get("seeds_per_pe") or {}
         n = len(man.get("fragments") or []) or sum(len(v) for v in per_pe.values())
         counts, _ = _seed_counts(run)
-        return (f"`{run.name}`: {n} unit{'s' if n != 1 else ''} of the authors' recipe "
+        return (f"`{run.name}`: {n} model{'s' if n != 1 else ''} of the authors' recipe "
                 f"({len(per_pe)} PEs, {_seeds_text(counts)} each, {length}, {prec})")
     n = len(cfg.get("seeds") or [])
     return (f"`{run.name}`: a stored run at the `{run.scale}` scale ({length}, "
@@ -192,7 +192,7 @@ def describe_page(S: SetupLike, runs: Iterable[Run] | None = None) -> str:
         runs: the page's runs; default every run this kernel got from ``S.get_run``
             (:func:`lstpe.experiments.runs.used_runs`).
     Returns:
-        ``Shown: <each stored run: units, recipe, PEs, seeds, epochs, precision> (from
+        ``Shown: <each stored run: models, recipe, PEs, seeds, epochs, precision> (from
         <folder>).`` and then, only when a run was trained here or reused from the cache,
         ``Trained here at the <scale> scale on <device> (not the authors' recipe unless the
         scale is paper): <run, epochs, seeds>``; else ``Nothing was trained here.`` Versions
