@@ -247,7 +247,7 @@ def test_sgd_holds_and_fails():
 
 def test_weight_decay_and_brain_say_why_they_cannot_be_tested():
     v = weight_decay.judge(C.Inputs(final=FALLING))
-    assert v.verdict == "not testable yet" and "no AdamW unit" in v.evidence
+    assert v.verdict == "not testable yet" and "no AdamW model" in v.evidence
     assert "0.98 or more up to sigma 1.6" in weight_decay.LINE and v.quotes
     b = brain.judge(C.Inputs(final=FALLING))
     assert b.verdict == "not testable yet" and b.quotes == brain.QUOTES

@@ -143,6 +143,6 @@ def _long(x: Inputs) -> str:
     if not have(x.mechanism_long) or "cosine" not in x.mechanism_long:
         return ""
     ml = x.mechanism_long[x.mechanism_long["sigma"].isin(SMALL_SIGMAS)]
-    return "; long units at epoch {}: {}".format(
+    return "; long runs at epoch {}: {}".format(
         int(ml["epoch"].min()), ", ".join(f"σ = {r.sigma:g} {r.cosine:.3f}"
                                           for r in ml.itertuples()))

@@ -93,7 +93,7 @@ def _band(kept: pd.DataFrame) -> tuple[list[Test], pd.DataFrame]:
         outcome = ("open" if not shown else "supports" if r.statistic > 0 else "contradicts")
         tests.append(Test(f"{r.a} among the most robust", outcome,
                           f"{r.a} loses {r.mean_a:.2f} of its accuracy above chance, the "
-                          f"{r.n_b} learnable units at {r.b} {r.mean_b:.2f} (rank test, Kendall "
+                          f"{r.n_b} learnable models at {r.b} {r.mean_b:.2f} (rank test, Kendall "
                           f"{tau_text(r.statistic)}, {p_text(r.p_perm)}, Holm over "
                           f"{len(band)} sigmas {p_text(r.p_holm)})", r.p_floor, QUOTES[1]))
     return tests, band

@@ -52,8 +52,8 @@ def judge(x: Inputs) -> Verdict:
     both are stored."""
     if not have(x.adam4) or not have(x.sgd4):
         return untestable(CLAIM, LINE, WHERE,
-                          f"no SGD unit stored ({adam_side(x.adam4)}); SGD's long units are "
-                          "planned (lstpe campaign plan --device cuda)", until=4000,
+                          f"no SGD model stored ({adam_side(x.adam4)}); SGD's long runs are "
+                          "planned for a borrowed GPU", until=4000,
                           quotes=QUOTES)
     vals = {f"{o} {pe}": v for o, frame in (("sgd", x.sgd4), ("adam", x.adam4))
             for pe, v in values_by_pe(frame).items()}

@@ -115,7 +115,7 @@ def judge(x: Inputs) -> Verdict:
                  f"{dip['diff']:+.3f} (exact {p_text(dip['p_perm'])}; the paper: 0.925 against "
                  "0.956)")
     if s:
-        text += (f"; the curve (σ with 2 or more units): within {PLATEAU} of its best "
+        text += (f"; the curve (σ with 2 or more models): within {PLATEAU} of its best "
                  f"({s['best']:.3f} at σ = "
                  f"{s['best_sigma']:g}) up to σ = {s['plateau_to']:g}, its largest fall "
                  f"{s['drop']:.3f} from σ = {s['drop_from']:g} to {s['drop_to']:g} "

@@ -92,7 +92,7 @@ def judge(x: Inputs, block: int = 0) -> Verdict:
     text = "; ".join(u.text for u in tests)
     long = x.mechanism_long
     if have(long):
-        text += (f"; long units (seed {', '.join(str(int(v)) for v in sorted(set(long['seed'])))}"
+        text += (f"; long runs (seed {', '.join(str(int(v)) for v in sorted(set(long['seed'])))}"
                  f") at epoch {int(long['epoch'].min())}: the init still carries "
                  f"{long['init_share'].min():.0%} to {long['init_share'].max():.0%} of the PE, "
                  f"the final PE is 2-D in {int((long['p_final'] < ALPHA).sum())} of "

@@ -65,7 +65,7 @@ def still_rising(x: Inputs, best: float | None = None) -> dict[str, str]:
     for r in x.table1_long.itertuples():
         if max(r.val_last - r.val_200, r.train_last - r.train_200) > RISING:
             out[r.pe] = (f"{r.pe} still training at epoch 200: {r.val_200:.3f} → "
-                         f"{r.val_last:.3f} at epoch {r.epoch} (long units, n = {r.seeds})"
+                         f"{r.val_last:.3f} at epoch {r.epoch} (long runs, n = {r.seeds})"
                          + (f", {abs(best - r.val_last):.3f} "
                             f"{'below' if best > r.val_last else 'above'} learn-0.2's "
                             "epoch-200 mean" if best is not None else ""))

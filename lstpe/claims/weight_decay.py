@@ -41,18 +41,19 @@ def witness_line(w: object) -> str:
     """What the long witness shows at its last AdamW epoch at the largest sigma; where it
     holds no AdamW row there, or no Adam twin at that epoch, it says so (nothing to quote)."""
     if not have(w):
-        return "no AdamW long unit published"
+        return "no AdamW long run saved"
     top = w["sigma"].max()
     w = w[w["sigma"] == top]
     adamw = w.loc[w["optimizer"] == "adamw", "epoch"]
     if adamw.empty:
-        return f"the long witness holds no AdamW row at σ = {top:g} (only Adam's): no witness"
+        return f"the long AdamW run holds no row at σ = {top:g} (only Adam's): nothing to compare"
     at = int(adamw.max())
     w = w[w["epoch"] == at].set_index("optimizer")
     if "adam" not in w.index:
-        return (f"the long witness's AdamW unit at σ = {top:g} reached epoch {at}, where it has "
+        return (f"the long AdamW run at σ = {top:g} reached epoch {at}, where it has "
                 "no Adam twin to compare with")
-    return (f"the long witness (ours, one seed) at epoch {at}, σ = {w['sigma'].iloc[0]:g}: "
+    return (f"the long AdamW and Adam runs (ours, one seed) at epoch {at}, "
+            f"σ = {w['sigma'].iloc[0]:g}: "
             f"AdamW {w.loc['adamw', 'accuracy']:.3f} against Adam "
             f"{w.loc['adam', 'accuracy']:.3f}, its PE shrunk to "
             f"{w.loc['adamw', 'norm_ratio']:.2f} of its initial norm")
@@ -62,6 +63,6 @@ def judge(x: Inputs) -> Verdict:
     """``not testable yet`` until Tables 5-6's units are stored; the witness in the text."""
     n = x.optimizer_units.get("tables56", 0)
     why = (f"{n} AdamW unit{'s' if n != 1 else ''} of Tables 5-6 stored, too few for the "
-           "paper's contrasts" if n else "no AdamW unit of Tables 5-6 stored")
+           "paper's contrasts" if n else "no AdamW model of Tables 5-6 stored")
     return untestable(CLAIM, LINE, WHERE, f"{why}; {witness_line(x.witness)}", until=4000,
                       quotes=QUOTES)
