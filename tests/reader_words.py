@@ -76,8 +76,9 @@ def reader_word_problems(page_text: str, page: str) -> list[str]:
 
 
 class ArticleText(html.parser.HTMLParser):
-    """The reader-facing text of a built page: its article body (``<article>`` or ``<main>``)
-    without code inputs (``div.cell_input``), scripts, styles or the header links; Markdown and
+    """The reader-facing text of a built page: its article body (``<article>``; not the
+    navigation, the page's table of contents or the links to the next page) without code
+    inputs (``div.cell_input``), scripts, styles or the header links; Markdown and
     cell outputs (folded ones too) are kept."""
 
     SKIP_TAGS = {"script", "style", "head"}
@@ -91,7 +92,7 @@ class ArticleText(html.parser.HTMLParser):
     def handle_starttag(self, tag: str, attrs: list) -> None:
         a = dict(attrs)
         cls = (a.get("class") or "").split()
-        if tag in ("article", "main"):
+        if tag == "article":
             self._in_article += 1
         if self._skip and tag == self._skip[-1][0]:
             self._skip[-1] = (tag, self._skip[-1][1] + 1)
@@ -107,7 +108,7 @@ class ArticleText(html.parser.HTMLParser):
                 self._skip[-1] = (tag, depth)
             else:
                 self._skip.pop()
-        if tag in ("article", "main"):
+        if tag == "article":
             self._in_article -= 1
 
     def handle_data(self, data: str) -> None:

@@ -43,7 +43,8 @@ def test_article_text_keeps_outputs_and_drops_code_inputs() -> None:
     page = ("<html><head><title>unit</title></head><body><nav>campaign</nav><main><article>"
             "<p>The finding.</p><div class='cell docutils'><div class='cell_input'><pre>"
             "run_unit(lease)</pre></div><div class='cell_output'><pre>3 units stored</pre>"
-            "</div></div><h2>Title<a class='headerlink'>#</a></h2></article></main></body></html>")
+            "</div></div><h2>Title<a class='headerlink'>#</a></h2></article>"
+            "<footer>next: the campaign</footer></main></body></html>")
     text = article_text(page)
     assert "3 units stored" in text and "The finding." in text
     assert "lease" not in text and "campaign" not in text and "#" not in text

@@ -262,12 +262,12 @@ class Run:
         if self.manifest.get("kind") == "campaign-merge":
             per = self.manifest.get("seeds_per_pe", {})
             seeds = ", ".join(f"{pe} {len(s)}" for pe, s in per.items())
-            line = (f"[{self.name}: {len(self.manifest.get('fragments', []))} fragments of the "
-                    f"campaign (the paper's recipe, {cfg.get('epochs')} epochs, "
+            line = (f"[{self.name}: {len(self.manifest.get('fragments', []))} trained models "
+                    f"(the paper's recipe, {cfg.get('epochs')} epochs, "
                     f"{self._precisions()}); seeds per PE: {seeds}; device "
                     f"{self.manifest.get('device')}, torch {self.manifest.get('torch_version')},"
                     f" commit {self.manifest.get('git_commit')}, "
-                    f"{self.manifest.get('wall_time_s', 0) / 3600:.1f} machine-hours]")
+                    f"{self.manifest.get('wall_time_s', 0) / 3600:.1f} hours of training in all]")
             missing = self.manifest.get("missing")
             if missing:
                 line += f"\nWARNING: asked for, not stored, left out: {', '.join(missing)}"
