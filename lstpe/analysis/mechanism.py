@@ -103,7 +103,7 @@ def mechanism_view(table: pd.DataFrame, epoch: int | None = None) -> pd.DataFram
     for _, r in table.iterrows():
         n = int(r["n"])
         rows[f"{r['sigma']:g}"] = {
-            ("", "units"): n,
+            ("", "models"): n,
             ("dPE (learned) grid score", "median [range]"):
                 _rng(r["dpe_median"], r["dpe_min"], r["dpe_max"], 2),
             ("dPE (learned) grid score", "p<0.05"): f"{int(r['dpe_below'])}/{n}",
