@@ -147,7 +147,7 @@ def test_scorecard_on_the_stored_units():
     assert sf["seeds"].startswith(f"{per.min()} ") and (sf["rest"] == "") == (len(per) >= 20)
     from lstpe.analysis.authors_logs import authors_range_check  # every unit, checked once
     checked = authors_range_check(runs["table2"].final("val_dropout"))
-    assert f"the {len(checked)} units" in claims.rank_facts(runs["table2"])["range"]
+    assert f"the {len(checked)} models" in claims.rank_facts(runs["table2"])["range"]
     counts = C.verdict_counts(card)
     assert cf["parts"] == str(len(card)) and cf["contradicted"] == str(counts["contradicted"])
     assert cf["is_are"] == ("is" if counts["shown"] == 1 else "are")

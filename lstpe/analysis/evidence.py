@@ -332,7 +332,7 @@ def trend_row(sigma: Sequence[float], values: Sequence[float], *, claim: str = "
                p_welch=t.slope_p, p_perm=t.p_perm, p_floor=1 / (1 + n_perm),
                test="Kendall tau-b (permutation); OLS slope per doubling of sigma",
                verdict=word,
-               why=f"tau {t.tau:+.2f} over {t.n} units, {t.levels} sigmas (permutation "
+               why=f"tau {t.tau:+.2f} over {t.n} models, {t.levels} sigmas (permutation "
                    f"p{'≤' if t.p_perm * (1 + n_perm) < 1.5 else '='}{t.p_perm:.2g}); "
                    f"{t.slope:+.3f} per doubling of sigma "
                    f"[{t.slope_low:+.3f}, {t.slope_high:+.3f}]")

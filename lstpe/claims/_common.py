@@ -107,7 +107,7 @@ def trend(r: pd.Series, want: str, name: str, what: str, quote: Quote | None = N
     if pd.isna(r["statistic"]):
         return Test(name, "open", f"{what}: Kendall {tau_text(math.nan, n)}, no trend to test",
                     1.0, quote)
-    text = f"{what}: Kendall {tau_text(r['statistic'])} over {n} units ({p_text(r['p_perm'])})"
+    text = f"{what}: Kendall {tau_text(r['statistic'])} over {n} models ({p_text(r['p_perm'])})"
     sign = 1 if want == "rises" else -1
     if init is None:
         word = r["verdict"]

@@ -77,7 +77,7 @@ def _change(t: pd.DataFrame, i: pd.DataFrame) -> Test | None:
     outcome = "open" if p >= ev.ALPHA else "supports" if mean < 0 else "contradicts"
     return Test("training brings small-sigma PEs closer", outcome,
                 f"σ ≤ 0.2: distance {ch['distance_init'].mean():.2f} at initialisation → "
-                f"{ch['distance'].mean():.2f} trained (change {mean:+.3f} over {len(ch)} units, "
+                f"{ch['distance'].mean():.2f} trained (change {mean:+.3f} over {len(ch)} models, "
                 f"sign-flip {p_text(p)})", 2 / 2 ** len(ch), QUOTES[2])
 
 
