@@ -75,7 +75,8 @@ def test_table1_long_facts_read_the_long_units():
 
 
 def test_noise_facts_fall_back_where_a_pe_is_missing():
-    rows = [{"pe": pe, "seed": k, "clean": 0.9, "loss": loss + 0.001 * k}
+    rows = [{"pe": pe, "seed": k, "clean": 0.9, "noisy": 0.9 - loss - 0.001 * k,
+             "loss": loss + 0.001 * k}
             for pe, loss in (("learn-0.2", 0.05), ("learn-2", 0.01)) for k in SEEDS]
     losses = pd.DataFrame(rows)
     losses.attrs["noise_max"] = 0.1
@@ -83,10 +84,11 @@ def test_noise_facts_fall_back_where_a_pe_is_missing():
     v = noise.judge(Inputs(final=_final({}), noise=losses))
     out = facts.noise_facts(cells, con, losses, v)
     assert out["x"] == "0.1" and out["worst"] == "learn-0.2"
-    assert out["loss"]["2d-fixed"] == "–" and out["vs"][("learn-0.1", "learn-2")] == \
-        "not in these runs"
-    assert out["vs"][("learn-0.2", "learn-2")].endswith(": higher")
+    assert out["loss"]["2d-fixed"] == "–"
     assert out["trend"] == "falls" and out["clean_2"] == "0.900"  # learn-2 loses less
+    # the claim's sentence: no common PE stored, none left out at chance
+    assert "falls as σ grows" in out["claim_text"] and "common PEs" not in out["claim_text"]
+    assert "left out" not in out["claim_text"]
 
 
 def test_sigma_and_mechanism_facts():

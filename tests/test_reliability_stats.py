@@ -46,7 +46,8 @@ def test_all_tied_values_say_tau_is_undefined_in_words():
                             ev.contrast_table("small_sigma_generalises", f))
     assert "nan" not in out["trend"] and "tied" in out["trend"]
 
-    losses = pd.DataFrame([{"pe": f"learn-{s:g}", "seed": k, "clean": 0.9, "loss": 0.0}
+    losses = pd.DataFrame([{"pe": f"learn-{s:g}", "seed": k, "clean": 0.9, "noisy": 0.9,
+                            "loss": 0.0}
                            for s in SIGMAS for k in (1, 2, 3)])
     losses.attrs["noise_max"] = 0.1
     cells, con = ct.noise_evidence(losses)
@@ -123,14 +124,16 @@ def test_equivalence_without_spread_is_the_exact_tost():
 
 
 def test_a_constant_per_puzzle_accuracy_names_the_true_reason():
-    """learn-0.2 solves every puzzle: its rank correlation with people is undefined, and the
-    verdict says so, not that no learn-0.2 unit is stored."""
-    sim = pd.DataFrame({"pe": ["learn-0.2", "learn-1"], "spearman": [math.nan, 0.3],
-                        "spearman_p": [math.nan, 0.01], "model_accuracy": [1.0, 0.8]})
-    v = humans.judge(Inputs(final=_final({}), similarity=sim))
-    assert "no stored" not in v.evidence
-    assert "constant" in v.evidence and "undefined" in v.evidence
+    """learn-0.2's models solve every puzzle: their r with people is undefined (no error to
+    place), and the verdict says so, not that no learn-0.2 model is stored; without any
+    agreement measured it says that."""
+    agree = pd.DataFrame({"pe": ["learn-0.2"] * 3 + ["learn-1"] * 3, "seed": [1, 2, 3] * 2,
+                          "r": [math.nan] * 3 + [0.1, 0.2, 0.15], "cosine": [0.99] * 6})
+    v = humans.judge(Inputs(final=_final({}), agreement=agree))
+    assert "no stored" not in v.evidence and "every puzzle" in v.evidence
     assert v.verdict == "not testable yet"
+    v = humans.judge(Inputs(final=_final({})))
+    assert "no stored" not in v.evidence and "agreement with people" in v.evidence
 
 
 def test_human_similarity_says_why_a_correlation_is_undefined():

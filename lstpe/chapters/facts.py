@@ -109,23 +109,19 @@ def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
     :func:`lstpe.analysis.claim_tables.noise_evidence`, ``losses`` its input, ``verdict`` the
     noise claim's (:mod:`lstpe.claims.noise`). Keys: ``x`` (the largest noise std),
     ``worst`` and ``loss`` (PE -> its mean loss with its 95% CI), ``equivalent`` (the PEs whose
-    loss is within the margin of none), ``margin``, ``vs`` ((a, b) -> the contrast's phrase),
+    loss is within the margin of none), ``margin``,
     ``trend``, ``tau``, ``p_trend``, ``clean_2`` (learn-2's accuracy without noise),
     ``label``, ``claim_text`` (the verdict's evidence in words), ``previews`` (the names of
     ``runs``, name -> run, that are previews, not the
     authors' recipe)."""
     c = cells.set_index("cell")
     loss = {pe: fd.ci(*c.loc[pe, ["mean", "ci_low", "ci_high"]]) for pe in c.index}
-    rows = verdict.numbers.get("rows", con)
-    vs = {(r["a"], r["b"]): f"{fd.contrast_ci(r)}, exact {fd.pval(r['p_perm'])}"
-          + (f", Holm {fd.pval(r['p_holm'])}" if pd.notna(r.get("p_holm")) else "")
-          + f": {r['verdict']}" for _, r in rows.iterrows()}
     tr = con[con["b"] == ""]
     t = tr.iloc[0] if len(tr) else None
     clean = losses.groupby("pe")["clean"].mean()
     return {"x": f"{losses.attrs['noise_max']:g}", "worst": c["mean"].idxmax(),
             "loss": _Missing(loss), "equivalent": fd.names(fd.having(cells, "equivalent")),
-            "margin": f"{cells['margin'].iloc[0]:g}", "vs": _Missing(vs, "not in these runs"),
+            "margin": f"{cells['margin'].iloc[0]:g}",
             "trend": {"falls": "falls", "rises": "rises"}.get(
                 t["verdict"] if t is not None else "", "shows no trend"),
             "tau": tau_text(t["statistic"], int(t["n_a"])).removeprefix("τ = ")

@@ -78,8 +78,11 @@ def judge(x: Inputs, best: str = "learn-0.2") -> Verdict:
     """The verdict (module docstring); ``numbers``: ``cells`` and ``contrasts`` (chapter 9's
     tables, :func:`~lstpe.analysis.claim_tables.human_evidence`) and ``n_differs`` (the PEs
     whose r differs from 0 after Holm)."""
-    if not have(x.agreement) or best not in set(x.agreement["pe"]):
-        return untestable(CLAIM, LINE, WHERE, f"no stored {best} unit", quotes=QUOTES)
+    if not have(x.agreement):
+        return untestable(CLAIM, LINE, WHERE, "no model's agreement with people measured",
+                          quotes=QUOTES)
+    if best not in set(x.agreement["pe"]):
+        return untestable(CLAIM, LINE, WHERE, f"no stored {best} model", quotes=QUOTES)
     cells, con = ct.human_evidence(x.agreement, best=best)
     c = cells.set_index("cell")
     mine = c.loc[best]
