@@ -469,8 +469,12 @@ RESULTS_PAGES = ("book/intro", "book/05_training", "book/06_sigma_sweep",
 """The pages that open with their finding (issue 51)."""
 FIRST_SCREEN = 800
 """The height in px of a laptop's first screen at a 1280-px window (1280 x 800)."""
-MAX_HEIGHT = 10_500
-"""A long page's height at 1280 px, folded sections folded (issue 51: about 10k px)."""
+MAX_HEIGHT = 17_500
+"""A long page's height at 1280 px, folded sections folded. Issue 51 asked for about 10k px
+and folded figures to get there; issue 65 puts every figure a takeaway describes back in
+view, and the pages measured 16.8k (chapter 7), 13.0k (10) and 12.1k (11) px on the first
+build that did. The bound keeps them from growing further; splitting chapter 7 is the way
+back under 10k."""
 LONG_PAGES = ("book/07_inside_the_models", "book/10_brain", "book/11_reproduction_report")
 """The pages issue 51 found too long (15.9k, 16.9k and 13.5k px at 1280 px)."""
 
@@ -508,7 +512,7 @@ def reader_problems(got: dict, chapter: str, width: int) -> list[str]:
 
 
 def test_reader_problems_sees_a_late_finding_and_a_wide_table() -> None:
-    got = {"finding": 1400, "inputs_before": 2, "height": 16_900, "key_wide": ["cell n"],
+    got = {"finding": 1400, "inputs_before": 2, "height": 18_200, "key_wide": ["cell n"],
            "fig_wide": []}
     problems = reader_problems(got, LONG_PAGES[0], 1280)
     assert len(problems) == 4 and "below the first screen" in problems[0]

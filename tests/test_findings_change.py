@@ -92,13 +92,13 @@ def executed(tmp_path_factory, executed_chapters):
 
 
 def test_chapter_11_counts_the_removed_units(executed):
-    """Chapter 11's runs line names more fragments of each run with every unit than with
+    """Chapter 11's runs line names more trained models of each run with every unit than with
     fewer, one more per removed unit of a PE the run reads (Table 1 reads Table 2's 2d-fixed
     and learn-0.2, which are its units too)."""
     (fewer, more), removed = executed[0]["11_reproduction_report.ipynb"], executed[1]
     for run in RUNS:
         pes = set(run_config(run, "paper").pes)
-        n = [int(re.search(rf"{run}: (\d+) fragments", _outputs(nb)).group(1))
+        n = [int(re.search(rf"{run}: (\d+) trained models", _outputs(nb)).group(1))
              for nb in (fewer, more)]
         assert n[1] - n[0] == len({tuple(k.split("/")[1:]) for k in removed
                                    if k.split("/")[1] in pes}), run

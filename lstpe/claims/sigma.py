@@ -105,7 +105,7 @@ def judge(x: Inputs) -> Verdict:
                       quote=WANT[(r["a"], r["b"])][1]) for _, r in rows.iterrows()]
     if len(tr):
         tests.append(trend(tr.iloc[0], "falls", "accuracy falls over sigma",
-                           "accuracy over σ (every learnable unit)", QUOTES[2]))
+                           "accuracy over σ (every learnable-PE model)", QUOTES[2]))
     dip = ev.contrast_rows(values_by_pe(x.final), [ADAM_DIP], claim=CLAIM).iloc[0]
     s = shape(x.final)
     verdict, part = weigh(tests)
