@@ -152,8 +152,10 @@ def _noise_claim_text(verdict: Any) -> str:
     rows = n.get("rows")
     if rows is not None and len(rows):
         low = rows[(rows["p_holm"] < ALPHA) & (rows["diff"] < 0)]["b"].tolist()
-        parts.append(f"`learn-0.2` is shown to lose less than {len(low)} of the {len(rows)} "
-                     f"common PEs (Holm-adjusted)" + (f": {fd.names(low)}" if low else ""))
+        parts.append(f"`learn-0.2` is shown to lose less than {fd.names(low)} ({len(low)} of the "
+                     f"{len(rows)} common PEs, Holm-adjusted)" if low else
+                     f"`learn-0.2` is not shown to lose less than any of the {len(rows)} common "
+                     "PEs (Holm-adjusted)")
     left = n.get("left_out") or []
     if left:
         parts.append(f"left out, at chance without noise: {fd.names(left)}")
