@@ -25,6 +25,33 @@ def pe_kernel(pe: Any) -> np.ndarray:
     p = np.divide(p, norm, out=np.zeros_like(p), where=norm > 0)
     return p @ p.T
 
+def _models(artifacts: Mapping[str, Any], seed: int | None,
+            pes: Sequence[str] | None) -> dict[str, int]:
+    """``{label: model index}`` of the models of one seed (default the first model's), in the
+    order of ``pes`` (default: every label of that seed).
+
+    Raises:
+        ValueError: unknown seed or PE.
+    """
+    labels, seeds = list(artifacts["labels"]), [int(s) for s in artifacts["seeds"]]
+    seed = seeds[0] if seed is None else int(seed)
+    if seed not in seeds:
+        raise ValueError(f"no model with seed {seed}; seeds: {sorted(set(seeds))}")
+    idx = {lab: i for i, (lab, s) in enumerate(zip(labels, seeds, strict=True)) if s == seed}
+    want = list(pes) if pes is not None else list(idx)
+    missing = [p for p in want if p not in idx]
+    if missing:
+        raise ValueError(f"no model {missing} with seed {seed}; labels: {', '.join(idx)}")
+    return {lab: idx[lab] for lab in want}
+
+
+def _pe(artifacts: Mapping[str, Any], key: str, model: int, block: int) -> np.ndarray:
+    """One model's block-``block`` PE (n, d) from ``artifacts[key]`` (M, L, n, d), as an array
+    (a tensor as float32, as it is stored)."""
+    x = artifacts[key][model, block]
+    return x.float().numpy() if hasattr(x, "float") else np.asarray(x)
+
+
 def pe_kernels(artifacts: Mapping[str, Any], seed: int | None = None, block: int = 0,
                stage: str = "final", pes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """:func:`pe_kernel` of block ``block``'s PE for every model of one seed, by PE label.
@@ -39,22 +66,8 @@ def pe_kernels(artifacts: Mapping[str, Any], seed: int | None = None, block: int
     """
     if stage not in ("final", "init"):
         raise ValueError(f"unknown stage {stage!r}; valid: final, init")
-    labels, seeds = list(artifacts["labels"]), [int(s) for s in artifacts["seeds"]]
-    seed = seeds[0] if seed is None else int(seed)
-    if seed not in seeds:
-        raise ValueError(f"no model with seed {seed}; seeds: {sorted(set(seeds))}")
-    pe = artifacts[f"pe_{stage}"]
-    idx = {lab: i for i, (lab, s) in enumerate(zip(labels, seeds, strict=True)) if s == seed}
-    want = list(pes) if pes is not None else list(idx)
-    missing = [p for p in want if p not in idx]
-    if missing:
-        raise ValueError(f"no model {missing} with seed {seed}; labels: {', '.join(idx)}")
-    out = {}
-    for lab in want:
-        x = pe[idx[lab], block]
-        x = x.float().numpy() if hasattr(x, "float") else np.asarray(x)
-        out[lab] = pe_kernel(x)
-    return out
+    return {lab: pe_kernel(_pe(artifacts, f"pe_{stage}", i, block))
+            for lab, i in _models(artifacts, seed, pes).items()}
 
 
 def learned_kernels(artifacts: Mapping[str, Any], pes: Sequence[str], seed: int | None = None,
@@ -67,18 +80,11 @@ def learned_kernels(artifacts: Mapping[str, Any], pes: Sequence[str], seed: int 
         artifacts: with ``labels``, ``seeds``, ``pe_init`` and ``pe_final`` (M, L, n, d).
         seed: default the first model's seed.
     Raises:
-        ValueError: an unknown seed or PE (as :func:`pe_kernels`).
+        ValueError: an unknown seed or PE.
     """
-    final = pe_kernels(artifacts, seed=seed, block=block, pes=pes)
-    labels, seeds = list(artifacts["labels"]), [int(s) for s in artifacts["seeds"]]
-    seed = seeds[0] if seed is None else int(seed)
     out = {}
-    for lab in pes:
-        i = next(j for j, (la, s) in enumerate(zip(labels, seeds, strict=True))
-                 if la == lab and s == seed)
-        diff = [artifacts[k][i, block] for k in ("pe_final", "pe_init")]
-        diff = [x.double().numpy() if hasattr(x, "double") else np.asarray(x, float)
-                for x in diff]
-        out[f"{lab}: after training"] = final[lab]
-        out[f"{lab}: learned part"] = pe_kernel(diff[0] - diff[1])
+    for lab, i in _models(artifacts, seed, pes).items():
+        final = _pe(artifacts, "pe_final", i, block)
+        out[f"{lab}: after training"] = pe_kernel(final)
+        out[f"{lab}: learned part"] = pe_kernel(final - _pe(artifacts, "pe_init", i, block))
     return out
