@@ -75,6 +75,32 @@ def reader_word_problems(page_text: str, page: str) -> list[str]:
     return problems
 
 
+class SkipStack:
+    """The element an HTML parser is skipping, as ``(tag, depth)`` pairs: a start tag of the
+    skipped element's kind nests one deeper, its end tag climbs back out; a new element is
+    skipped only outside one (shared by the book test's parsers)."""
+
+    def __init__(self) -> None:
+        self._stack: list[tuple[str, int]] = []
+
+    def start(self, tag: str, skip: bool) -> None:
+        if self._stack and tag == self._stack[-1][0]:
+            self._stack[-1] = (tag, self._stack[-1][1] + 1)
+        elif skip:
+            self._stack.append((tag, 1))
+
+    def end(self, tag: str) -> None:
+        if self._stack and tag == self._stack[-1][0]:
+            depth = self._stack[-1][1] - 1
+            if depth:
+                self._stack[-1] = (tag, depth)
+            else:
+                self._stack.pop()
+
+    def __bool__(self) -> bool:
+        return bool(self._stack)
+
+
 class ArticleText(html.parser.HTMLParser):
     """The reader-facing text of a built page: its article body (``<article>``; not the
     navigation, the page's table of contents or the links to the next page) without code
@@ -87,27 +113,19 @@ class ArticleText(html.parser.HTMLParser):
         super().__init__()
         self.parts: list[str] = []
         self._in_article = 0
-        self._skip: list[tuple[str, int]] = []  # (tag, depth) of the element being skipped
+        self._skip = SkipStack()
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         a = dict(attrs)
         cls = (a.get("class") or "").split()
         if tag == "article":
             self._in_article += 1
-        if self._skip and tag == self._skip[-1][0]:
-            self._skip[-1] = (tag, self._skip[-1][1] + 1)
-        elif tag in self.SKIP_TAGS or "cell_input" in cls or "headerlink" in cls:
-            self._skip.append((tag, 1))
+        self._skip.start(tag, tag in self.SKIP_TAGS or "cell_input" in cls or "headerlink" in cls)
         if tag in ("p", "div", "li", "br", "tr", "h1", "h2", "h3", "h4", "pre"):
             self.parts.append("\n")
 
     def handle_endtag(self, tag: str) -> None:
-        if self._skip and tag == self._skip[-1][0]:
-            depth = self._skip[-1][1] - 1
-            if depth:
-                self._skip[-1] = (tag, depth)
-            else:
-                self._skip.pop()
+        self._skip.end(tag)
         if tag == "article":
             self._in_article -= 1
 

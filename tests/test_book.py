@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import executed_copy
+from tests.reader_words import SkipStack
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -112,7 +113,7 @@ class _Visible(html.parser.HTMLParser):
         self.scripts: list[str] = []
         self.math = 0
         self.math_errors = 0
-        self._skip: list[tuple[str, int]] = []  # (tag, depth) of the elements being skipped
+        self._skip = SkipStack()
         self._output: tuple[str, int] | None = None
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
@@ -129,21 +130,13 @@ class _Visible(html.parser.HTMLParser):
         elif self._output is None and "cell_output" in cls:
             self._output = (tag, 1)
             self.outputs.append("")
-        if self._skip and tag == self._skip[-1][0]:
-            self._skip[-1] = (tag, self._skip[-1][1] + 1)
-        elif tag in self.SKIP or "highlight" in cls or "onlyprint" in cls:
-            self._skip.append((tag, 1))
+        self._skip.start(tag, tag in self.SKIP or "highlight" in cls or "onlyprint" in cls)
 
     def handle_endtag(self, tag: str) -> None:
         if self._output and tag == self._output[0]:
             depth = self._output[1] - 1
             self._output = (tag, depth) if depth else None
-        if self._skip and tag == self._skip[-1][0]:
-            depth = self._skip[-1][1] - 1
-            if depth:
-                self._skip[-1] = (tag, depth)
-            else:
-                self._skip.pop()
+        self._skip.end(tag)
 
     def handle_data(self, data: str) -> None:
         if self._output is not None:
