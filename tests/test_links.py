@@ -13,9 +13,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,45 @@ def test_the_install_cell_is_short_and_hidden_on_the_page() -> None:
         assert len("".join(first["source"]).splitlines()) <= 15, nb.name
         tags = set(first.get("metadata", {}).get("tags", []))
         assert tags & {"remove-input", "hide-input", "remove-cell"}, nb.name
+
+
+def _clone_command(src: str) -> ast.expr:
+    """The ``clone = (...)`` expression of an install cell."""
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "clone":
+            return node.value
+    raise AssertionError("the install cell assigns no clone command")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_install_cell_clones_the_stored_runs_without_the_resume_state(tmp_path: Path) -> None:
+    """Every chapter has the same install cell, and its clone command, run against a local
+    repository laid out as this one is (served with partial clone allowed, as GitHub does),
+    checks out ``lstpe/`` and ``results/`` but not ``results/long/_resume`` -- nor downloads
+    its blob (about half of what a plain shallow clone of the repository brings)."""
+    cells = {nb.name: repo.install_cell(nb) for nb in repo.notebooks(ROOT)}
+    assert len(set(cells.values())) == 1, "the chapters' install cells differ"
+    src = next(iter(cells.values()))
+    origin, home = tmp_path / "origin", tmp_path / "home"
+    big = bytes(range(256)) * 4096  # 1 MiB that does not compress
+    files = {"lstpe/__init__.py": b"", "results/paper/a/manifest.json": b"{}",
+             "results/long/table2/x/e0200/manifest.json": b"{}",
+             "results/long/_resume/mechanism/chunk0.pt": big}
+    for rel, data in files.items():
+        (origin / rel).parent.mkdir(parents=True, exist_ok=True)
+        (origin / rel).write_bytes(data)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"],
+                ["config", "uploadpack.allowFilter", "true"]):
+        subprocess.run([*git, "-C", str(origin), *cmd], check=True)
+    env = {"url": f"file://{origin}", "branch": "main", "home": str(home)}
+    command = eval(compile(ast.Expression(_clone_command(src)), "cell", "eval"), {}, env)
+    subprocess.run(command, shell=True, check=True, cwd=tmp_path)
+    assert (home / "lstpe/__init__.py").exists()
+    assert (home / "results/long/table2/x/e0200/manifest.json").exists()
+    assert not (home / "results/long/_resume").exists()
+    objects = sum(f.stat().st_size for f in (home / ".git/objects").rglob("*") if f.is_file())
+    assert objects < len(big) / 2, f"the clone downloaded {objects} bytes: the resume state too"
 
 
 def test_set_url_moves_everything_to_a_fork(tmp_path: Path) -> None:

@@ -220,7 +220,8 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
     for c in {c.name: c for c in lu.LONG_PLAN if lu.unresumable(c, results_dir)
               and lu.chunk_epoch(c, results_dir) < c.target and c.name not in held}.values():
         log(f"long: {c.name} has published segments but no resume checkpoint here "
-            f"({lu.resume_dir(c, results_dir)}): passed over")
+            f"({lu.resume_dir(c, results_dir)}; a clone made without it, as the chapters' "
+            "Colab cell makes, fetches it with git sparse-checkout disable): passed over")
     for name, who in held.items():
         log(f"long: {name} is held by another process ({who}), which trains it: passed over")
     passed = lt.damaged_chunks(results_dir, log) if units is None else set()  # not to pick
