@@ -13,6 +13,7 @@ additive PEs' blocks, and the weight plumbing of :mod:`lstpe.tutorial.readable`.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 from pathlib import Path
@@ -137,3 +138,16 @@ def test_weights_round_trip_through_the_package(chapter) -> None:
     assert readable.package_name("pe.P") == ("pe.learn", False)
     with pytest.raises(ValueError, match="no package name"):
         readable.package_name("blocks.0.rel")
+
+
+def test_chapter_4b_shows_the_learnable_pe_chapter_5_imports() -> None:
+    """The learnable PE is written once, under its formula in chapter 4b; the package keeps the
+    same class byte for byte, which chapter 5 imports instead of writing it again."""
+    cells = json.loads((ROOT / "book" / "04b_learnable_pe.ipynb").read_text(encoding="utf-8"))
+    shown = ["".join(c["source"]) for c in cells["cells"]
+             if c["cell_type"] == "code" and "class LearnablePE" in "".join(c["source"])]
+    assert len(shown) == 1, "chapter 4b writes the learnable PE once"
+    kept = inspect.getsource(readable.LearnablePE)
+    assert shown[0][shown[0].index("class LearnablePE"):].rstrip() == kept.rstrip()
+    ch5 = "\n".join(src for _, src in chapter_cells())
+    assert "class LearnablePE" not in ch5 and "import LearnablePE" in ch5

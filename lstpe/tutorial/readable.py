@@ -6,7 +6,10 @@ its cells and checks them against the package's own code (the batched model the 
 readable modules name their weights as ``torch.nn`` does (``blocks.0.qkv.weight`` of an
 ``nn.Linear``, ``pe.P``); the package stores one model in the layout of
 :func:`lstpe.nn.architecture.init_weights` (``blocks.0.qkv.w`` as (in, out), ``pe.learn``).
-The three functions here translate between the two; they hold no model code.
+The three functions here translate between the two. The one model code here is
+:class:`LearnablePE`, chapter 4b's readable learnable PE, kept byte for byte as that chapter
+shows it (``tests/test_readable.py`` compares them) so that chapter 5 imports it rather than
+writing it a second time.
 """
 
 from __future__ import annotations
@@ -15,6 +18,18 @@ import torch
 from torch import nn
 
 from lstpe.nn.model import StackedModels
+
+
+class LearnablePE(nn.Module):
+    """One learned matrix P_l of shape (n_tokens, d) per block, entries N(0, sigma^2) at init."""
+    def __init__(self, n_layers: int, n_tokens: int, d: int, sigma: float,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.P = nn.Parameter(sigma * torch.randn(n_layers, n_tokens, d, generator=generator))
+
+    def forward(self, h: torch.Tensor, layer: int) -> torch.Tensor:
+        """h: (B, n_tokens, d), the stream entering block `layer` -> h + P_layer."""
+        return h + self.P[layer]
 
 
 def package_name(name: str) -> tuple[str, bool]:
