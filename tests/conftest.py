@@ -113,7 +113,7 @@ def house_style() -> None:
     """Every figure of the suite is drawn in the house style, as every chapter draws it
     (``chapters.notebook.setup`` applies it), whatever test ran before: a figure's layout
     must not depend on the order the tests run in."""
-    from lstpe.analysis import style
+    from lstpe.rendering import style
 
     style.apply()
 

@@ -16,7 +16,7 @@ import torch  # noqa: E402
 from scipy.spatial.distance import jensenshannon  # noqa: E402
 
 from lstpe.analysis import attention as att  # noqa: E402
-from lstpe.analysis import plots  # noqa: E402
+from lstpe.figures import plots  # noqa: E402
 from lstpe.nn.architecture import ModelConfig
 from lstpe.nn.model import BatchedLSTTransformer  # noqa: E402
 

@@ -17,7 +17,7 @@ from scipy import stats  # noqa: E402
 
 from lstpe import lst  # noqa: E402
 from lstpe.analysis import humans as hu  # noqa: E402
-from lstpe.analysis import plots  # noqa: E402
+from lstpe.figures import plots  # noqa: E402
 from lstpe.lst import validation_split  # noqa: E402
 
 

@@ -13,7 +13,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from lstpe.analysis import curves, paper_compare, plots, style  # noqa: E402
+from lstpe.analysis import curves  # noqa: E402
+from lstpe.evidence import paper_compare  # noqa: E402
+from lstpe.figures import plots  # noqa: E402
+from lstpe.rendering import style  # noqa: E402
 from tests.test_chapters import history  # noqa: E402
 
 
@@ -232,7 +235,7 @@ def test_vs_paper_log_axis_ticks_at_the_sigmas():
 def check_figure(fig) -> None:
     """Every axes that shows data is labelled (or shares its row's / column's labels), every
     heatmap has a colour bar, no legend sits inside an axes, and no title, label or tick runs
-    into another (:func:`lstpe.analysis.style.overlapping_text`)."""
+    into another (:func:`lstpe.rendering.style.overlapping_text`)."""
     assert style.overlapping_text(fig) == [], "titles, labels or ticks run into each other"
     fig.canvas.draw()
     cbars = {a for a in fig.axes if a.get_label() == "<colorbar>"}
@@ -316,7 +319,7 @@ def test_progress_has_one_bar_per_part_and_counts_model_epochs():
     two parts: 0.5 and 0.125), labelled by the parts' names, never 'item N'."""
     import pandas as pd
 
-    from lstpe.analysis import report_plots
+    from lstpe.figures import report_plots
 
     progress = pd.DataFrame({"what": ["Table 2 core", "the whole plan"], "units": [6, 6],
                              "done": [3, 3]}, index=pd.Index(["1", "all"], name="item"))

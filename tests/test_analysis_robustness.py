@@ -52,7 +52,7 @@ def test_plot_noise_curves(table):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lstpe.analysis import plots
+    from lstpe.figures import plots
 
     ax = plots.plot_noise_curves(table)
     assert len(ax.containers) == 2  # one line per PE
@@ -147,7 +147,8 @@ def test_list_of_models_numbered_in_order(val):
 
 def test_end_to_end_on_a_train_result(val):
     """Every analysis runs on real training-run artefacts (1 epoch, tiny model and data)."""
-    from lstpe.analysis import attention, humans, procrustes, seed_stats
+    from lstpe.analysis import attention, humans, procrustes
+    from lstpe.stats import seed_stats
     from lstpe.training.config import TrainConfig
     from lstpe.training.train import train
 

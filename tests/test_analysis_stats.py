@@ -14,11 +14,12 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats as sps  # noqa: E402
 
-from lstpe.analysis import paper_compare as pc  # noqa: E402
-from lstpe.analysis import plots  # noqa: E402
-from lstpe.analysis import power as pw  # noqa: E402
-from lstpe.analysis import seed_stats as ss  # noqa: E402
-from lstpe.analysis import seed_tests as st  # noqa: E402
+from lstpe.evidence import paper_compare as pc  # noqa: E402
+from lstpe.figures import plots  # noqa: E402
+from lstpe.references import paper_tables as pt  # noqa: E402
+from lstpe.stats import power as pw  # noqa: E402
+from lstpe.stats import seed_stats as ss  # noqa: E402
+from lstpe.stats import seed_tests as st  # noqa: E402
 from lstpe.store.results import HISTORY_COLUMNS  # noqa: E402
 
 
@@ -177,9 +178,9 @@ def test_with_accuracy_and_rank_correlation():
 
 
 def test_load_paper_tables():
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     assert set(p["table"]) == {"1", "2", "3", "4", "5", "6"}
-    assert set(p["metric"]) == set(pc.PAPER_METRICS)
+    assert set(p["metric"]) == set(pt.PAPER_METRICS)
     one = p[(p["table"] == "1") & (p["pe"] == "2d-fixed") & (p["metric"] == "val_acc")]
     assert one[["mean", "sd"]].iloc[0].tolist() == [0.977, 0.073]
     t3 = p[(p["table"] == "3") & (p["pe"] == "learn-0.2")].iloc[0]
@@ -203,14 +204,14 @@ def _seeds(mean: float, sd: float, n: int, seed: int = 0) -> np.ndarray:
 
 
 def _paper_row(table: str, pe: str, metric: str = "val_acc") -> pd.Series:
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     return p[(p["table"] == table) & (p["pe"] == pe) & (p["metric"] == metric)].iloc[0]
 
 
 def test_constants_and_columns():
     assert ss.MIN_SEEDS_FOR_CI == 2 and st.EQUIVALENCE_MARGIN == 0.05
     assert set(pc.VERDICTS) == {"equivalent", "differs", "inconclusive", "n=1"}
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     cmp = pc.compare_to_paper(synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")]),
                               1)
     assert list(cmp.columns) == ["table", "setting", "pe", "sigma", "n", "mean", "sd", "ci_low",
@@ -301,7 +302,7 @@ def test_two_seeds_give_an_interval_a_test_and_their_detectable_difference():
 def test_matching_paper_with_small_sd_is_equivalent():
     # Table 3 (attention cosine): SDs 0.013-0.023. 15 seeds with exactly the paper's mean and
     # SD are shown equivalent within 0.05.
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     p3 = p[p["table"] == "3"]
     ours3 = synthetic_ours(p3).rename(columns={"accuracy": "cosine"})
     c3 = pc.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
@@ -335,7 +336,7 @@ def test_paper_sd_alone_can_prevent_equivalence():
 
 
 def test_means_two_tenths_apart_are_different():
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     p3 = p[p["table"] == "3"]
     ours3 = synthetic_ours(p3, shift=-0.2).rename(columns={"accuracy": "cosine"})
     c3 = pc.compare_to_paper(ours3, table=3, metric="attention_cosine", value="cosine")
@@ -352,7 +353,7 @@ def test_means_two_tenths_apart_are_different():
 
 def test_intervals_stay_inside_zero_one():
     rng = np.random.default_rng(3)
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     p1 = p[(p["table"] == "1") & (p["metric"] == "val_acc")]
     rows = []
     for i, r in enumerate(p1.itertuples()):
@@ -374,7 +375,7 @@ def test_intervals_stay_inside_zero_one():
 
 
 def test_compare_to_paper_on_matching_synthetic_table_and_plot():
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     p2 = p[(p["table"] == "2") & (p["metric"] == "val_acc")]
     cmp = pc.compare_to_paper(synthetic_ours(p2), table=2)
     assert len(cmp) == 20 and list(cmp["pe"]) == list(p2["pe"])
@@ -418,7 +419,7 @@ def test_compare_to_paper_on_matching_synthetic_table_and_plot():
 
 
 def test_compare_to_paper_bad_inputs():
-    p = pc.load_paper_tables()
+    p = pt.load_paper_tables()
     ours = synthetic_ours(p[(p["table"] == "1") & (p["metric"] == "val_acc")])
     with pytest.raises(ValueError, match="unknown paper table '7'"):
         pc.compare_to_paper(ours, 7)
@@ -514,7 +515,7 @@ def test_for_ranking_ties_equal_counts_even_at_a_rounding_boundary():
 
 
 def test_holm_against_a_hand_computation_and_tests_that_did_not_run():
-    from lstpe.analysis.seed_stats import holm, sign_flip_test
+    from lstpe.stats.seed_stats import holm, sign_flip_test
 
     # sorted 0.01, 0.03, 0.04 times 3, 2, 1: 0.03, 0.06, 0.04 -> monotone 0.03, 0.06, 0.06
     np.testing.assert_allclose(holm([0.04, 0.01, 0.03]), [0.06, 0.03, 0.06])

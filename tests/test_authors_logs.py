@@ -18,8 +18,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-import lstpe.analysis
-from lstpe.analysis import authors_logs as al
+from lstpe.references import authors_logs as al
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -79,11 +78,6 @@ def test_package_data_globs_include_the_csv():
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = cfg["tool"]["setuptools"]["package-data"]["lstpe"]
     assert any(fnmatch.fnmatch(f"data/{al.AUTHORS_LOGS_FILE}", g) for g in globs)
-
-
-def test_exported_lazily_from_analysis():
-    assert "authors_logs" in lstpe.analysis.SUBMODULES
-    assert lstpe.analysis.authors_logs.compare_with_authors is al.compare_with_authors
 
 
 @pytest.mark.parametrize("kwargs, bad", [
@@ -190,7 +184,7 @@ def test_missing_or_malformed_file(tmp_path, monkeypatch, fresh_cache):
 def test_lagging_seeds_reads_a_spread_as_a_few_slow_seeds():
     from math import comb
 
-    from lstpe.analysis.authors_logs import lagging_seeds
+    from lstpe.references.authors_logs import lagging_seeds
 
     # 13 seeds at 0.99 and 2 at 0.6: the mixture is found again from its mean and SD
     vals = [0.99] * 13 + [0.6] * 2
@@ -209,7 +203,7 @@ def test_rank_order_counts_the_pairs_the_two_curves_order_differently():
     swapping two σ's values flips exactly that pair (and τ drops by 2/C(n,2))."""
     import math
 
-    from lstpe.analysis.authors_logs import authors_at, rank_order
+    from lstpe.references.authors_logs import authors_at, rank_order
 
     auth = authors_at(200)["acc_mean"]
     pes = ["learn-0.1", "learn-0.5", "learn-1", "learn-1.5", "learn-2"]

@@ -528,7 +528,7 @@ def test_results_pages_open_with_their_finding(built_book: Path, width: int) -> 
 
 
 PICTURE = re.compile(r"<picture\b[^>]*?\bdata-lstpe-check=\"([^\"]*)\"[^>]*>.*?</picture>", re.S)
-"""A figure as :func:`lstpe.analysis.responsive.figure_html` writes it: the laptop's and the
+"""A figure as :func:`lstpe.rendering.responsive.figure_html` writes it: the laptop's and the
 phone's rendering, and the house style's checks of both."""
 FIGURE_IMG = re.compile(r"<img\b[^>]*\bsrc=\"(?:data:image/png[^\"]{0,40}|[^\"]*_images/[^\"]+)\"")
 """A figure drawn by a notebook (an inline PNG or one myst-nb wrote to ``_images/``)."""
@@ -538,7 +538,7 @@ def figure_problems(page_html: str, chapter: str) -> list[str]:
     """What the figures of one built page break (issue 51, the house style): every figure
     has a phone's rendering, and at both widths none shows text under 9 pt, text over text
     or over another panel, a legend over either, or a marker cut by its axes
-    (:func:`lstpe.analysis.responsive.check_figure`, recorded in ``data-lstpe-check``)."""
+    (:func:`lstpe.rendering.responsive.check_figure`, recorded in ``data-lstpe-check``)."""
     out = []
     for i, m in enumerate(PICTURE.finditer(page_html)):
         got = json.loads(html.unescape(m.group(1)))

@@ -578,7 +578,7 @@ def test_network_measures_go_in_sigma_order_with_readable_text():
     import matplotlib
 
     matplotlib.use("Agg")
-    from lstpe.analysis import style
+    from lstpe.rendering import style
 
     pes = ["learn-1", "random", "learn-0.1", "learn-0.2"]
     rows = [{"stage": st, "pe": pe, "seed": 1, "modularity": 0.1 * i, "clustering": 0.1,
@@ -599,7 +599,7 @@ def test_token_order_strip_has_a_colour_legend():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from lstpe.analysis import style
+    from lstpe.rendering import style
 
     names = ["Vis", "SomMot", "DorsAttn", "Limbic"]
     file_codes = np.repeat([0, 1, 3], 4)

@@ -13,10 +13,11 @@ import torch
 
 from lstpe import chapters as ch
 from lstpe import lst
-from lstpe.analysis import chance, kernels
+from lstpe.analysis import kernels
 from lstpe.chapters.notebook import Setup
 from lstpe.experiments.registry import REGISTRY
 from lstpe.runtime import repo_root
+from lstpe.stats import chance
 from lstpe.store.results import Run
 
 

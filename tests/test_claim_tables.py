@@ -1,4 +1,4 @@
-"""lstpe.analysis.claim_tables: the evidence tables of chapters 8-10 on small synthetic data."""
+"""lstpe.evidence.claim_tables: the evidence tables of chapters 8-10 on small synthetic data."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lstpe.analysis import claim_tables as ct
 from lstpe.chapters import findings as fd
+from lstpe.evidence import claim_tables as ct
 
 
 def _noise() -> pd.DataFrame:

@@ -263,7 +263,7 @@ def test_rules_written_once():
 
 def test_page_tables_and_verdict_numbers_are_the_same_rows():
     """Chapters 5 and 6 show ``ev.contrast_table``; the verdicts' rows are those rows."""
-    from lstpe.analysis import evidence as ev
+    from lstpe.evidence import tables as ev
 
     f = pd.concat([FALLING, _final({"2d-fixed": 0.95})])
     page = ev.contrast_table("small_sigma_generalises", f)

@@ -17,11 +17,11 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from lstpe.analysis import evidence as ev  # noqa: E402
-from lstpe.analysis import power as pw  # noqa: E402
-from lstpe.analysis import seed_tests as st  # noqa: E402
-from lstpe.analysis.forest import plot_forest  # noqa: E402
-from lstpe.analysis.trend import trend_test  # noqa: E402
+from lstpe.evidence import tables as ev  # noqa: E402
+from lstpe.figures.forest import plot_forest  # noqa: E402
+from lstpe.stats import power as pw  # noqa: E402
+from lstpe.stats import seed_tests as st  # noqa: E402
+from lstpe.stats.trend import trend_test  # noqa: E402
 
 LEARN02 = [0.954, 0.972, 0.963, 0.963, 0.963]
 LEARN2 = [0.296, 0.583, 0.361, 0.361]

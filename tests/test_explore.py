@@ -21,9 +21,10 @@ import torch  # noqa: E402
 
 from lstpe import chapters as ch  # noqa: E402
 from lstpe import lst  # noqa: E402
-from lstpe.analysis import authors_logs as al  # noqa: E402
-from lstpe.analysis import kernels, widgets  # noqa: E402
+from lstpe.analysis import kernels  # noqa: E402
 from lstpe.chapters import explore  # noqa: E402
+from lstpe.references import authors_logs as al  # noqa: E402
+from lstpe.rendering import widgets  # noqa: E402
 from lstpe.store.results import Run  # noqa: E402
 from lstpe.tutorial import lst_task as lt  # noqa: E402
 

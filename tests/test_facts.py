@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 
 from lstpe import lst
-from lstpe.analysis import claim_tables as ct
-from lstpe.analysis import evidence as ev
 from lstpe.chapters import facts
 from lstpe.chapters import findings as fd
 from lstpe.claims import Inputs, noise, table1
+from lstpe.evidence import claim_tables as ct
+from lstpe.evidence import tables as ev
 
 SEEDS = (1, 2, 3, 4, 5)
 
@@ -27,7 +27,7 @@ def _final(acc: dict[str, float]) -> pd.DataFrame:
 def test_sigma_facts_name_a_unit_beyond_the_authors_range():
     """learn-2 at epoch 200: the authors' 15 seeds average 0.389 with SD 0.156, so none of
     them reaches above 0.389 + 0.156 * 14 / sqrt(15) = 0.953; 0.98 is named, 0.40 is not."""
-    from lstpe.analysis.authors_logs import authors_range_check
+    from lstpe.references.authors_logs import authors_range_check
 
     f = _final({"2d-fixed": 0.99, "learn-0.2": 0.95, "learn-2": 0.4})
     args = (ev.claim_table("small_sigma_generalises", f),

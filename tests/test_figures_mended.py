@@ -19,17 +19,12 @@ import torch  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 
 from lstpe import brain  # noqa: E402
-from lstpe.analysis import (  # noqa: E402
-    authors_logs,
-    curves,
-    paper_compare,
-    phone,
-    plots,
-    report_plots,
-    responsive,
-    style,
-)
-from lstpe.analysis.forest import plot_forest  # noqa: E402
+from lstpe.analysis import curves  # noqa: E402
+from lstpe.evidence import paper_compare  # noqa: E402
+from lstpe.figures import plots, report_plots  # noqa: E402
+from lstpe.figures.forest import plot_forest  # noqa: E402
+from lstpe.references import authors_logs, paper_tables  # noqa: E402
+from lstpe.rendering import phone, responsive, style  # noqa: E402
 from tests.test_chapters import history  # noqa: E402
 
 
@@ -198,7 +193,7 @@ def sweep_inputs():
     rows = [{"pe": "learn-0.1", "accuracy": a} for a in (1.0, 0.99, 0.97)]
     rows += [{"pe": "learn-1", "accuracy": a} for a in (0.9, 0.88, 0.91)]
     rows += [{"pe": "learn-2", "accuracy": a} for a in (0.39, 0.37, 0.40)]
-    paper = paper_compare.load_paper_tables().query("table == '2' and metric == 'val_acc'")
+    paper = paper_tables.load_paper_tables().query("table == '2' and metric == 'val_acc'")
     return pd.DataFrame(rows), authors_logs.authors_at(200), paper
 
 
@@ -263,7 +258,7 @@ def test_noise_loss_names_the_fixed_pes_and_puts_sigmas_on_their_axis():
     45 degrees. Now the named PEs stand upright in one panel and the learnable PEs sit at
     their sigma on a number axis; every model is a dot, each PE's square sits at its mean
     with its interval, and both the laptop's and the phone's renderings pass the checks."""
-    from lstpe.analysis import claim_tables as ct
+    from lstpe.evidence import claim_tables as ct
 
     pes = ["2d-fixed", "rope", "learn-0.1", "learn-0.5", "learn-2"]
     rows = [{"noise": nz, "pe": pe, "seed": s, "condition": "all",

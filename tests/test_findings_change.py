@@ -10,7 +10,7 @@ fragments" phrase that differs between the two must be absent from the notebooks
 Each page runs once more (on "fewer"); on "more" the test reads the chapter nbmake executed
 in the same run (``executed_chapters``), and executes it only when nbmake did not. Only the
 pages' words and numbers are compared, so the test's own executions draw no figure
-(``lstpe.analysis.responsive.TEXT_ONLY_ENV``).
+(``lstpe.rendering.responsive.TEXT_ONLY_ENV``).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from lstpe.analysis.responsive import TEXT_ONLY_ENV
 from lstpe.experiments import campaign as cp
 from lstpe.experiments.registry import run_config
+from lstpe.rendering.responsive import TEXT_ONLY_ENV
 from tests.conftest import executed_copy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,9 +8,9 @@ import math
 import pandas as pd
 from scipy import stats
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis import power as pw
 from lstpe.chapters import findings as fd
+from lstpe.evidence import tables as ev
+from lstpe.stats import power as pw
 
 
 def test_names_reads_as_a_list_and_never_leaves_a_hole() -> None:

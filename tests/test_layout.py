@@ -22,15 +22,23 @@ LAYERS: dict[str, int] = {
     "lst": 1,
     "nn": 2, "store": 2,
     "training": 3,
-    "analysis": 4,
-    "brain": 5, "tutorial": 5,
-    "experiments": 6,
-    "claims": 7,
-    "chapters": 8,
-    "cli": 9,
+    "stats": 4, "rendering": 4,
+    "references": 5,
+    "analysis": 6,
+    "evidence": 7,
+    "figures": 8,
+    "brain": 9, "tutorial": 9,
+    "experiments": 10,
+    "claims": 11,
+    "chapters": 12,
+    "cli": 13,
 }
 """Each top-level part of the package and its floor: a part imports only from lower floors or
-from itself (``nn`` and ``store`` share a floor and do not import each other)."""
+from itself (parts that share a floor do not import each other). Statistics sit below the
+measures (which summarise over seeds with them: ``mean_ci``, ``ALPHA``) and page rendering below
+everything that draws (the measures' own figures, :mod:`lstpe.figures`, brain, tutorial,
+chapters); the references (the paper's tables, the authors' logs) below the measures that mark
+them on a curve; the evidence (ours against a reference) above all three; figures above it."""
 
 
 def _module(path: Path) -> str:

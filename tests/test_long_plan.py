@@ -8,13 +8,13 @@ import time
 
 import torch
 
-from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import lease as ls
 from lstpe.experiments import long_plan as lp
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.registry import REGISTRY
+from lstpe.references.paper_tables import load_paper_tables
 from lstpe.store import results as res
 
 SEEDS = (2235, 6312, 6068, 9742, 8880)

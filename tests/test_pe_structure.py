@@ -17,8 +17,9 @@ import torch  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from lstpe.analysis import pe_plots, procrustes  # noqa: E402
 from lstpe.analysis import pe_structure as ps  # noqa: E402
+from lstpe.analysis import procrustes  # noqa: E402
+from lstpe.figures import pe_plots  # noqa: E402
 from lstpe.lst import puzzles  # noqa: E402
 from lstpe.nn import encodings as enc  # noqa: E402
 from lstpe.runtime import default_results_dir  # noqa: E402

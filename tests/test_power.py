@@ -1,4 +1,4 @@
-"""The smallest difference each verdict's test resolves (lstpe.analysis.power), checked against
+"""The smallest difference each verdict's test resolves (lstpe.stats.power), checked against
 the noncentral t distribution (closed form), scipy's own t-tests and the exact permutation test
 run on fresh draws."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis import power as pw
-from lstpe.analysis import seed_tests as st
+from lstpe.evidence import tables as ev
+from lstpe.stats import power as pw
+from lstpe.stats import seed_tests as st
 
 
 @pytest.mark.parametrize("n_a,n_b", [(2, 15), (3, 15), (5, 15), (3, 3)])

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lstpe.analysis import claim_tables as ct
-from lstpe.analysis import evidence as ev
-from lstpe.analysis import seed_stats as ss
-from lstpe.analysis import seed_tests as st
 from lstpe.chapters import facts
 from lstpe.claims import Inputs, attention, humans, noise, sigma, table1, weight_decay
 from lstpe.claims._common import trend, with_equivalence
+from lstpe.evidence import claim_tables as ct
+from lstpe.evidence import tables as ev
+from lstpe.stats import seed_stats as ss
+from lstpe.stats import seed_tests as st
 
 SIGMAS = (0.1, 0.2, 2.0)
 
@@ -39,7 +39,7 @@ def test_all_tied_values_say_tau_is_undefined_in_words():
     assert row["verdict"] == "no trend shown" and math.isnan(row["diff_low"])
     t = trend(row, "falls", "falls over sigma", "accuracy over σ")
     assert t.outcome == "open" and "nan" not in t.text and "undefined" in t.text
-    assert t.floor >= ev.ALPHA  # no p at all: the test cannot reach alpha
+    assert t.floor >= st.ALPHA  # no p at all: the test cannot reach alpha
 
     f = _final({"2d-fixed": [0.9, 0.91], **{f"learn-{s:g}": [0.9, 0.9] for s in SIGMAS}})
     out = facts.sigma_facts(ev.claim_table("small_sigma_generalises", f),

@@ -1,6 +1,6 @@
-"""Figures laid out again for a phone (lstpe.analysis.responsive), checked by the house style.
+"""Figures laid out again for a phone (lstpe.rendering.responsive), checked by the house style.
 
-The facts are the house style's own measures (lstpe.analysis.style): the text size a figure
+The facts are the house style's own measures (lstpe.rendering.style): the text size a figure
 shows in a column of a given width, overlapping texts, legends over text, markers cut by
 their axes. A laptop figure shrunk to the phone's column breaks the first of them; its phone
 rendering must break none.
@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from lstpe.analysis import phone, responsive, style, widgets  # noqa: E402
+from lstpe.rendering import phone, responsive, style, widgets  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

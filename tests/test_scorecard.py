@@ -124,7 +124,7 @@ def test_scorecard_on_the_stored_units():
     top = top.loc[top["spearman"].idxmax()]
     assert f"highest {top['pe']} ρ = {top['spearman']:.2f}" in by.loc["humans", "evidence"]
     # the humans claim tests chapter 9's measure: the same cells as chapter 9's table
-    from lstpe.analysis import claim_tables as ct
+    from lstpe.evidence import claim_tables as ct
     cells, _ = ct.human_evidence(cl.inputs.agreement)
     got = next(v for v in cl.verdicts if v.claim == "humans").numbers["cells"]
     pd.testing.assert_frame_equal(got, cells)
@@ -145,7 +145,7 @@ def test_scorecard_on_the_stored_units():
     assert sf["holder"] == "the campaign stores"
     per = runs["table2"].final("val_dropout").query("pe_name == 'learn'").groupby("sigma").size()
     assert sf["seeds"].startswith(f"{per.min()} ") and (sf["rest"] == "") == (len(per) >= 20)
-    from lstpe.analysis.authors_logs import authors_range_check  # every unit, checked once
+    from lstpe.references.authors_logs import authors_range_check  # every unit, checked once
     checked = authors_range_check(runs["table2"].final("val_dropout"))
     assert f"the {len(checked)} models" in claims.rank_facts(runs["table2"])["range"]
     counts = C.verdict_counts(card)
@@ -157,15 +157,17 @@ def test_report_figures_draw_every_stored_seed_readably():
     import matplotlib
 
     matplotlib.use("Agg")
-    from lstpe.analysis import authors_logs, paper_compare, report_plots, style
     from lstpe.experiments import campaign_status as cs
     from lstpe.experiments import long_progress as lp
     from lstpe.experiments import long_units as lu
     from lstpe.experiments.runs import get_run
+    from lstpe.figures import report_plots
+    from lstpe.references import authors_logs, paper_tables
+    from lstpe.rendering import style
 
     style.apply()
     final = get_run("table2", "paper", require_stored=True).final("val_dropout")
-    paper = paper_compare.load_paper_tables().query("table == '2' and metric == 'val_acc'")
+    paper = paper_tables.load_paper_tables().query("table == '2' and metric == 'val_acc'")
     fig = report_plots.plot_sigma_sweep(final, authors_logs.authors_at(200), paper)
     seeds = next(ln for ln in fig.axes[0].lines if ln.get_label().endswith("each seed"))
     assert len(seeds.get_xdata()) == final["pe"].str.startswith("learn-").sum()

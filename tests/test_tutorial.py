@@ -16,16 +16,16 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from lstpe import lst  # noqa: E402
-from lstpe.analysis import style  # noqa: E402
+from lstpe.rendering import style  # noqa: E402
 from lstpe.tutorial import lst_task as lt  # noqa: E402
 
 
 def check_figure(fig) -> None:
     """Every axes that shows data has axis labels (boards and galleries are axis-off), every
     heatmap has a colour bar, no legend sits inside an axes over the data, no title, label or
-    tick runs into another (:func:`lstpe.analysis.style.overlapping_text`), and no text shows
+    tick runs into another (:func:`lstpe.rendering.style.overlapping_text`), and no text shows
     under 9 pt on the page (its font size, scaled as the page shrinks a figure wider than the
-    content column: :func:`lstpe.analysis.style.small_text`)."""
+    content column: :func:`lstpe.rendering.style.small_text`)."""
     assert style.small_text(fig) == [], f"text under {style.MIN_PT} pt on the page"
     assert style.overlapping_text(fig) == [], "titles, labels or ticks run into each other"
     fig.canvas.draw()

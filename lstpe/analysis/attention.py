@@ -16,7 +16,7 @@ layer**, over the N validation puzzles:
 
 A model-level value is the mean over layers (:func:`average_layers`). The paper does not say
 how its cosine was aggregated; it reports mean and SD over seeds (Table 3), which is what
-:func:`similarity_to_reference` followed by :func:`lstpe.analysis.seed_stats.summarize` gives. The
+:func:`similarity_to_reference` followed by :func:`lstpe.stats.seed_stats.summarize` gives. The
 authors' code averages the maps over layers *before* comparing (the ``"paper"`` variant,
 :func:`layer_mean_scores`); :func:`table3` gives both.
 
@@ -78,7 +78,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import xlogy
 
-from lstpe.analysis._common import (
+from lstpe.analysis.artifacts import (
     ID_COLUMNS,
     as_array,
     check_stage,

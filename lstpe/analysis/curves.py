@@ -2,7 +2,7 @@
 
 The training history (:data:`lstpe.store.results.HISTORY_COLUMNS`) holds one row per model, epoch,
 split and condition; a learning curve is its mean and t confidence interval over seeds per PE
-and epoch (:func:`lstpe.analysis.seed_stats.summarize`).
+and epoch (:func:`lstpe.stats.seed_stats.summarize`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, rank_correlation, summarize
+from lstpe.stats.seed_stats import MIN_SEEDS_FOR_CI, rank_correlation, summarize
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -204,8 +204,8 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
     more a viridis colour bar; the legend sits under the axes. With ``authors`` (validation
     splits), the authors' own mean at each epoch they logged (0, 200, ...) within our epochs is
     marked with a diamond of the PE's colour
-    (:func:`lstpe.analysis.authors_logs.authors_logs`); diamonds that would hide each other at
-    one epoch are moved sideways (:func:`lstpe.analysis.style.swarm_offsets`; inwards at the
+    (:func:`lstpe.references.authors_logs.authors_logs`); diamonds that would hide each other at
+    one epoch are moved sideways (:func:`lstpe.rendering.style.swarm_offsets`; inwards at the
     first and last epoch), so that every PE's diamond shows.
 
     Raises:
@@ -214,7 +214,7 @@ def plot_sigma_curves(history: pd.DataFrame, split: str = "val",
     import matplotlib as mpl
     import matplotlib.pyplot as plt
 
-    from lstpe.analysis import style
+    from lstpe.rendering import style
 
     if ax is None:
         _, ax = plt.subplots(figsize=style.figsize(1.0, 4.2))
@@ -265,8 +265,8 @@ def _mark_authors(ax: Axes, colour: dict, min_epoch: int, max_epoch: int) -> Non
     chance): there one grey diamond, ``gid`` ``"every PE"``, stands for them all."""
     import matplotlib.transforms as mtransforms
 
-    from lstpe.analysis import style
-    from lstpe.analysis.authors_logs import authors_logs
+    from lstpe.references.authors_logs import authors_logs
+    from lstpe.rendering import style
 
     t = authors_logs()
     t = t[(t["phase"] == "validation") & (t["condition"] == "average")

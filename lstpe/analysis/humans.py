@@ -26,9 +26,9 @@ import pandas as pd
 from scipy import stats
 
 from lstpe import lst
-from lstpe.analysis._common import ID_COLUMNS, as_array, model_table, require
-from lstpe.analysis.seed_stats import check_range
+from lstpe.analysis.artifacts import ID_COLUMNS, as_array, model_table, require
 from lstpe.lst import validation_split
+from lstpe.stats.seed_stats import check_range
 
 __all__ = ["model_correct", "puzzle_accuracy", "human_similarity", "condition_accuracy"]
 

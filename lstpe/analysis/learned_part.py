@@ -15,8 +15,8 @@ from __future__ import annotations
 import pandas as pd
 from scipy import stats
 
-from lstpe.analysis.evidence import ALPHA
-from lstpe.analysis.seed_stats import mean_ci
+from lstpe.stats.seed_stats import mean_ci
+from lstpe.stats.seed_tests import ALPHA
 
 __all__ = ["BY_SIGMA_COLUMNS", "by_sigma"]
 

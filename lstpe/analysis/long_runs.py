@@ -36,11 +36,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis import style
-from lstpe.analysis._common import as_array, require
+from lstpe.analysis.artifacts import as_array, require
 from lstpe.analysis.attention import layer_mean_scores, layer_scores
 from lstpe.analysis.pe_structure import PermutationNull, snapshot_structure
 from lstpe.analysis.procrustes import procrustes_distance, target_pe
+from lstpe.rendering import style
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

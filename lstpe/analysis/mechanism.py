@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis.evidence import ALPHA
+from lstpe.stats.seed_tests import ALPHA
 
 __all__ = ["MECHANISM_COLUMNS", "mechanism_table", "mechanism_view"]
 

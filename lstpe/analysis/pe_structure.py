@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis._common import ID_COLUMNS, as_array, model_table, require
+from lstpe.analysis.artifacts import ID_COLUMNS, as_array, model_table, require
 from lstpe.nn.encodings import grid_positions
 
 __all__ = [

@@ -58,7 +58,7 @@ import pandas as pd
 import torch
 from scipy.linalg import orthogonal_procrustes
 
-from lstpe.analysis._common import ID_COLUMNS, as_array, check_stage, model_table, require
+from lstpe.analysis.artifacts import ID_COLUMNS, as_array, check_stage, model_table, require
 from lstpe.nn import encodings as enc
 
 __all__ = [

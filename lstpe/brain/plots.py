@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis import style
 from lstpe.brain.data import TEST_MASK
+from lstpe.rendering import style
 
 NETWORK_SHORT: dict[str, str] = {
     "Vis": "Vis", "SomMot": "SM", "DorsAttn": "DA", "SalVentAttn": "SVA", "Limbic": "Lim",
@@ -58,7 +58,7 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
         labels: whether the (x, y) tick names are shown (a grid shows its outer panels';
             the inner ones are hidden, so a phone's layout can show them again).
 
-    Fits the Axes' figure to the page's column (:func:`lstpe.analysis.style.readable`), so that
+    Fits the Axes' figure to the page's column (:func:`lstpe.rendering.style.readable`), so that
     the network names show at 9 pt or more.
     """
     import matplotlib.pyplot as plt
@@ -82,7 +82,7 @@ def plot_by_network(w: np.ndarray, networks: np.ndarray, names: Sequence[str], a
         ax.set_xticks(centres[keep], shown, rotation=90, fontsize=9)
         ax.set_yticks(centres[keep], shown, fontsize=9)
         # an inner panel's names are hidden, not dropped: stacked on a phone
-        # (lstpe.analysis.phone) every panel shows them again
+        # (lstpe.rendering.phone) every panel shows them again
         ax.tick_params(labelbottom=labels[0], labelleft=labels[1])
     else:
         ax.set_xlabel("token (region) index")

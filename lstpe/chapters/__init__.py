@@ -7,7 +7,7 @@ One module per job; each module's docstring says what its functions do:
 * :mod:`lstpe.chapters.text`: the setup line, the page's provenance, wrapped printing -- the
   only functions here that write words about runs;
 * :mod:`lstpe.chapters.findings`: numbers formatted for a page's hand-written finding, and
-  evidence tables (:mod:`lstpe.analysis.evidence`) in the columns a page shows;
+  evidence tables (:mod:`lstpe.evidence.tables`) in the columns a page shows;
 * :mod:`lstpe.chapters.claims`: the paper's claims scored on the stored units, which the
   intro and the report both show;
 * :mod:`lstpe.chapters.long_mechanism`: the mechanism's long units, measured for chapter 7
@@ -18,12 +18,11 @@ One module per job; each module's docstring says what its functions do:
   views on the page);
 * :mod:`lstpe.chapters.batch`, :mod:`lstpe.chapters.values`: ``lstpe batch``.
 
-Statistics live in :mod:`lstpe.analysis`; this package formats.
+Statistics live in :mod:`lstpe.stats` and :mod:`lstpe.evidence`; this package formats.
 """
 
 from __future__ import annotations
 
-from lstpe.analysis.widgets import WithStatic, with_static
 from lstpe.chapters.baselines import accuracy_correlations, init_vs_final
 from lstpe.chapters.explore import sigma_explorer, sigma_grid
 from lstpe.chapters.tables import (
@@ -44,6 +43,7 @@ from lstpe.chapters.text import (
     say,
     show_runs,
 )
+from lstpe.rendering.widgets import WithStatic, with_static
 
 __all__ = [
     "PAPER_EPOCHS", "N_PAPER_SEEDS", "PRINT_WIDTH", "say", "describe_page", "describe_setup",

@@ -54,7 +54,7 @@ def init_vs_final(init: pd.DataFrame, final: pd.DataFrame, values: str | Sequenc
         out[(v, "trained")] = g[v].mean()
         out[(v, "change")] = (both[v] - both[f"{v}@init"]).groupby(both[by], sort=False).mean()
     if paper is not None:  # matched on the PE label
-        from lstpe.analysis.paper_compare import load_paper_tables
+        from lstpe.references.paper_tables import load_paper_tables
 
         pt = load_paper_tables()
         pt = pt[(pt["table"] == str(paper)) & (pt["metric"] == paper_metric)]
@@ -76,7 +76,7 @@ def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFra
     Args:
         measures: ``(name, trained, at_init, column)``: per-model tables (``model``,
             ``sigma``) of the measure after training and at initialisation.
-        history: the run's history (:func:`lstpe.analysis.seed_stats.with_accuracy`).
+        history: the run's history (:func:`lstpe.stats.seed_stats.with_accuracy`).
     Returns:
         Index ``measure``; ``rho``, ``pvalue`` (exact up to 8 sigmas), ``n`` (sigmas) of the
         trained measure, and ``rho at init.``: the measure before training against the same
@@ -84,7 +84,7 @@ def accuracy_correlations(measures: Sequence[tuple[str, pd.DataFrame, pd.DataFra
         Each measure is rounded to ``digits`` first, as :func:`init_vs_final` shows it, so a
         measure the tables show as constant has no correlation (NaN), not one of float noise.
     """
-    from lstpe.analysis.seed_stats import rank_correlation, with_accuracy
+    from lstpe.stats.seed_stats import rank_correlation, with_accuracy
 
     rows = []
     for name, trained, init, col in measures:

@@ -8,7 +8,7 @@ too) is an error that names the bad text, before anything runs.
 Each point runs in a fresh folder ``out/<point>/``; ``out/collected.csv`` has the rows of every
 table with the point's parameters and status, and one row for a point that wrote no table;
 ``out/evidence.csv`` the evidence table of the paper's claims
-(:func:`lstpe.analysis.evidence.evidence_from_collected`) where the points saved per-model
+(:func:`lstpe.evidence.tables.evidence_from_collected`) where the points saved per-model
 accuracies (``pe, seed, accuracy, split``).
 
 ``batch`` never replaces a file it did not write: it records every file it writes in ``--out``
@@ -372,7 +372,7 @@ def run_batch(notebook: str | Path, grid: dict[str, list[Any]], params: dict[str
                         ("point", "status", "csv_files", "seconds", "notebook")}})
     summary = pd.DataFrame(rows)
     collected = collect_results(out, points, names, summary["status"].tolist(), params)
-    from lstpe.analysis.evidence import evidence_from_collected
+    from lstpe.evidence.tables import evidence_from_collected
 
     evidence = evidence_from_collected(collected)  # per-model accuracies -> claims' evidence
     for table, file in ((summary, "summary.csv"), (collected, "collected.csv"),

@@ -17,7 +17,6 @@ import pandas as pd
 from lstpe import claims as C
 from lstpe import lst
 from lstpe.analysis import attention, humans, pe_structure, procrustes
-from lstpe.analysis.claim_tables import model_human_agreement, noise_loss_per_model
 from lstpe.chapters import facts
 from lstpe.chapters import findings as fd
 from lstpe.chapters.long_mechanism import (
@@ -27,6 +26,7 @@ from lstpe.chapters.long_mechanism import (
     table1_long,
     weight_decay_witness,
 )
+from lstpe.evidence.claim_tables import model_human_agreement, noise_loss_per_model
 from lstpe.experiments import campaign_status as cs
 from lstpe.store.results import Run
 from lstpe.training.config import PAPER_SIGMAS
@@ -218,12 +218,12 @@ def counts_facts(card: pd.DataFrame) -> dict[str, str]:
 
 def rank_facts(table2: Run) -> dict[str, str] | None:
     """The σ curve's rank order against the authors' at the units' epoch
-    (:func:`lstpe.analysis.authors_logs.rank_order`), formatted: ``n``, ``tau``, ``p``,
+    (:func:`lstpe.references.authors_logs.rank_order`), formatted: ``n``, ``tau``, ``p``,
     ``flipped`` (the pairs of σ ranked the other way, or "none"), ``epoch``, ``range`` (each
     unit against the range all the authors' seeds can span: :func:`fd.range_line`). None when
     ``table2`` is not of the authors' recipe or the authors logged no such epoch."""
-    from lstpe.analysis.authors_logs import authors_range_check, rank_order
-    from lstpe.analysis.seed_stats import tau_text
+    from lstpe.references.authors_logs import authors_range_check, rank_order
+    from lstpe.stats.seed_stats import tau_text
 
     final = table2.final("val_dropout")
     epoch = int(final["epoch"].max()) if len(final) else 0

@@ -1,5 +1,5 @@
 """Chapter 6's explorer: a widget for a live kernel with a static figure of the same content
-for the book page (:mod:`lstpe.analysis.widgets` says how one output carries both).
+for the book page (:mod:`lstpe.rendering.widgets` says how one output carries both).
 
 * :func:`sigma_explorer` (chapter 6): pick a stored sigma and seed, see the block-1 PE's
   position x position cosine (:func:`lstpe.analysis.kernels.pe_kernels`) and the validation
@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis import style
 from lstpe.analysis.kernels import pe_kernels
-from lstpe.analysis.plots import draw_kernel
-from lstpe.analysis.widgets import (
+from lstpe.figures.plots import draw_kernel
+from lstpe.nn.encodings import parse_pe
+from lstpe.rendering import style
+from lstpe.rendering.widgets import (
     Control,
     WithStatic,
     close_figure,
@@ -30,7 +31,6 @@ from lstpe.analysis.widgets import (
     views_html,
     with_static,
 )
-from lstpe.nn.encodings import parse_pe
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -43,7 +43,7 @@ __all__ = ["sigma_models", "curve_split", "learning_curve", "authors_points", "d
            "AUTHORS_EPOCHS"]
 
 AUTHORS_EPOCHS: tuple[int, int] = (0, 200)
-"""The authors' logged epochs shown beside our curves (:mod:`lstpe.analysis.authors_logs`)."""
+"""The authors' logged epochs shown beside our curves (:mod:`lstpe.references.authors_logs`)."""
 
 # --------------------------------------------------------------------------- chapter 6
 
@@ -106,7 +106,7 @@ def authors_points(pe: str, epochs: tuple[int, ...] = AUTHORS_EPOCHS) -> pd.Data
         Index ``epoch``, columns ``acc_mean, acc_sd, n_seeds``; no rows for a PE they did not
         log.
     """
-    from lstpe.analysis import authors_logs as al
+    from lstpe.references import authors_logs as al
 
     logs = {e: al.authors_at(e) for e in epochs}
     out = pd.DataFrame([logs[e].loc[pe] for e in epochs if pe in logs[e].index],
@@ -201,10 +201,10 @@ def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, s
     """One model's explorer view (:func:`draw_model`, the legend under both panels), as
     wide as the page's column; the figure (closed in pyplot) and its kernel, curve, split.
     ``phone``: the same view drawn for the phone's column
-    (:data:`lstpe.analysis.phone.PHONE_PX`): the kernel above the curve."""
+    (:data:`lstpe.rendering.phone.PHONE_PX`): the kernel above the curve."""
     import matplotlib.pyplot as plt
 
-    from lstpe.analysis.phone import PHONE_PX
+    from lstpe.rendering.phone import PHONE_PX
 
     kernel, curve, authors, split = _model_data(history, artifacts, pe, int(seed))
     if phone:
@@ -227,7 +227,7 @@ def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any]) -> str:
     """The explorer for the rendered page: every stored (sigma, seed) model pre-rendered
     (:func:`model_figure`, for the laptop's and the phone's column) behind a sigma and a seed
     select box
-    (:func:`lstpe.analysis.widgets.views_html`; a pair with no stored model says so)."""
+    (:func:`lstpe.rendering.widgets.views_html`; a pair with no stored model says so)."""
     models = sigma_models(artifacts)
     views = {(pe, str(s)): (model_figure(history, artifacts, pe, s)[0],
                             model_figure(history, artifacts, pe, s, phone=True)[0])

@@ -14,10 +14,11 @@ from typing import Any
 import pandas as pd
 
 from lstpe.analysis import long_runs
-from lstpe.analysis.authors_logs import lagging_seeds
-from lstpe.analysis.evidence import ALPHA, MARGIN
-from lstpe.analysis.seed_stats import tau_text
 from lstpe.chapters import findings as fd
+from lstpe.evidence.tables import MARGIN
+from lstpe.references.authors_logs import lagging_seeds
+from lstpe.stats.seed_stats import tau_text
+from lstpe.stats.seed_tests import ALPHA
 
 __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_facts",
            "mechanism_facts", "noise_facts", "witness_facts", "adam_column_facts",
@@ -29,7 +30,7 @@ __all__ = ["table1_facts", "table1_long_facts", "sigma_facts", "learned_part_fac
 def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | None = None,
                  scale: str = "paper", ranges: pd.DataFrame | None = None) -> dict[str, str]:
     """Chapter 5's paragraph: ``verdict`` of :mod:`lstpe.claims.table1`, ``claim`` and
-    ``contrasts`` the chapter's evidence tables (:func:`lstpe.analysis.evidence.claim_table`,
+    ``contrasts`` the chapter's evidence tables (:func:`lstpe.evidence.tables.claim_table`,
     ``contrast_table``). Keys: ``above`` (the common fixed PEs learn-0.2 is shown above),
     ``p_above`` (the largest p among them, Holm's where the claim reads them one by one),
     ``open`` (the contrasts not shown, with their intervals; ``none`` when none), ``label``
@@ -40,7 +41,7 @@ def table1_facts(verdict: Any, claim: pd.DataFrame, contrasts: pd.DataFrame | No
     (its equivalence test, :func:`reference_facts`' ``gt_equiv``); ``recipe`` (what
     the units are: the authors' recipe, or a run of another ``scale`` that tests no claim);
     ``range``: :func:`~lstpe.chapters.findings.range_line` of ``ranges``
-    (:func:`lstpe.analysis.authors_logs.authors_range_check`; None: not the authors' recipe)."""
+    (:func:`lstpe.references.authors_logs.authors_range_check`; None: not the authors' recipe)."""
     out = {**_row_facts(claim, "learn-0.2", "l_"), **_row_facts(claim, "2d-fixed", "fx_"),
            "recipe": "the authors' recipe" if scale == "paper" else
            f"a `{scale}` run (not the authors' recipe: it tests no claim)",
@@ -106,7 +107,7 @@ def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
 def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,
                 verdict: Any, runs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Chapter 8's noise paragraph: ``cells, con`` from
-    :func:`lstpe.analysis.claim_tables.noise_evidence`, ``losses`` its input, ``verdict`` the
+    :func:`lstpe.evidence.claim_tables.noise_evidence`, ``losses`` its input, ``verdict`` the
     noise claim's (:mod:`lstpe.claims.noise`). Keys: ``x`` (the largest noise std),
     ``worst`` and ``loss`` (PE -> its mean loss with its 95% CI), ``equivalent`` (the PEs whose
     loss is within the margin of none), ``margin``,
@@ -223,17 +224,17 @@ def adam_column_facts(col: pd.DataFrame, runs: Mapping[str, Any]) -> dict[str, s
 def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
                 verdict: Any = None, ranges: pd.DataFrame | None = None) -> dict[str, str]:
     """Chapter 6's paragraph: ``claim`` and ``contrasts`` of the sweep
-    (:func:`lstpe.analysis.evidence.claim_table` / ``contrast_table``), ``verdict`` the sigma
+    (:func:`lstpe.evidence.tables.claim_table` / ``contrast_table``), ``verdict`` the sigma
     claim's (:mod:`lstpe.claims.sigma`). Keys: ``trend`` (the trend over sigma in words, or
     that there are too few sigmas), ``vs2d`` (the learnable PEs grouped by their contrast with
     2d-fixed), ``refs`` (grouped by their verdict against the authors' logs); with a verdict,
     ``tests``, ``shape`` and ``label`` (:func:`~lstpe.chapters.findings.tests_line`,
     ``shape_line``, the verdict's label); where 2d-fixed is stored, its row (``fx_ci``,
     ``fx_ref``, ``fx_n``, ``fx_authors_n``) and the model of the authors' spread that explains
-    ours (:func:`lstpe.analysis.authors_logs.lagging_seeds`: ``lag_k`` seeds lagging near
+    ours (:func:`lstpe.references.authors_logs.lagging_seeds`: ``lag_k`` seeds lagging near
     ``lag_slow``, the mixture's SD ``lag_sd``, ``lag_p`` that our seeds miss every laggard);
     ``range``: :func:`~lstpe.chapters.findings.range_line` of ``ranges``
-    (:func:`lstpe.analysis.authors_logs.authors_range_check`; None: a run not of the authors'
+    (:func:`lstpe.references.authors_logs.authors_range_check`; None: a run not of the authors'
     recipe)."""
     t = contrasts[contrasts["b"] == ""]
     trend = "has too few values of σ for a trend" if t.empty else (
@@ -325,7 +326,7 @@ def mechanism_facts(mech: pd.DataFrame) -> dict[str, str]:
 def human_facts(cells: pd.DataFrame, con: pd.DataFrame, agree: pd.DataFrame,
                 cx: pd.DataFrame) -> dict[str, str]:
     """Chapter 9's paragraph: ``cells, con`` from
-    :func:`lstpe.analysis.claim_tables.human_evidence` on ``agree`` (one row per model:
+    :func:`lstpe.evidence.claim_tables.human_evidence` on ``agree`` (one row per model:
     ``pe``, ``r``, ``cosine``; ``attrs["constant_cosine"]``), ``cx`` the complexity table
     (:func:`lstpe.chapters.tables.complexity_table`, people last). Keys: ``r_pooled``,
     ``pooled_verdict``, ``p_pooled`` (every model's r against 0, one-sample t),
@@ -336,7 +337,7 @@ def human_facts(cells: pd.DataFrame, con: pd.DataFrame, agree: pd.DataFrame,
     ``top_pe`` (the models whose cosine beats the constant model's), ``h1``-``h3`` (people's
     accuracy by number of vectors) and ``falls`` / ``rest`` (the PEs whose mean falls in the
     same order, and the others)."""
-    from lstpe.analysis.claim_tables import POOLED
+    from lstpe.evidence.claim_tables import POOLED
 
     c, floor = cells.set_index("cell"), agree.attrs["constant_cosine"]
     r = {pe: fd.ci(*c.loc[pe, ["mean", "ci_low", "ci_high"]]) for pe in c.index}
@@ -373,7 +374,7 @@ SOURCES = {"stored": "stored under `results/`", "cached": "trained here earlier 
 def brain_facts(run: Any, cells: pd.DataFrame, con: pd.DataFrame,
                 train_mask: float) -> dict[str, str]:
     """Chapter 10's paragraph: ``run`` the brain run, ``cells, con`` from
-    :func:`lstpe.analysis.claim_tables.network_evidence`, ``train_mask`` the page's mask
+    :func:`lstpe.evidence.claim_tables.network_evidence`, ``train_mask`` the page's mask
     ratio. Keys: ``preset``, ``source``, ``parcels``, ``seeds``, ``steps``, ``batch`` (the
     run), ``test_mask``, ``best_pe``, ``best_mse``, ``linear_mse`` (the lowest test error
     after training and the optimal linear predictor's), ``differs`` / ``rest`` (the trained PEs

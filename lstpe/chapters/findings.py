@@ -3,7 +3,7 @@
 A chapter's "What the stored units show" paragraph is written by hand in the notebook, as an
 f-string whose numbers come from the analysis layer; :func:`md` displays it as Markdown (in the
 book, Jupyter and Colab alike). :func:`evidence_view` and :func:`contrast_view` put an evidence
-table of :mod:`lstpe.analysis.evidence` in the few columns a page shows; :func:`ci` and
+table of :mod:`lstpe.evidence.tables` in the few columns a page shows; :func:`ci` and
 :func:`pval` format one number the way the tables do, so the paragraph and the table agree;
 :func:`names`, :func:`having` and :func:`grouped` list a table's cells by verdict in the
 paragraph, and :func:`reference` names the reference a row was tested against;
@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.analysis.seed_stats import p_text as pval  # the one p format (pages, verdicts)
+from lstpe.stats.seed_stats import p_text as pval  # the one p format (pages, verdicts)
 
 
 def md(text: str) -> object:
@@ -99,7 +99,7 @@ def dashed(table: pd.DataFrame, digits: int = 3, dash: str = "—") -> pd.DataFr
 
 
 def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """A claim's cell rows (:func:`lstpe.analysis.evidence.evidence_rows`) in the columns a
+    """A claim's cell rows (:func:`lstpe.evidence.tables.evidence_rows`) in the columns a
     page shows, the verdict beside our values so that a page's width shows both: ``n``,
     ``ours [95% CI]``, ``verdict``, ``diff vs ref [CI]``, ``ref``, ``authors@200`` (mean ± SD
     (n)), ``paper@4000``, ``p (t)`` (the pooled and Welch t-tests against the reference's seeds, the
@@ -124,7 +124,7 @@ def evidence_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
 
 
 def _is_trend(r: pd.Series) -> bool:
-    """A trend row of :func:`lstpe.analysis.evidence.trend_row`: ``a`` alone, no ``b``."""
+    """A trend row of :func:`lstpe.evidence.tables.trend_row`: ``a`` alone, no ``b``."""
     return not isinstance(r["b"], str) or not r["b"]
 
 
@@ -139,7 +139,7 @@ def contrast_ci(r: pd.Series, digits: int = 3) -> str:
 
 
 def contrast_view(table: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
-    """Contrast and trend rows (:func:`lstpe.analysis.evidence.contrast_rows`) as a page shows
+    """Contrast and trend rows (:func:`lstpe.evidence.tables.contrast_rows`) as a page shows
     them: ``n``, ``diff [95% CI]`` (:func:`contrast_ci`: the verdict's interval), ``Welch
     CI``, ``p (exact)``, ``floor``, ``p (Welch)``, ``verdict``."""
     rows = []
@@ -194,7 +194,7 @@ def range_line(ranges: pd.DataFrame | None) -> str:
     words: how many were checked and each one outside, with the bound it crosses.
 
     Args:
-        ranges: :func:`lstpe.analysis.authors_logs.authors_range_check`'s rows; None for a
+        ranges: :func:`lstpe.references.authors_logs.authors_range_check`'s rows; None for a
             run not of the authors' recipe, which is not checked.
     """
     if ranges is None:
@@ -222,9 +222,9 @@ def range_line(ranges: pd.DataFrame | None) -> str:
 def claim_view(cells: pd.DataFrame, contrasts: pd.DataFrame | None = None,
                digits: int = 3) -> pd.DataFrame:
     """One table for a claim tested against a fixed reference (no authors' or paper's cell
-    values): the cell rows of :func:`lstpe.analysis.evidence.evidence_rows` (``ours [95% CI]``
+    values): the cell rows of :func:`lstpe.evidence.tables.evidence_rows` (``ours [95% CI]``
     against ``ref``, the t-test's and TOST p), then the contrast and trend rows of
-    :func:`~lstpe.analysis.evidence.contrast_rows` (difference with the interval of its
+    :func:`~lstpe.evidence.tables.contrast_rows` (difference with the interval of its
     verdict, :func:`contrast_ci`, exact p and its floor). Columns ``n``, ``estimate [95% CI]``,
     ``against``, ``p (t)`` (a cell's test, its ``test`` column: one-sample t against an exact
     reference, pooled and Welch t against seeds, Welch against a null distribution; a

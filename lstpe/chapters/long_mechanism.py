@@ -264,7 +264,7 @@ def table1_long(results_dir: str | Path | None = None, at: int = AT) -> pd.DataF
         ``at`` and at ``epoch``; ``paper_*`` the paper's Table 1 (4000 epochs, 15 seeds).
         Empty until a unit is published.
     """
-    from lstpe.analysis.paper_compare import load_paper_tables
+    from lstpe.references.paper_tables import load_paper_tables
 
     paper = load_paper_tables().query("table == '1'").set_index(["pe", "metric"])
     units: dict[str, list[lu.LongUnit]] = {}

@@ -147,11 +147,11 @@ def stored_message(results_dir: Path, how: str, scale: str) -> str:
 
 
 def style() -> None:
-    """The book's matplotlib style (:mod:`lstpe.analysis.style`: figures sized to the page's
+    """The book's matplotlib style (:mod:`lstpe.rendering.style`: figures sized to the page's
     column, text at least 9 pt there, no top/right spines), and every figure shown with a
-    phone's rendering beside the laptop's (:func:`lstpe.analysis.responsive.install`)."""
-    from lstpe.analysis import responsive
-    from lstpe.analysis import style as figure_style
+    phone's rendering beside the laptop's (:func:`lstpe.rendering.responsive.install`)."""
+    from lstpe.rendering import responsive
+    from lstpe.rendering import style as figure_style
 
     figure_style.apply()
     responsive.install()

@@ -12,7 +12,7 @@ Our numbers beside the authors' logs and beside initialisation are in
 :mod:`lstpe.chapters.baselines`.
 
 Accuracy columns are the history's (:data:`lstpe.store.results.HISTORY_COLUMNS`); comparisons are
-:func:`lstpe.analysis.paper_compare.compare_to_paper` tables. Part of :mod:`lstpe.chapters`; imports
+:func:`lstpe.evidence.paper_compare.compare_to_paper` tables. Part of :mod:`lstpe.chapters`; imports
 from :mod:`lstpe.chapters.text` only.
 """
 
@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from lstpe.analysis.chance import chance_test
 from lstpe.chapters.findings import signed_ci
+from lstpe.stats.chance import chance_test
 
 if TYPE_CHECKING:
     from lstpe.store.results import Run
@@ -65,12 +65,12 @@ def compare_splits(exp: Run, table: int | str, splits: Sequence[str] = ("val_dro
         exp: an experiment with ``final(split)``.
         pe_name: keep only models of this PE family (``"learn"`` for Tables 2 and 5).
     Returns:
-        :func:`lstpe.analysis.paper_compare.compare_to_paper`'s columns plus ``split`` (the
+        :func:`lstpe.evidence.paper_compare.compare_to_paper`'s columns plus ``split`` (the
         first), ``mean_<split>`` for the others and ``at_chance``: the PE's validation
         accuracy (eval mode, seeds pooled) is within noise of chance (:func:`chance_test`), so
         its row says nothing about the paper (:func:`compact` shows no difference for it).
     """
-    from lstpe.analysis import paper_compare
+    from lstpe.evidence import paper_compare
 
     def final(split: str) -> pd.DataFrame:
         f = exp.final(split)
@@ -214,8 +214,8 @@ def beside_paper(final: pd.DataFrame, table: str, setting: str) -> pd.DataFrame:
     beside the paper's cell of ``table`` / ``setting`` (its 4000-epoch mean and SD over 15
     seeds): ``pe, n, mean, ci_low, ci_high`` (t 95%, NaN at n = 1), ``paper, paper_sd``, in
     the paper's order, only the PEs both have."""
-    from lstpe.analysis import seed_stats
-    from lstpe.analysis.paper_compare import load_paper_tables
+    from lstpe.references.paper_tables import load_paper_tables
+    from lstpe.stats import seed_stats
 
     paper = load_paper_tables().query("table == @table and setting == @setting "
                                       "and metric == 'val_acc'").set_index("pe")

@@ -8,7 +8,7 @@
   its runs (where they come from, preview scale, fewer epochs than the paper);
 * :func:`say`: print wrapped to the width of a chapter's output box (:data:`PRINT_WIDTH`).
 
-What the runs show is each page's evidence table (:mod:`lstpe.analysis.evidence`) and its
+What the runs show is each page's evidence table (:mod:`lstpe.evidence.tables`) and its
 hand-written finding; nothing here writes a sentence about a result.
 """
 

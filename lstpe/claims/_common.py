@@ -1,4 +1,4 @@
-"""Contrast and trend rows (:data:`lstpe.analysis.evidence.CONTRAST_COLUMNS`) read as tests of
+"""Contrast and trend rows (:data:`lstpe.evidence.tables.CONTRAST_COLUMNS`) read as tests of
 a claim, with Holm's adjustment across the contrasts one claim reads."""
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis.evidence import ALPHA, MARGIN
-from lstpe.analysis.seed_stats import holm, p_text, tau_text
-from lstpe.analysis.seed_tests import (
+from lstpe.claims.paper import Quote
+from lstpe.claims.verdicts import INHERITED, Test, no_difference, ordering
+from lstpe.evidence.tables import MARGIN
+from lstpe.stats.seed_stats import holm, p_text, tau_text
+from lstpe.stats.seed_tests import (
+    ALPHA,
     equivalence_test_from_summary,
     no_spread,
     permutation_floor,
     permutation_test,
 )
-from lstpe.claims.paper import Quote
-from lstpe.claims.verdicts import INHERITED, Test, no_difference, ordering
 
 SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
 """The paper's small sigmas (its Table 3's 'sigma <= 0.2')."""
@@ -67,7 +68,7 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "",
     decides, from the difference's p and the TOST's ``p_equiv``, :func:`with_equivalence`).
     Shown means Holm-adjusted p (``p_holm``, else ``p_perm``) below alpha. The test's
     ``floor`` is the smallest p the exact test can give at n_a + n_b
-    (:func:`~lstpe.analysis.seed_tests.permutation_floor`: what the n allows, not the ties of
+    (:func:`~lstpe.stats.seed_tests.permutation_floor`: what the n allows, not the ties of
     these values; with ``want`` 0 the lower of it and the TOST's): at or above alpha, the
     text says so."""
     name = name or f"{r['a']} vs {r['b']}"
@@ -97,7 +98,7 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "",
 
 def trend(r: pd.Series, want: str, name: str, what: str, quote: Quote | None = None,
           init: pd.Series | None = None) -> Test:
-    """A trend row (:func:`lstpe.analysis.evidence.trend_row`) read as a test of ``quote``:
+    """A trend row (:func:`lstpe.evidence.tables.trend_row`) read as a test of ``quote``:
     ``want`` ``falls`` or ``rises``; the opposite significant trend contradicts the claim.
     With ``init`` (the same trend at initialisation) the trend is a measure of what a model
     learned and :func:`lstpe.claims.verdicts.ordering` decides (an ordering the
@@ -121,7 +122,7 @@ def trend(r: pd.Series, want: str, name: str, what: str, quote: Quote | None = N
 
 def correlation(rho: dict | None, rho0: dict | None, want: int, name: str, what: str,
                 quote: Quote | None = None) -> Test | None:
-    """A Spearman correlation over sigma (:func:`lstpe.analysis.seed_stats.rank_correlation`,
+    """A Spearman correlation over sigma (:func:`lstpe.stats.seed_stats.rank_correlation`,
     ``rho``) read as a test of ``quote``, beside the same correlation at initialisation
     (``rho0``): :func:`lstpe.claims.verdicts.ordering` decides. None where ``rho`` is None
     (fewer than 3 sigmas)."""

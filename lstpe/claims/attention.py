@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.paper_compare import load_paper_tables
-from lstpe.analysis.seed_stats import rank_correlation
 from lstpe.claims._common import SMALL_SIGMAS, correlation, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Verdict, untestable, weigh
+from lstpe.evidence import tables as ev
+from lstpe.references.paper_tables import load_paper_tables
+from lstpe.stats.seed_stats import rank_correlation
 
 CLAIM = "attention"
 LINE = ("small-sigma models learn to attend like 2d-fixed, and the similarity tracks accuracy "
@@ -89,7 +89,7 @@ def _why_near_one(x: Inputs) -> str:
 def judge(x: Inputs) -> Verdict:
     """The verdict (module docstring); ``numbers``: ``change`` (per small-sigma model, shown),
     ``level`` (our cells against Table 3, shown), ``rho`` and ``rho_init``, ``trend`` and
-    ``trend_init`` (the rows of :func:`lstpe.analysis.evidence.trend_row`)."""
+    ``trend_init`` (the rows of :func:`lstpe.evidence.tables.trend_row`)."""
     if not have(x.table3) or x.table3["sigma"].nunique() < 2:
         return untestable(CLAIM, LINE, WHERE, "fewer than two stored sigmas", quotes=QUOTES)
     t = x.table3.dropna(subset=["cosine_paper"])
@@ -125,7 +125,7 @@ def judge(x: Inputs) -> Verdict:
 
 def _level(t: pd.DataFrame) -> pd.DataFrame:
     """Our trained cosine at sigma 0.1 and 0.2 against the paper's Table 3
-    (:func:`lstpe.analysis.evidence.evidence_rows`)."""
+    (:func:`lstpe.evidence.tables.evidence_rows`)."""
     ref = paper_table3().set_index("sigma")
     vals = {s: g["cosine_paper"].to_numpy(float) for s, g in t.groupby("sigma")
             if s in SMALL_SIGMAS}

@@ -3,7 +3,7 @@ closely, of the learnable PEs and of the common ones.
 
 The measure (the same as chapter 9's evidence table): per model, the correlation ``r`` of its
 right (1) and wrong (0) answers over the 108 validation puzzles with people's per-puzzle
-accuracy (:func:`lstpe.analysis.claim_tables.model_human_agreement`; 0 in expectation for a
+accuracy (:func:`lstpe.evidence.claim_tables.model_human_agreement`; 0 in expectation for a
 model whose errors fall on random puzzles). Why this one and not the paper's (Spearman's rho
 of a PE's seed-mean accuracy with people's): the paper's gives one number per PE, so "learn-0.2
 highest" could only be read off point estimates, and it has the ceiling the paper itself warns
@@ -12,7 +12,7 @@ puzzle has no rho). Per model, the seeds give each PE a spread and learn-0.2 can
 against every other PE. The paper's measure is quoted beside the tests, untested.
 
 Tests, from the paper's sentences (:data:`QUOTES`), on
-:func:`lstpe.analysis.claim_tables.human_evidence`:
+:func:`lstpe.evidence.claim_tables.human_evidence`:
 
 * learn-0.2's errors follow people's (its ``r`` above 0, the one-sample t-test Holm-adjusted
   over every PE tested, as chapter 9 reads them);
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.analysis import claim_tables as ct
-from lstpe.analysis.evidence import ALPHA
-from lstpe.analysis.seed_stats import p_text
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
+from lstpe.evidence import claim_tables as ct
+from lstpe.stats.seed_stats import p_text
+from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "humans"
 LINE = f"models and people find the same puzzles hard, learn-0.2 most ({label('humans')})"
@@ -76,7 +76,7 @@ def _papers_measure(sim: pd.DataFrame | None, best: str) -> str:
 
 def judge(x: Inputs, best: str = "learn-0.2") -> Verdict:
     """The verdict (module docstring); ``numbers``: ``cells`` and ``contrasts`` (chapter 9's
-    tables, :func:`~lstpe.analysis.claim_tables.human_evidence`) and ``n_differs`` (the PEs
+    tables, :func:`~lstpe.evidence.claim_tables.human_evidence`) and ``n_differs`` (the PEs
     whose r differs from 0 after Holm)."""
     if not have(x.agreement):
         return untestable(CLAIM, LINE, WHERE, "no model's agreement with people measured",

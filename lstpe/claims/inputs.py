@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.analysis.seed_stats import check_range
+from lstpe.stats.seed_stats import check_range
 
 __all__ = ["Inputs"]
 
@@ -43,11 +43,11 @@ class Inputs:
         procrustes / procrustes_init: the learnable PEs' Procrustes alignment to 2d-fixed,
             averaged over blocks (``attention.average_layers(procrustes.pe_alignment(...))``):
             ``pe, sigma, seed, distance, distance_normalized``.
-        noise: :func:`lstpe.analysis.claim_tables.noise_loss_per_model` of Tables 1-2:
+        noise: :func:`lstpe.evidence.claim_tables.noise_loss_per_model` of Tables 1-2:
             ``pe, seed, clean, noisy, loss`` (``attrs["noise_max"]``).
         similarity: :func:`lstpe.analysis.humans.human_similarity`, one row per PE:
             ``pe, spearman, spearman_p`` (the paper's measure, shown beside the humans claim).
-        agreement: :func:`lstpe.analysis.claim_tables.model_human_agreement`, one row per
+        agreement: :func:`lstpe.evidence.claim_tables.model_human_agreement`, one row per
             model: ``pe, seed, accuracy, cosine, r`` (the measure the humans claim tests).
         table1_long: :func:`lstpe.chapters.long_mechanism.table1_long`: Table 1's PEs past
             epoch 200 (``pe, seeds, epoch, val_200, val_last, train_200, train_last``).

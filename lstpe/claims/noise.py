@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.seed_stats import holm, p_text, tau_text
 from lstpe.claims._common import adjust, contrast, trend, values_by_pe
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.table1 import COMMON  # the common PEs; 2d-fixed set apart, as the paper does
 from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
+from lstpe.evidence import tables as ev
+from lstpe.stats.seed_stats import holm, p_text, tau_text
+from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "noise"
 LINE = ("small-sigma learnable PEs are the most robust to embedding noise, and after 2d-fixed "
@@ -54,7 +55,7 @@ QUOTES: tuple[Quote, ...] = (
 BAND: tuple[float, float] = (0.1, 0.6)
 """The first version's range of the most robust sigmas."""
 ABOVE_CHANCE = 0.1
-"""A model's clean accuracy must exceed chance (:data:`lstpe.analysis.evidence.CHANCE_LINE`)
+"""A model's clean accuracy must exceed chance (:data:`lstpe.evidence.tables.CHANCE_LINE`)
 by more than this for its relative loss to be measured (module docstring)."""
 
 
@@ -89,7 +90,7 @@ def _band(kept: pd.DataFrame) -> tuple[list[Test], pd.DataFrame]:
     band["p_holm"] = holm(band["p_perm"].to_numpy(float))
     tests = []
     for r in band.itertuples():
-        shown = r.p_holm < ev.ALPHA and pd.notna(r.statistic)
+        shown = r.p_holm < ALPHA and pd.notna(r.statistic)
         outcome = ("open" if not shown else "supports" if r.statistic > 0 else "contradicts")
         tests.append(Test(f"{r.a} among the most robust", outcome,
                           f"{r.a} loses {r.mean_a:.2f} of its accuracy above chance, the "

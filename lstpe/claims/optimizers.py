@@ -11,12 +11,12 @@ stored (the Adam column is settled by epoch 200 for sigma >= 0.1 in the authors'
 
 from __future__ import annotations
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.paper_compare import load_paper_tables
 from lstpe.claims._common import adjust, contrast, values_by_pe
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Verdict, untestable, weigh
+from lstpe.evidence import tables as ev
+from lstpe.references.paper_tables import load_paper_tables
 
 CLAIM = "sgd"
 LINE = f"SGD removes the harm of a very small sigma that Adam shows ({label('sgd')})"

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.seed_stats import p_text, rank_correlation, sign_flip_test
 from lstpe.claims._common import SMALL_SIGMAS, correlation, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
+from lstpe.evidence import tables as ev
+from lstpe.stats.seed_stats import p_text, rank_correlation, sign_flip_test
+from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "procrustes"
 LINE = ("small-sigma PEs are closer to the 2-D PE, by training, and the closer the better "
@@ -74,7 +75,7 @@ def _change(t: pd.DataFrame, i: pd.DataFrame) -> Test | None:
     if len(ch) < 2:
         return None
     mean, p = sign_flip_test(ch["distance"] - ch["distance_init"])
-    outcome = "open" if p >= ev.ALPHA else "supports" if mean < 0 else "contradicts"
+    outcome = "open" if p >= ALPHA else "supports" if mean < 0 else "contradicts"
     return Test("training brings small-sigma PEs closer", outcome,
                 f"σ ≤ 0.2: distance {ch['distance_init'].mean():.2f} at initialisation → "
                 f"{ch['distance'].mean():.2f} trained (change {mean:+.3f} over {len(ch)} models, "

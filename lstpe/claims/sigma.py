@@ -6,13 +6,13 @@ over the sweep the smaller sigma, the better ("consistent with the hypothesis th
 initialized models tend to learn the most generalizable representations"). The two contrasts
 (learn-0.2 against learn-1 and learn-2) are exact permutation tests, Holm-adjusted over the
 two; the trend is Kendall's tau of accuracy over sigma across every learnable unit, with a
-permutation p (:func:`lstpe.analysis.evidence.trend_row`, the row chapter 6's contrast table
+permutation p (:func:`lstpe.evidence.tables.trend_row`, the row chapter 6's contrast table
 shows). The paper reports learn-0.1 below learn-0.2 (0.925 against 0.956) and attributes the
 dip to Adam: the claim does not require the opposite, and the text gives learn-0.1 against
 learn-0.2 beside the tests. The curve's shape is described, not fitted with a line:
 :func:`shape` names the largest sigma whose mean stays within :data:`PLATEAU` of the best and
 the largest fall between neighbouring stored sigmas, over the sigmas with at least
-:data:`~lstpe.analysis.seed_stats.MIN_SEEDS_FOR_CI` units (one seed's accuracy is no point of
+:data:`~lstpe.stats.seed_stats.MIN_SEEDS_FOR_CI` units (one seed's accuracy is no point of
 a curve: a single unit 0.05 low would end the plateau).
 """
 
@@ -21,12 +21,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, p_text
 from lstpe.claims._common import adjust, contrast, trend, values_by_pe
 from lstpe.claims.inputs import Inputs
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Verdict, untestable, weigh
+from lstpe.evidence import tables as ev
+from lstpe.stats.seed_stats import MIN_SEEDS_FOR_CI, p_text
 
 CLAIM = "sigma"
 LINE = f"small sigma generalises, large sigma does not ({label('sigma')})"
@@ -70,7 +70,7 @@ PLATEAU = 0.05
 
 def shape(final: pd.DataFrame) -> dict[str, float]:
     """The sigma curve of the learnable PEs' mean accuracy over the sigmas with at least
-    :data:`~lstpe.analysis.seed_stats.MIN_SEEDS_FOR_CI` units: ``best`` (its sigma and mean),
+    :data:`~lstpe.stats.seed_stats.MIN_SEEDS_FOR_CI` units: ``best`` (its sigma and mean),
     ``plateau_to`` (how far the plateau reaches: the largest sigma up to which every mean from
     the best sigma on stays within :data:`PLATEAU` of the best), ``drop`` (the largest fall
     between neighbouring stored sigmas) with ``drop_from`` and ``drop_to``."""

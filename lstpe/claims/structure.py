@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.evidence import ALPHA
 from lstpe.claims._common import SMALL_SIGMAS, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import INHERITED, Test, Verdict, untestable, weigh
+from lstpe.evidence import tables as ev
+from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "structure"
 LINE = ("small-sigma PEs learn the task's 2-D structure, and a small initialisation is what "

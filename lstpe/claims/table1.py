@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.evidence import ALPHA
 from lstpe.claims._common import adjust, contrast, values_by_pe, with_equivalence
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Verdict, untestable, weigh
+from lstpe.evidence import tables as ev
+from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "table1"
 LINE = ("a learnable PE (learn-0.2) beats every common fixed PE and matches 2d-fixed "

@@ -43,9 +43,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lstpe.analysis.evidence import ALPHA
-from lstpe.analysis.seed_stats import p_text
 from lstpe.claims.paper import Quote
+from lstpe.stats.seed_stats import p_text
+from lstpe.stats.seed_tests import ALPHA
 
 __all__ = ["SCORE_VERDICTS", "OUTCOMES", "INHERITED", "Test", "Verdict", "weigh", "untestable",
            "no_difference", "ordering"]

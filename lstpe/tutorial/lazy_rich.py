@@ -35,8 +35,8 @@ import torch
 from torch import nn
 
 from lstpe.analysis import pe_structure as ps
-from lstpe.analysis import style
 from lstpe.nn import encodings as enc
+from lstpe.rendering import style
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 
 from lstpe import lst
-from lstpe.analysis import style
+from lstpe.rendering import style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from lstpe.analysis.widgets import WithStatic
+    from lstpe.rendering.widgets import WithStatic
 
 Line = tuple[str, int]
 LINES: tuple[Line, ...] = tuple([("row", k) for k in range(4)] + [("col", k) for k in range(4)])
@@ -350,8 +350,8 @@ def puzzle_svg(p: lst.Puzzle, title: str, reveal: bool = False, cell: int = 56) 
 def puzzle_views(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame) -> str:
     """The browser for the static page: every puzzle, answer hidden and revealed, as an SVG
     (:func:`puzzle_svg`) behind a slider and a checkbox
-    (:func:`lstpe.analysis.widgets.views_html`)."""
-    from lstpe.analysis.widgets import Control, views_html
+    (:func:`lstpe.rendering.widgets.views_html`)."""
+    from lstpe.rendering.widgets import Control, views_html
 
     by_id = acc.set_index("id")["accuracy"]
     views = {(str(i), str(int(r))): puzzle_svg(
@@ -366,12 +366,12 @@ def puzzle_views(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame) -> str:
 def puzzle_browser(puzzles: Sequence[lst.Puzzle], acc: pd.DataFrame) -> WithStatic:
     """An ipywidgets slider over the puzzles with a checkbox that reveals the answer (Jupyter,
     Colab); on the rendered page the same browser pre-rendered (:func:`puzzle_views`), and
-    :func:`plot_puzzle_gallery` as its PNG (:func:`lstpe.analysis.widgets.with_static`; the
+    :func:`plot_puzzle_gallery` as its PNG (:func:`lstpe.rendering.widgets.with_static`; the
     widget is ``.widget``)."""
     import ipywidgets as widgets
     import matplotlib.pyplot as plt
 
-    from lstpe.analysis.widgets import with_static
+    from lstpe.rendering.widgets import with_static
 
     by_id = acc.set_index("id")["accuracy"]
 

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstpe.analysis import style
 from lstpe.nn import encodings as enc
+from lstpe.rendering import style
 from lstpe.tutorial.sinusoid import toeplitz_gap
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
+from lstpe.stats.seed_stats import MIN_SEEDS_FOR_CI
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -86,7 +86,7 @@ def plot_attention_grid(maps: Any, titles: Sequence[str] | None = None,
     if titles is not None and len(titles) != P:
         raise ValueError(f"got {len(titles)} titles for {P} models")
     n = a.shape[-1]
-    from lstpe.analysis import style
+    from lstpe.rendering import style
 
     if scale not in ("row", "shared"):
         raise ValueError(f"scale must be 'row' or 'shared', got {scale!r}")
@@ -152,7 +152,7 @@ VERDICT_STYLE: dict[str, dict[str, Any]] = {
     "inconclusive": {"color": "tab:orange", "marker": "D"},
 }
 """Marker and colour of our points per verdict of
-:func:`lstpe.analysis.paper_compare.compare_to_paper`; any other verdict (``n=1``: one
+:func:`lstpe.evidence.paper_compare.compare_to_paper`; any other verdict (``n=1``: one
 model) is drawn as an open grey circle without interval."""
 
 _TOO_FEW_STYLE: dict[str, Any] = {"color": "0.55", "marker": "o", "mfc": "none"}
@@ -170,7 +170,7 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
     the axes (and their tick labels).
 
     Args:
-        comparison: output of :func:`lstpe.analysis.paper_compare.compare_to_paper` (needs ``x``,
+        comparison: output of :func:`lstpe.evidence.paper_compare.compare_to_paper` (needs ``x``,
             ``mean``, ``ci_low``, ``ci_high``, ``paper_mean``, ``paper_sd``, ``verdict``).
         x: ``pe`` (categorical) or ``sigma`` (numeric).
         ylabel: label of the metric axis.
@@ -225,7 +225,7 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
         ax.annotate(reference[1], (1, reference[0]), xycoords=("axes fraction", "data"),
                     xytext=(-3, 2 if up else -2), textcoords="offset points", ha="right",
                     va="bottom" if up else "top", color="C2", fontsize=9)
-    from lstpe.analysis.style import legend_below
+    from lstpe.rendering.style import legend_below
 
     ax.set_ylabel(ylabel)
     legend_below(ax)  # below the tick labels: a label at the right edge stays clear
@@ -235,7 +235,7 @@ def plot_vs_paper(comparison: pd.DataFrame, ax: Axes | None = None, x: str = "pe
 def plot_sigma_curve(summary: pd.DataFrame, ax: Axes | None = None, label: str | None = None,
                      ylabel: str | None = None, color: str | None = None,
                      min_seeds: int = MIN_SEEDS_FOR_CI, **line_kw: Any) -> Axes:
-    """A per-sigma summary (:func:`lstpe.analysis.seed_stats.summarize` with ``by="sigma"``): the
+    """A per-sigma summary (:func:`lstpe.stats.seed_stats.summarize` with ``by="sigma"``): the
     mean as a line and the confidence interval as a band, drawn only where every sigma has at
     least ``min_seeds`` seeds (default 2: one model has no interval).
 
@@ -337,11 +337,11 @@ def draw_kernel(ax: Axes, v: np.ndarray, vrange: tuple[float, float] | None = No
                 ylabel: bool = True) -> Any:
     """A kernel (n, n) on ``ax`` with position ticks and its own colour bar (returned), on
     ``vrange`` or :func:`kernel_range`; every text at ``fontsize`` (at least
-    :data:`lstpe.analysis.style.MIN_PT`). ``xlabel`` / ``ylabel``: name the axis
+    :data:`lstpe.rendering.style.MIN_PT`). ``xlabel`` / ``ylabel``: name the axis
     ``position`` (a grid of panels names only its outer ones)."""
     from matplotlib.ticker import MaxNLocator
 
-    from lstpe.analysis.style import MIN_PT
+    from lstpe.rendering.style import MIN_PT
 
     fs = max(float(fontsize), MIN_PT)
     lo, hi = vrange or kernel_range(v)
@@ -367,7 +367,7 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False
                     suptitle: str | None = None) -> Figure:
     """Position x position matrices (e.g. :func:`lstpe.analysis.kernels.pe_kernels`), one panel
     each, in a figure as wide as the page's column with every text at 9 pt or more there
-    (:mod:`lstpe.analysis.style`); only the outer panels name their axes.
+    (:mod:`lstpe.rendering.style`); only the outer panels name their axes.
 
     Every panel gets its own colour bar, on the range of its off-diagonal values (the diagonal
     of a cosine kernel is 1 and would hide the rest), unless ``share``: then one range for all.
@@ -379,7 +379,7 @@ def plot_pe_kernels(kernels: dict[str, Any], ncols: int = 3, share: bool = False
     """
     import matplotlib.pyplot as plt
 
-    from lstpe.analysis import style
+    from lstpe.rendering import style
 
     if not kernels:
         raise ValueError("no kernels to plot")
@@ -468,7 +468,7 @@ def plot_against_authors(final: pd.DataFrame, like: pd.DataFrame, epoch: int = 2
 
     Args:
         final: one row per model (``pe``, ``seed``, ``accuracy``).
-        like: :func:`lstpe.analysis.authors_logs.compare_with_authors` of ``final``.
+        like: :func:`lstpe.references.authors_logs.compare_with_authors` of ``final``.
     """
     _need(final, ("pe", "seed", "accuracy"), "plot_against_authors")
     _need(like, ("pe", "authors_mean", "authors_sd", "paper_mean", "paper_sd"),

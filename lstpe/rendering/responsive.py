@@ -1,10 +1,10 @@
 """Figures that stay readable on a phone: a second rendering laid out for the phone's column.
 
-A book figure is drawn for the laptop's column (:data:`lstpe.analysis.style.COLUMN_PX`, 688
+A book figure is drawn for the laptop's column (:data:`lstpe.rendering.style.COLUMN_PX`, 688
 px); on a phone in portrait (a 420-px window) the column is
-:data:`lstpe.analysis.phone.PHONE_PX` (388 px) and the page shrinks the PNG to it, so 9-pt
+:data:`lstpe.rendering.phone.PHONE_PX` (388 px) and the page shrinks the PNG to it, so 9-pt
 text shows at 5 pt. Shrinking cannot keep text legible: the figure has to be laid out again
-for the narrower column: :func:`lstpe.analysis.phone.phone_figure` does that on a copy of
+for the narrower column: :func:`lstpe.rendering.phone.phone_figure` does that on a copy of
 the finished figure, the same for every figure of the book (panels stacked, legends under
 them, long text wrapped, crowded ticks thinned, cut markers given room).
 
@@ -17,7 +17,7 @@ of the built book reads what every figure looks like at both widths (``tests/tes
 ``figure_problems``). :func:`install` makes this the way a notebook shows every matplotlib
 figure (``lstpe.chapters.notebook.setup`` calls it).
 
-Lives in :mod:`lstpe.analysis` beside :mod:`lstpe.analysis.style`, which it builds on.
+Lives in :mod:`lstpe.rendering` beside :mod:`lstpe.rendering.style`, which it builds on.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
-from lstpe.analysis import style
-from lstpe.analysis.phone import PHONE_PX, phone_figure
+from lstpe.rendering import style
+from lstpe.rendering.phone import PHONE_PX, phone_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -56,7 +56,7 @@ CHECK_ATTR = "data-lstpe-check"
 
 def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
     """The house style's checks of ``fig`` shown in a column ``column_px`` wide: ``small``
-    (texts under :data:`~lstpe.analysis.style.MIN_PT` there), ``overlap`` (titles, labels and
+    (texts under :data:`~lstpe.rendering.style.MIN_PT` there), ``overlap`` (titles, labels and
     tick labels running into each other or into another panel), ``legend`` (a legend over
     text, a panel or a legend), ``cut`` (markers cut by their axes' edge), ``collapsed`` (the
     layout engine gave up: its panels would have no height or width, so they are drawn
@@ -91,7 +91,7 @@ def renderings(fig: Figure, phone: Figure | None = None
     (``{"laptop": ..., "phone": ...}``; the phone's is ``{"error": [why]}`` when there is no
     phone rendering). ``phone``: the phone's figure drawn for its column by the caller
     (e.g. an explorer's many views of one layout), used instead of laying out a copy of
-    ``fig`` again (:func:`lstpe.analysis.phone.phone_figure`); it is checked the same way."""
+    ``fig`` again (:func:`lstpe.rendering.phone.phone_figure`); it is checked the same way."""
     import warnings
 
     import matplotlib.pyplot as plt

@@ -1,16 +1,16 @@
 """Evidence tables of the claims of chapters 8-10 (noise robustness, models and humans, brain
-networks), built with the generic constructors of :mod:`lstpe.analysis.evidence`.
+networks), built with the generic constructors of :mod:`lstpe.evidence.tables`.
 
 Each ``*_evidence`` function returns ``(cells, contrasts)``: ``cells`` in
-:data:`~lstpe.analysis.evidence.ROW_COLUMNS` (one row per PE: our per-model values against a
+:data:`~lstpe.evidence.tables.ROW_COLUMNS` (one row per PE: our per-model values against a
 fixed reference value, the reference's label in ``ref`` and its value in ``authors_mean``;
 ``authors_sd`` is 0 and ``authors_n`` a placeholder, since the reference is exact), and
-``contrasts`` in :data:`~lstpe.analysis.evidence.CONTRAST_COLUMNS` (within-ours pairs, exact
+``contrasts`` in :data:`~lstpe.evidence.tables.CONTRAST_COLUMNS` (within-ours pairs, exact
 permutation verdicts, and a trend over sigma where the claim is about sigma).
 
 * Noise (chapter 8, the paper's Fig. A9): :func:`noise_loss_per_model`, the accuracy each model
   loses between no noise and the largest noise level; :func:`noise_evidence` tests each PE's
-  loss against none (TOST margin :data:`~lstpe.analysis.evidence.MARGIN`) and the paper's
+  loss against none (TOST margin :data:`~lstpe.evidence.tables.MARGIN`) and the paper's
   contrasts (small against large sigma, learnable against fixed; :data:`NOISE_PAIRS`).
 * Humans (chapter 9, Fig. 6 of the first version): :func:`model_human_agreement`, per model
   the cosine of its 0/1 correctness with the people's per-puzzle accuracy (the paper's
@@ -25,7 +25,7 @@ permutation verdicts, and a trend over sigma where the claim is about sigma).
   the small-sigma PEs with ``learn-2`` and ``random``.
 
 A single-model cell (n = 1) gets the single-case test of
-:func:`lstpe.analysis.seed_tests.vs_reference`; against an exact reference (SD 0) that
+:func:`lstpe.stats.seed_tests.vs_reference`; against an exact reference (SD 0) that
 is undefined unless the value equals it, and the verdict says ``n=1``.
 """
 
@@ -37,8 +37,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis import evidence as ev
-from lstpe.analysis.seed_stats import check_range, holm
+from lstpe.evidence import tables as ev
+from lstpe.stats.seed_stats import check_range, holm
+from lstpe.stats.seed_tests import ALPHA
 
 __all__ = ["noise_loss_per_model", "noise_evidence", "NOISE_PAIRS", "model_human_agreement",
            "human_evidence", "R_MARGIN", "POOLED", "network_evidence", "Z_MARGIN", "NETWORK_PAIRS"]
@@ -199,7 +200,7 @@ def model_human_agreement(correct: pd.DataFrame, people: pd.DataFrame) -> pd.Dat
     return out
 
 
-def _holm_cells(cells: pd.DataFrame, alpha: float = ev.ALPHA) -> pd.DataFrame:
+def _holm_cells(cells: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """Per-PE cells read one by one: ``p_holm`` is Holm's adjustment of ``p_diff`` over the
     cells tested, and a ``differs`` whose adjusted p is not below ``alpha`` becomes
     ``inconclusive`` (its ``why`` gives both p)."""

@@ -2,7 +2,7 @@ r"""Tests fit for 3-5 seeds: what a handful of models can and cannot show, with 
 
 Every function here works from n = 2 seeds per group (the single-case test from n = 1) and
 says what its n allows: an interval's width, a permutation test's smallest attainable p, the
-smallest difference it would detect (:mod:`lstpe.analysis.power`).
+smallest difference it would detect (:mod:`lstpe.stats.power`).
 
 * :func:`equivalence_test_from_summary`: two one-sided t-tests (TOST) of
   ``|mean_a - mean_b| < margin`` and the two-sided t-test, from two summaries: Welch's,
@@ -35,7 +35,7 @@ smallest difference it would detect (:mod:`lstpe.analysis.power`).
   and the interval beside it always agree.
 
 What each of these tests can resolve at its n (its minimum detectable difference) is
-:mod:`lstpe.analysis.power`'s.
+:mod:`lstpe.stats.power`'s.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ import numpy as np
 from scipy import stats
 
 __all__ = [
-    "EQUIVALENCE_MARGIN", "Equivalence", "equivalence_test_from_summary", "Diff", "welch_diff",
-    "vs_reference", "Permutation", "permutation_test", "permutation_floor", "shift_interval",
-    "MAX_SPLITS", "SPLIT_TOL", "NO_SPREAD", "no_spread", "VARIANCES",
+    "ALPHA", "EQUIVALENCE_MARGIN", "Equivalence", "equivalence_test_from_summary", "Diff",
+    "welch_diff", "vs_reference", "Permutation", "permutation_test", "permutation_floor",
+    "shift_interval", "MAX_SPLITS", "SPLIT_TOL", "NO_SPREAD", "no_spread", "VARIANCES",
 ]
 
 MAX_SPLITS = 500_000
@@ -75,9 +75,12 @@ def no_spread(x: Sequence[float] | np.ndarray) -> bool:
 
 EQUIVALENCE_MARGIN = 0.05
 """Default equivalence margin of :func:`equivalence_test_from_summary` and
-:func:`lstpe.analysis.paper_compare.compare_to_paper`, in units of the metric (0.05 = 5
+:func:`lstpe.evidence.paper_compare.compare_to_paper`, in units of the metric (0.05 = 5
 accuracy points)."""
 
+ALPHA = 0.05
+"""The level of every test whose verdict the book reports (evidence rows, contrasts, trends,
+the claims' tests and the measures' permutation p values)."""
 
 VARIANCES: tuple[str, ...] = ("welch", "pooled", "both")
 """How :func:`equivalence_test_from_summary` sizes the difference's standard error."""

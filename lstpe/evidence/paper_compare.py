@@ -1,93 +1,36 @@
-r"""The comparison of our per-seed results with the paper's tables.
+r"""Our per-seed results lined up against one of the paper's tables
+(:func:`~lstpe.references.paper_tables.load_paper_tables`), with a verdict (``equivalent``,
+``differs``, ``inconclusive``; ``n=1`` for a single model) that wide intervals cannot win, and
+the smallest difference the seeds could resolve (``mdd``): :func:`compare_to_paper`.
 
-* :func:`load_paper_tables`, :func:`compare_to_paper`: the paper's Tables 1-6 in long form,
-  and our per-seed results lined up against them with a verdict (``equivalent``,
-  ``differs``, ``inconclusive``; ``n=1`` for a single model) that wide intervals cannot win,
-  and the smallest difference the seeds could resolve (``mdd``).
-
-The means, SDs and t intervals over seeds come from :mod:`lstpe.analysis.seed_stats`, the TOST
+The means, SDs and t intervals over seeds come from :mod:`lstpe.stats.seed_stats`, the TOST
 and the difference test against the paper's 15 seeds (Student's pooled test and Welch's, each
-p the larger: :func:`~lstpe.analysis.seed_tests.equivalence_test_from_summary` with
-``variance="both"``; why: :mod:`lstpe.analysis.seed_tests`) and the minimum detectable
-difference of that test from :mod:`lstpe.analysis.power`.
+p the larger: :func:`~lstpe.stats.seed_tests.equivalence_test_from_summary` with
+``variance="both"``; why: :mod:`lstpe.stats.seed_tests`) and the minimum detectable
+difference of that test from :mod:`lstpe.stats.power`.
 """
 
 from __future__ import annotations
 
 import math
-from importlib import resources
 
 import pandas as pd
 
-from lstpe.analysis.power import mdd, mdd_vs_reference
-from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI, summarize
-from lstpe.analysis.seed_tests import (
+from lstpe.nn.encodings import parse_pe
+from lstpe.references.paper_tables import METRIC_RANGE, load_paper_tables
+from lstpe.stats.power import mdd, mdd_vs_reference
+from lstpe.stats.seed_stats import MIN_SEEDS_FOR_CI, summarize
+from lstpe.stats.seed_tests import (
     EQUIVALENCE_MARGIN,
     Equivalence,
     equivalence_test_from_summary,
 )
-from lstpe.nn.encodings import parse_pe
 
-__all__ = [
-    "load_paper_tables", "compare_to_paper", "PAPER_N_SEEDS", "PAPER_METRICS", "METRIC_RANGE",
-    "VERDICTS",
-]
-
-PAPER_N_SEEDS = 15
-"""Seeds behind every mean and SD of the paper's tables."""
-
-PAPER_METRICS: tuple[str, ...] = ("val_acc", "train_acc", "attention_cosine")
-
-METRIC_RANGE: dict[str, tuple[float, float]] = {
-    "val_acc": (0.0, 1.0), "train_acc": (0.0, 1.0), "attention_cosine": (0.0, 1.0),
-}
-"""Range of each paper metric (accuracies; cosine of non-negative attention weights): our
-confidence intervals are clipped to it."""
+__all__ = ["compare_to_paper", "VERDICTS"]
 
 VERDICTS: tuple[str, ...] = ("equivalent", "differs", "inconclusive", "n=1")
 """The values of :func:`compare_to_paper`'s ``verdict`` column (``n=1``: one model, no SD,
 so no interval and no test)."""
-
-
-# --------------------------------------------------------------------------- paper tables
-
-
-def _read(name: str) -> pd.DataFrame:
-    with resources.files("lstpe").joinpath("data", name).open("r") as f:
-        return pd.read_csv(f, dtype={"table": str, "setting": str, "pe": str})
-
-
-def load_paper_tables() -> pd.DataFrame:
-    """The paper's Tables 1-6 in long form (vendored ``paper_tables.csv`` and
-    ``attention_similarity_table3.csv``).
-
-    Returns:
-        ``table`` (``"1"``..``"6"``), ``setting`` (``adam``, ``sgd``, ``adamw-wd0.1``), ``pe``
-        (full label, e.g. ``learn-0.2``), ``pe_name``, ``sigma``, ``metric`` (``val_acc``,
-        ``train_acc``, ``attention_cosine``), ``mean``, ``sd``, ``n`` (15 seeds).
-    """
-    t = _read("paper_tables.csv")
-    rows = []
-    for r in t.itertuples(index=False):
-        sigma = None if pd.isna(r.sigma) else float(r.sigma)
-        spec = parse_pe(r.pe if r.pe != "learn" else f"learn-{sigma:g}")
-        for metric in ("val_acc", "train_acc"):
-            mean, sd = getattr(r, metric), getattr(r, metric.replace("acc", "sd"))
-            if pd.isna(mean):
-                continue
-            rows.append({"table": str(r.table), "setting": r.setting, "pe": spec.label,
-                         "pe_name": spec.name,
-                         "sigma": spec.sigma if spec.sigma is not None else math.nan,
-                         "metric": metric, "mean": float(mean), "sd": float(sd)})
-    t3 = _read("attention_similarity_table3.csv")
-    for r in t3.itertuples(index=False):
-        spec = parse_pe(f"learn-{float(r.sigma):g}")
-        rows.append({"table": "3", "setting": "adam", "pe": spec.label, "pe_name": spec.name,
-                     "sigma": spec.sigma, "metric": "attention_cosine",
-                     "mean": float(r.cosine_to_2d_fixed), "sd": float(r.sd)})
-    out = pd.DataFrame(rows)
-    out["n"] = PAPER_N_SEEDS
-    return out
 
 
 def _verdict(eq: Equivalence, alpha: float) -> str:
@@ -110,7 +53,7 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
     paper's mean and SD over its 15 seeds:
 
     * ``"equivalent"``: the TOST, pooled and Welch's each
-      (:func:`~lstpe.analysis.seed_tests.equivalence_test_from_summary`, ``variance="both"``),
+      (:func:`~lstpe.stats.seed_tests.equivalence_test_from_summary`, ``variance="both"``),
       shows
       ``|ours - paper| < margin`` at level ``alpha`` (``p_equiv < alpha``). This needs a
       precise comparison -- small SDs on both sides or many seeds -- so a wide interval cannot
@@ -126,9 +69,9 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
       (NaN).
 
     At 3-5 seeds ``inconclusive`` is the common verdict; ``mdd`` says how large a difference
-    those seeds could have shown to that test (:func:`lstpe.analysis.power.mdd_vs_reference`
+    those seeds could have shown to that test (:func:`lstpe.stats.power.mdd_vs_reference`
     at alpha, power 0.8, with the larger of the two SDs, our n and the paper's 15; against a
-    paper SD of 0 the one-sample t-test's, :func:`lstpe.analysis.power.mdd`).
+    paper SD of 0 the one-sample t-test's, :func:`lstpe.stats.power.mdd`).
 
     Args:
         ours: one row per seed with a ``pe`` label column and ``value`` (e.g. the history's
@@ -139,10 +82,10 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
         setting: optimiser setting of the table (needed for Table 4: ``adam`` or ``sgd``).
         level: of our confidence interval.
         margin: equivalence margin in units of the metric (default
-            :data:`~lstpe.analysis.seed_tests.EQUIVALENCE_MARGIN` = 0.05, i.e. 5 accuracy points).
+            :data:`~lstpe.stats.seed_tests.EQUIVALENCE_MARGIN` = 0.05, i.e. 5 accuracy points).
         alpha: level of the TOST and the t-test.
         min_seeds: fewest seeds for an interval and a verdict (default
-            :data:`~lstpe.analysis.seed_stats.MIN_SEEDS_FOR_CI` = 2: an SD needs two).
+            :data:`~lstpe.stats.seed_stats.MIN_SEEDS_FOR_CI` = 2: an SD needs two).
     Returns:
         One row per PE present in both, in the paper's row order: ``table, setting, pe,
         sigma, n, mean, sd`` (ours), ``ci_low, ci_high`` (ours, clipped t interval; NaN under

@@ -21,7 +21,7 @@ accuracy as the authors evaluated it):
 * :func:`stack_claims`: every claim's table in one long frame (chapter 11, ``lstpe batch``).
 * :func:`evidence_from_collected`: the same from ``lstpe batch``'s collected rows.
 
-The forest plot of every cell is :func:`lstpe.analysis.forest.plot_forest`.
+The forest plot of every cell is :func:`lstpe.figures.forest.plot_forest`.
 
 Choices: the reference of a cell is the authors' logs at our units' epoch (their 15 seeds,
 ``ref`` ``authors@200``) where they logged it (2d-fixed, learn-sigma), else the paper's table
@@ -31,11 +31,11 @@ seed-to-seed SDs at small sigma (0.026-0.05 at epoch 200); a fixed number, so th
 cannot earn "equivalent" by a wide margin (it is 1/3 of their SD at sigma 2). It is wider than
 some gaps the paper reads (learn-0.2 vs relative, 0.036): those are the contrasts' business.
 A row's test against the reference's seeds is Student's pooled test and Welch's, each p the
-larger (why: :func:`~lstpe.analysis.seed_tests.vs_reference`); a contrast's verdict is the
+larger (why: :func:`~lstpe.stats.seed_tests.vs_reference`); a contrast's verdict is the
 exact permutation test's (:func:`contrast_rows`), as is the interval the pages quote with it
-(:func:`~lstpe.analysis.seed_tests.shift_interval`); a trend over sigma is Kendall's tau-b with
+(:func:`~lstpe.stats.seed_tests.shift_interval`); a trend over sigma is Kendall's tau-b with
 a permutation p (:func:`trend_row`). The minimum detectable difference (``mdd``: alpha 0.05,
-power 0.8, :mod:`lstpe.analysis.power`) is that of the test that gives the verdict: a row's at
+power 0.8, :mod:`lstpe.stats.power`) is that of the test that gives the verdict: a row's at
 the reference's SD (15 seeds estimate it better than our 3-5), a contrast's at our pooled SD
 (infinite where the test's floor is at or above alpha). No multiplicity correction: "beats
 every fixed PE" is a conjunction, shown only where each of its contrasts is (an
@@ -52,20 +52,20 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis import power as pw
-from lstpe.analysis import seed_tests as st
-from lstpe.analysis.seed_stats import check_range, mean_ci, t_half, tau_text
-from lstpe.analysis.trend import trend_test
+from lstpe.stats import power as pw
+from lstpe.stats import seed_tests as st
+from lstpe.stats.seed_stats import check_range, mean_ci, t_half, tau_text
+from lstpe.stats.seed_tests import ALPHA
+from lstpe.stats.trend import trend_test
 
 __all__ = [
     "Reference", "evidence_rows", "contrast_rows", "trend_row", "CLAIMS", "claim_table",
     "contrast_table", "stack_claims", "evidence_from_collected", "MARGIN", "SIGMA_PAIRS",
-    "ALPHA", "ROW_COLUMNS", "CONTRAST_COLUMNS", "EVIDENCE_VERDICTS", "CHANCE_LINE",
+    "ROW_COLUMNS", "CONTRAST_COLUMNS", "EVIDENCE_VERDICTS", "CHANCE_LINE",
 ]
 
 MARGIN = st.EQUIVALENCE_MARGIN
 """Equivalence margin in accuracy (module docstring): the TOST's default, 0.05."""
-ALPHA = 0.05
 CHANCE_LINE = 0.25
 """Chance accuracy of the 4-way validation puzzles."""
 
@@ -109,7 +109,7 @@ EVIDENCE_VERDICTS: dict[str, str] = {
 @dataclass(frozen=True)
 class Reference:
     """A reference of one cell: ``mean``, ``sd`` over ``n`` seeds, ``label`` (``paper@4000``);
-    ``seeds`` False: a null of another kind (:func:`~lstpe.analysis.seed_tests.vs_reference`)."""
+    ``seeds`` False: a null of another kind (:func:`~lstpe.stats.seed_tests.vs_reference`)."""
 
     mean: float
     sd: float
@@ -153,11 +153,11 @@ def evidence_rows(values: Mapping[str, Sequence[float]],
         every value is equal, not a zero-width interval, and ``why`` says so),
         ``authors_mean/sd/n``, ``paper_mean/sd``, ``ref`` (the reference tested against),
         ``diff`` (ours - ref) with ``diff_low/high``, ``p_diff`` (the t-test of
-        :func:`~lstpe.analysis.seed_tests.vs_reference`; single-case for n=1),
+        :func:`~lstpe.stats.seed_tests.vs_reference`; single-case for n=1),
         ``p_equiv`` (TOST within ``margin``), ``mdd`` (that test's, :func:`_row_mdd`),
         ``test``, ``verdict`` (:data:`EVIDENCE_VERDICTS`) and ``why`` (a short phrase with
         the numbers). No spread in our values nor the reference: the exact sign-flip test
-        (:class:`~lstpe.analysis.seed_tests.Diff`), its floor in ``why``.
+        (:class:`~lstpe.stats.seed_tests.Diff`), its floor in ``why``.
     Raises:
         ValueError: a value outside ``value_range``, naming it, its cell and seed.
     """
@@ -254,16 +254,16 @@ def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[s
     Returns:
         :data:`CONTRAST_COLUMNS`: ``diff_low/high`` (Welch t interval), ``exact_low/high``
         (the verdict's interval: the shifts the exact permutation test does not reject,
-        :func:`~lstpe.analysis.seed_tests.shift_interval`; infinite where its floor is at or
+        :func:`~lstpe.stats.seed_tests.shift_interval`; infinite where its floor is at or
         above ``alpha``, so 0 lies inside it exactly when no difference is shown), ``statistic``
         (Welch t), ``p_welch`` (NaN with a group of 1), ``p_perm`` (exact, two-sided) and
         ``p_floor`` (the smallest p the permutation test can give with these values), ``mdd``
-        (the permutation test's at our pooled SD, :func:`~lstpe.analysis.power.mdd_permutation`;
+        (the permutation test's at our pooled SD, :func:`~lstpe.stats.power.mdd_permutation`;
         infinite where its floor is at or above alpha), ``verdict`` (``higher``, ``lower``,
         ``no difference shown``, ``not run``) on the exact permutation p: exact at any n and
         free of the normality Welch's t leans on at 2-4 degrees of freedom (its null: the PE
         label does not matter); Welch's p and interval are shown beside it (NaN, and ``why``
-        says so, when neither group has a spread: :data:`~lstpe.analysis.seed_tests.NO_SPREAD`).
+        says so, when neither group has a spread: :data:`~lstpe.stats.seed_tests.NO_SPREAD`).
         ``why`` says when the permutation test cannot reach ``alpha`` at this n.
     """
     rows = []
@@ -311,7 +311,7 @@ def trend_row(sigma: Sequence[float], values: Sequence[float], *, claim: str = "
               label: str = "trend over sigma", alpha: float = ALPHA, n_perm: int = 20_000,
               seed: int = 0) -> pd.DataFrame:
     """One row in :data:`CONTRAST_COLUMNS` for a trend of ``values`` (N,) over ``sigma`` (N,)
-    across units (:func:`lstpe.analysis.trend.trend_test`): ``a`` = ``label``, ``n_a`` =
+    across units (:func:`lstpe.stats.trend.trend_test`): ``a`` = ``label``, ``n_a`` =
     units, ``n_b`` = sigmas, ``diff`` = slope per doubling of sigma with its t interval,
     ``statistic`` = Kendall's tau-b, ``p_perm`` its permutation p, ``p_floor`` = 1 / (1 +
     n_perm), ``p_welch`` = the slope's t-test p; ``verdict`` ``falls`` / ``rises`` on
@@ -373,7 +373,7 @@ def _per_cell(final: pd.DataFrame, value: str = "accuracy"
 
 def _paper_refs() -> dict[str, Reference]:
     """The paper's validation accuracy at 4000 epochs: Table 1, and Table 2 for learn-sigma."""
-    from lstpe.analysis.paper_compare import load_paper_tables
+    from lstpe.references.paper_tables import load_paper_tables
 
     p = load_paper_tables()
     p = p[(p["metric"] == "val_acc") & (p["setting"] == "adam") & p["table"].isin(["1", "2"])]
@@ -385,7 +385,7 @@ def _paper_refs() -> dict[str, Reference]:
 
 def _authors_refs(epochs: Mapping[str, float]) -> dict[str, Reference]:
     """The authors' validation logs of each PE at its units' epoch, where logged."""
-    from lstpe.analysis.authors_logs import authors_logs
+    from lstpe.references.authors_logs import authors_logs
 
     t = authors_logs()
     t = t[(t["phase"] == "validation") & (t["condition"] == "average")]
@@ -400,7 +400,7 @@ def _authors_refs(epochs: Mapping[str, float]) -> dict[str, Reference]:
 
 
 def _cells(claim: str, vals: Mapping[str, np.ndarray], all_sigmas: bool) -> list[str]:
-    from lstpe.analysis.paper_compare import load_paper_tables
+    from lstpe.references.paper_tables import load_paper_tables
 
     if claim not in CLAIMS:
         raise ValueError(f"unknown claim {claim!r}; valid: {', '.join(CLAIMS)}")

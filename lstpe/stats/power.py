@@ -7,7 +7,7 @@ the seeds could have shown. Three tests decide verdicts here, each with its own:
 * :func:`mdd`: a t-test with a common SD, closed form (Student's two-sample test; the
   one-sample test against an exact value; at n_a = 1 the single-case test).
 * :func:`mdd_vs_reference`: a row against a reference's seeds
-  (:func:`lstpe.analysis.seed_tests.vs_reference`): Student's pooled test and Welch's, each p
+  (:func:`lstpe.stats.seed_tests.vs_reference`): Student's pooled test and Welch's, each p
   the larger. With our SD estimated from 1-4 degrees of freedom, Welch's test is far weaker
   than the pooled one, so this MDD is larger than :func:`mdd`: against 15 seeds, 8.7 SDs at 2
   seeds (not 2.3), 2.9 at 3 (not 1.9), 1.8 at 5 (not 1.5). Two seeds resolve less than one (3.1
@@ -20,8 +20,8 @@ the seeds could have shown. Three tests decide verdicts here, each with its own:
   :math:`t_{1-\alpha/2,\nu}\,se`, the expectation over the scaled :math:`\chi^2` quantiles of
   both SDs (a probability-midpoint grid).
 * :func:`mdd_permutation`: the exact permutation test of two of our groups
-  (:func:`lstpe.analysis.seed_tests.permutation_test`), whose p cannot go below
-  :func:`~lstpe.analysis.seed_tests.permutation_floor`: where that floor is at or above alpha
+  (:func:`lstpe.stats.seed_tests.permutation_test`), whose p cannot go below
+  :func:`~lstpe.stats.seed_tests.permutation_floor`: where that floor is at or above alpha
   no difference can be shown (MDD infinite; 3 seeds against 3), and near it the test is weaker
   than the t-test (4 against 4: power 0.64 at the t-test's MDD). Its power is estimated from
   :data:`POWER_DRAWS` normal draws with a fixed seed, every split enumerated (deterministic;
@@ -40,7 +40,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, stats
 
-from lstpe.analysis.seed_tests import _splits, permutation_floor
+from lstpe.stats.seed_tests import _splits, permutation_floor
 
 __all__ = ["mdd", "mdd_vs_reference", "power_vs_reference", "mdd_permutation",
            "permutation_power", "MDD_RULES", "POWER_DRAWS", "POWER_MAX_SPLITS", "GRID"]
@@ -155,7 +155,7 @@ def mdd_vs_reference(sd: float, n_a: int, n_b: int, alpha: float = 0.05, power: 
                      rule: str = "both") -> float:
     """The smallest true difference a row of ``n_a`` seeds against a reference of ``n_b``
     seeds (common SD ``sd``) is called different with probability ``power`` by ``rule``
-    (:data:`MDD_RULES`; ``both`` is :func:`~lstpe.analysis.seed_tests.vs_reference`'s rule, and
+    (:data:`MDD_RULES`; ``both`` is :func:`~lstpe.stats.seed_tests.vs_reference`'s rule, and
     at ``n_a = 1`` every rule is the single-case test, :func:`mdd`'s).
 
     Raises:

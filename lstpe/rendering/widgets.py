@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lstpe.analysis.responsive import figure_html
-from lstpe.analysis.style import DPI
+from lstpe.rendering.responsive import figure_html
+from lstpe.rendering.style import DPI
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -111,7 +111,7 @@ def views_html(views: Mapping[tuple[str, ...], bytes | Figure | tuple[Figure, Fi
         views: a PNG (or SVG), or a figure, per state, keyed by the controls' values in order
             (a control with no option of that value makes the view unreachable); a figure
             becomes a ``<picture>`` with its phone rendering and checks
-            (:func:`lstpe.analysis.responsive.figure_html`), a pair of figures (laptop,
+            (:func:`lstpe.rendering.responsive.figure_html`), a pair of figures (laptop,
             phone) one with that phone rendering.
         controls: the controls, in the order of the keys.
         alt: the images' alt text (the key is appended).
@@ -160,7 +160,7 @@ class WithStatic:
         live: the object behind the widget (its callbacks and state), if any.
         html: the pre-rendered views that play on the page (:func:`views_html`), if any.
         picture: without views, ``figure`` as the page shows it
-            (:func:`lstpe.analysis.responsive.figure_html`: a phone's rendering beside it).
+            (:func:`lstpe.rendering.responsive.figure_html`: a phone's rendering beside it).
     """
 
     def __init__(self, widget: Any, figure: Figure, text: str | None = None,

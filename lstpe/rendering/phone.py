@@ -1,5 +1,5 @@
 """A phone's layout of a finished figure (:func:`phone_figure`), for
-:mod:`lstpe.analysis.responsive`, which renders and checks both layouts.
+:mod:`lstpe.rendering.responsive`, which renders and checks both layouts.
 
 1. panels drawn side by side are stacked in reading order (one column; two for eight or more
    panels); a table whose rows are named keeps its layout when it has two columns, a wider one
@@ -7,7 +7,7 @@
    outer panels only; colour bars follow their panels;
 2. legends outside their axes (or in a panel of their own) go under them in one column; long
    titles and names are wrapped; the figure is made :data:`PHONE_PX` wide (text keeps its size
-   in pt, at least :data:`~lstpe.analysis.style.MIN_PT`) and laid out by matplotlib's
+   in pt, at least :data:`~lstpe.rendering.style.MIN_PT`) and laid out by matplotlib's
    constrained layout (else tight layout);
 3. crowded tick labels are thinned (numbers), turned upright (names on the x axis) or given a
    taller figure (names on the y axis), and markers cut by their axes get room (a heatmap's
@@ -20,7 +20,7 @@ import contextlib
 import pickle
 from typing import TYPE_CHECKING, Any
 
-from lstpe.analysis import style
+from lstpe.rendering import style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis import style
-from lstpe.analysis.seed_stats import mean_ci, t_half
+from lstpe.rendering import style
+from lstpe.stats.seed_stats import mean_ci, t_half
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -52,9 +52,9 @@ def plot_sigma_sweep(final: pd.DataFrame, authors: pd.DataFrame, paper: pd.DataF
         final: one row per stored model: ``pe``, ``accuracy`` (validation, as the authors
             evaluated it); non-learnable PEs are left out.
         authors: the authors' logs at ``epoch``: index ``pe``, ``acc_mean, acc_sd, n_seeds``
-            (:func:`lstpe.analysis.authors_logs.authors_at`).
+            (:func:`lstpe.references.authors_logs.authors_at`).
         paper: the paper's Table 2: ``sigma``, ``mean`` (validation accuracy; the rows of
-            :func:`lstpe.analysis.paper_compare.load_paper_tables` for table 2, ``val_acc``).
+            :func:`lstpe.references.paper_tables.load_paper_tables` for table 2, ``val_acc``).
     """
     import matplotlib.pyplot as plt
 
@@ -184,9 +184,9 @@ def plot_noise_loss(losses: pd.DataFrame, cells: pd.DataFrame, noise: float) -> 
     kind is present).
 
     Args:
-        losses: ``pe, loss`` per model (:func:`lstpe.analysis.claim_tables.noise_loss_per_model`).
+        losses: ``pe, loss`` per model (:func:`lstpe.evidence.claim_tables.noise_loss_per_model`).
         cells: ``cell, mean, ci_low, ci_high`` per PE
-            (:func:`lstpe.analysis.claim_tables.noise_evidence`).
+            (:func:`lstpe.evidence.claim_tables.noise_evidence`).
     Raises:
         ValueError: a PE of ``cells`` without a model in ``losses``.
     """

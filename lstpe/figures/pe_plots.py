@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis._common import as_array, model_table, require
+from lstpe.analysis.artifacts import as_array, model_table, require
 from lstpe.analysis.pe_structure import centred_kernel, gaussian_null, grid_score
 
 if TYPE_CHECKING:

@@ -14,12 +14,12 @@ r"""Statistics over seeds: summaries with confidence intervals, t-tests and rank
 * :func:`check_range`: a value outside its range (an accuracy outside [0, 1]) is an error
   naming it and where it came from, never an input to a verdict.
 * Degenerate inputs: a t-test of groups with no spread at all is undefined (NaN, not t = inf
-  and p = 0; :data:`lstpe.analysis.seed_tests.NO_SPREAD`).
+  and p = 0; :data:`lstpe.stats.seed_tests.NO_SPREAD`).
 * :func:`rank_correlation`: Spearman correlation of an alignment measure with accuracy across
   sigma (per-sigma means, as in the paper's Fig. 4B / 10C) or across models.
 
 The comparison with the paper's tables (TOST equivalence, verdicts) builds on this module in
-:mod:`lstpe.analysis.paper_compare`.
+:mod:`lstpe.evidence.paper_compare`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lstpe.analysis.seed_tests import NO_SPREAD, no_spread
 from lstpe.nn.encodings import parse_pe
+from lstpe.stats.seed_tests import NO_SPREAD, no_spread
 
 __all__ = [
     "mean_ci", "summarize", "bootstrap_ci", "TTest", "ttest", "ttest_from_summary",

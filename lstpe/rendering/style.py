@@ -17,7 +17,7 @@ wider figure is shrunk and its text with it: :func:`displayed_pt` says by how mu
 * :func:`legend_below`: a legend under an axes and its tick labels;
   :func:`swarm_offsets`: sideways offsets that keep markers at one x from hiding each other.
 
-Lives in :mod:`lstpe.analysis` (floor 4), under every module that draws figures.
+Lives in :mod:`lstpe.rendering`, a floor under every module that draws figures.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def lay_out(fig: Figure) -> None:
     """Draw ``fig`` for its layout only: the layout engine places the axes and every text is
     measured, as at a real draw, but no pixel is painted (``RendererBase._draw_disabled``, what
     ``Figure.draw_without_rendering`` uses). Every measurement of this module and of
-    :mod:`lstpe.analysis.phone` reads the drawn boxes only, so they need no pixels; a figure
+    :mod:`lstpe.rendering.phone` reads the drawn boxes only, so they need no pixels; a figure
     without an Agg canvas is drawn as ``canvas.draw()`` draws it."""
     canvas = fig.canvas
     if not hasattr(canvas, "get_renderer"):

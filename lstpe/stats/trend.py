@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from scipy import stats
 
-from lstpe.analysis.seed_tests import _arr, no_spread
+from lstpe.stats.seed_tests import _arr, no_spread
 
 __all__ = ["Trend", "trend_test"]
 

@@ -9,7 +9,7 @@ over the data; our epoch e after e passes, a difference of one pass that is igno
 * :func:`authors_at`: one epoch / phase / condition of it, indexed by PE.
 * :func:`compare_with_authors`: our final per-seed accuracies against the authors' logs at the
   same epoch (Student's pooled t-test and Welch's, the larger p, as
-  :func:`lstpe.analysis.seed_tests.vs_reference` explains), with the paper's 4000-epoch table
+  :func:`lstpe.stats.seed_tests.vs_reference` explains), with the paper's 4000-epoch table
   values beside them.
 * :func:`rank_order`: whether our σ curve ranks the σ as the authors' curve does at the same
   epoch (Kendall τ, exact p, and the pairs ranked the other way).
@@ -27,10 +27,10 @@ from importlib import resources
 
 import pandas as pd
 
-from lstpe.analysis.paper_compare import load_paper_tables
-from lstpe.analysis.seed_stats import MIN_SEEDS_FOR_CI
-from lstpe.analysis.seed_tests import equivalence_test_from_summary
 from lstpe.nn.encodings import parse_pe
+from lstpe.references.paper_tables import load_paper_tables
+from lstpe.stats.seed_stats import MIN_SEEDS_FOR_CI
+from lstpe.stats.seed_tests import equivalence_test_from_summary
 
 __all__ = ["authors_logs", "authors_at", "compare_with_authors", "lagging_seeds", "rank_order",
            "possible_range", "authors_range_check", "LOG_ROUNDING", "AUTHORS_LOGS_FILE",

@@ -1,4 +1,4 @@
-"""The forest plot of the evidence tables (:mod:`lstpe.analysis.evidence`): every cell, our
+"""The forest plot of the evidence tables (:mod:`lstpe.evidence.tables`): every cell, our
 seeds and mean with its CI beside the authors' logs at our epoch and the paper at 4000 epochs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from lstpe.analysis.evidence import CHANCE_LINE, Reference
+from lstpe.evidence.tables import CHANCE_LINE, Reference
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -18,7 +18,7 @@ __all__ = ["plot_forest"]
 
 
 def plot_forest(evidence: pd.DataFrame, level: float = 0.95) -> Figure:
-    """Every cell of ``evidence`` (:func:`lstpe.analysis.evidence.stack_claims`; a cell in
+    """Every cell of ``evidence`` (:func:`lstpe.evidence.tables.stack_claims`; a cell in
     several claims once):
     our seeds (dots) and mean with its CI, the authors' mean at our epoch with the CI of
     their mean, the paper's at 4000 with its CI, and the row's verdict at the right. Sized
