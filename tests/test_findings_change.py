@@ -32,8 +32,8 @@ from tests.conftest import executed_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("intro.ipynb", "05_training.ipynb", "06_sigma_sweep.ipynb",
-         "07_inside_the_models.ipynb", "08_robustness.ipynb", "09_models_and_humans.ipynb",
-         "11_reproduction_report.ipynb")
+         "07_inside_the_models.ipynb", "07b_alignment.ipynb", "08_robustness.ipynb",
+         "09_models_and_humans.ipynb", "11_reproduction_report.ipynb")
 RUNS = ("table1", "table2")
 COUNT = re.compile(r"\b(\d+)\s+(?:of\s+(?:the\s+)?\d+\s+)?(units?|seeds?|fragments?|models?)\b")
 

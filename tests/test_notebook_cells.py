@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = {"remove-input", "remove-cell"}
 FOLDED = {"hide-input"}
-RESULTS_PAGES = ("intro", "05_training", "06_sigma_sweep", "07_inside_the_models", "08_robustness",
-                 "09_models_and_humans", "10_brain", "11_reproduction_report")
+RESULTS_PAGES = ("intro", "05_training", "06_sigma_sweep", "07_inside_the_models", "07b_alignment",
+                 "08_robustness", "09_models_and_humans", "10_brain", "11_reproduction_report")
 """The pages that open with a finding: the intro and chapters 5-11."""
 MAX_LINES, MAX_IFS = 250, 8
 """The budget for all hidden cells of the book together: issue 48's 80 lines, plus 40 for the

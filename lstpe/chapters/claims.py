@@ -129,7 +129,8 @@ def claims_markdown(card: pd.DataFrame, evidence: bool = True) -> str:
     (with its epoch and the part that holds), evidence (left out with ``evidence=False``, for
     a page that folds it), a link to the chapter that shows it."""
     rows = [f"| {r.claim} | **{r.label}** | " + (f"{r.evidence} | " if evidence else "")
-            + f"[chapter {int(r.where[:2])}]({r.where}) |" for r in card.itertuples()]
+            + f"[chapter {r.where.split('_', 1)[0].lstrip('0')}]({r.where}) |"  # 07b_x: 7b
+            for r in card.itertuples()]
     head = ("| the paper's claim | verdict | evidence | where |\n| --- | --- | --- | --- |\n"
             if evidence else "| the paper's claim | verdict | where |\n| --- | --- | --- |\n")
     return head + "\n".join(rows)

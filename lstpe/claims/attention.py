@@ -56,7 +56,7 @@ QUOTES: tuple[Quote, ...] = (
           "v1", "§3.4"),
 )
 """The paper's sentences this claim tests, from each version."""
-WHERE = "07_inside_the_models.ipynb"
+WHERE = "07b_alignment.ipynb"
 
 
 def paper_table3() -> pd.DataFrame:

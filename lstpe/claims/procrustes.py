@@ -38,7 +38,7 @@ from lstpe.stats.seed_tests import ALPHA
 CLAIM = "procrustes"
 LINE = ("small-sigma PEs are closer to the 2-D PE, by training, and the closer the better "
         f"they generalise (Procrustes, {label('procrustes')})")
-WHERE = "07_inside_the_models.ipynb"
+WHERE = "07b_alignment.ipynb"
 QUOTES: tuple[Quote, ...] = (
     Quote("We found that small-norm initialized PEs could better approximate the PEs from the "
           "`2d-fixed` PE scheme (Fig. 2E).", "v2", "§3.3, Fig. 2E"),
