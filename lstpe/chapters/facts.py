@@ -206,7 +206,8 @@ def adam_column_facts(col: pd.DataFrame, runs: Mapping[str, Any]) -> dict[str, s
     optimizer, ``adam`` and ``sgd``). None unless the Adam units are the authors' recipe and
     the column has a small sigma. Keys: ``cells`` (each small sigma's mean with its clipped
     95% CI, n and the paper's value), ``rank`` (``rank`` / ``do not rank``: our means in the
-    paper's order), ``sgd`` (whether Table 4's SGD side is stored)."""
+    paper's order), ``sgd`` (whether Table 4's SGD side is stored; ``runs`` without ``sgd``:
+    not stored)."""
     small = col.loc[[p for p in ("learn-0.01", "learn-0.05", "learn-0.1") if p in col.index]]
     if runs["adam"].scale != "paper" or not len(small):
         return None
@@ -218,7 +219,8 @@ def adam_column_facts(col: pd.DataFrame, runs: Mapping[str, Any]) -> dict[str, s
     return {"cells": "; ".join(f"`{pe}` {cell(x)} (n = {x['n']:.0f}; paper {x['paper']:.3f})"
                                for pe, x in small.iterrows()),
             "rank": "rank" if list(small["mean"]) == sorted(small["mean"]) else "do not rank",
-            "sgd": "stored" if runs["sgd"].scale == "paper" else "not stored yet"}
+            "sgd": "stored" if runs.get("sgd") is not None and runs["sgd"].scale == "paper"
+            else "not stored yet"}
 
 
 def sigma_facts(claim: pd.DataFrame, contrasts: pd.DataFrame,
