@@ -90,10 +90,14 @@ def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
     stored. Keys: ``n`` (seeds per PE, the fewest), ``epoch`` (the epoch all reached),
     ``fit`` (the PEs whose running training accuracy is 0.99 or more there), ``d1_200``,
     ``d1_last``, ``d1_paper`` (1d-fixed's running training accuracy), ``moved`` (each PE's
-    validation accuracy at 200 and at ``epoch``, with the paper's)."""
+    validation accuracy at 200 and at ``epoch``, with the paper's), ``missing`` (the Table 1
+    PEs without a long run, in words)."""
+    from lstpe.experiments.registry import TABLE1_PES
+
     if t1.empty:
         return None
     d1 = t1.loc["1d-fixed"] if "1d-fixed" in t1.index else None
+    gone = [p for p in TABLE1_PES if p not in t1.index]
     return {"n": str(int(t1["seeds"].min())), "epoch": str(int(t1["epoch"].min())),
             "fit": fd.names(list(t1.index[t1["train_last"] >= 0.99])),
             "d1_200": f"{d1['train_200']:.3f}" if d1 is not None else "–",
@@ -101,7 +105,10 @@ def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
             "d1_paper": f"{d1['paper_train']:.3f}" if d1 is not None else "–",
             "moved": "; ".join(f"`{pe}` {r.val_200:.3f} → {r.val_last:.3f} (paper "
                                f"{r.paper_val:.3f} ± {r.paper_val_sd:.3f})"
-                               for pe, r in t1.iterrows())}
+                               for pe, r in t1.iterrows()),
+            "missing": (f"{fd.names(gone)} {'has' if len(gone) == 1 else 'have'} not been "
+                        "trained past epoch 200 yet" if gone
+                        else "every PE of Table 1 has a long run")}
 
 
 def noise_facts(cells: pd.DataFrame, con: pd.DataFrame, losses: pd.DataFrame,

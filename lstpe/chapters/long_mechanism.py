@@ -253,9 +253,11 @@ TABLE1_LONG_COLUMNS: tuple[str, ...] = (
 
 
 def table1_long(results_dir: str | Path | None = None, at: int = AT) -> pd.DataFrame:
-    """Table 1's slow PEs past the stored units' epochs: their long units (chunks
-    ``table1-<seed>`` of :data:`lstpe.experiments.long_units.LONG_PLAN`), each PE at the
-    longest epoch all its published units reached.
+    """Table 1's PEs past the stored units' epochs: every Adam long unit of
+    :data:`lstpe.experiments.long_units.LONG_PLAN` of a Table 1 PE (the chunks
+    ``table1-<seed>``, ``2d-fixed`` and ``learn-0.2`` on their own, and a model another leg
+    trains with the same recipe, e.g. the mechanism's ``learn-0.2`` at seed 2235), each PE at
+    the longest epoch all its published units reached, at most Table 1's length (1000).
 
     Returns:
         :data:`TABLE1_LONG_COLUMNS`, one row per PE with a published unit (in Table 1's
@@ -264,20 +266,21 @@ def table1_long(results_dir: str | Path | None = None, at: int = AT) -> pd.DataF
         ``at`` and at ``epoch``; ``paper_*`` the paper's Table 1 (4000 epochs, 15 seeds).
         Empty until a unit is published.
     """
+    from lstpe.experiments.registry import REGISTRY, TABLE1_PES
     from lstpe.references.paper_tables import load_paper_tables
 
     paper = load_paper_tables().query("table == '1'").set_index(["pe", "metric"])
-    units: dict[str, list[lu.LongUnit]] = {}
+    units: dict[str, dict[int, lu.LongUnit]] = {pe: {} for pe in TABLE1_PES}
     for c in lu.LONG_PLAN:
-        if c.name.startswith("table1-"):
-            for u in c.units:
-                units.setdefault(u.pe, []).append(u)
+        for u in c.units:
+            if u.pe in units and REGISTRY[u.run].optimizer == "adam":
+                units[u.pe].setdefault(u.seed, u)
     rows = []
     for pe, us in units.items():
-        longs = [x for x in (lu.load_long(u, results_dir) for u in us) if x is not None]
+        longs = [x for x in (lu.load_long(u, results_dir) for u in us.values()) if x is not None]
         if not longs:
             continue
-        last = min(x["epoch"] for x in longs)
+        last = min(min(x["epoch"] for x in longs), REGISTRY["table1"].paper_epochs)
         acc = pd.concat([long_runs.accuracy_at(x, [at, last]) for x in longs])
         mean = acc.groupby(["split", "epoch"])["accuracy"].mean()
         rows.append({"pe": pe, "seeds": len(longs), "epoch": last,
