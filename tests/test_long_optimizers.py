@@ -48,8 +48,8 @@ def test_an_sgd_model_joins_the_curves_when_it_is_stored(monkeypatch) -> None:
     assert c.set_index(["optimizer", "epoch"]).loc[("sgd", 400), "accuracy"] == pytest.approx(0.54)
     refs = lo.paper_references(["learn-0.2"])
     t = lo.side_by_side(c, refs)
-    assert list(t.columns) == ["Adam", "SGD", "paper table"]  # no AdamW: no AdamW − Adam
-    assert t.loc[("learn-0.2", "paper, 4000 ep."), "SGD"] == 0.930
+    assert list(t.columns) == ["Adam", "SGD"]  # no AdamW: no AdamW − Adam
+    assert t.loc[("learn-0.2", "paper, 4000 ep. (Tables 4, 4)"), "SGD"] == 0.930
     f = lo.optimizer_facts(c, refs)
     assert f["sgd"] == "SGD: `learn-0.2` to epoch 400"
     assert f["pairs"] == ("`learn-0.2` at epoch 400: Adam 0.740, SGD 0.540 (the paper after "
@@ -63,9 +63,9 @@ def test_side_by_side_and_facts_by_hand() -> None:
     c = pd.DataFrame(rows, columns=list(lo.CURVE_COLUMNS))
     refs = lo.paper_references(["learn-2"])
     t = lo.side_by_side(c, refs)
-    assert list(t.index.get_level_values("epoch")) == ["0", "200", "300", "paper, 4000 ep."]
+    assert list(t.index.get_level_values("epoch")) == ["0", "200", "300",
+                                                       "paper, 4000 ep. (Tables 5, 2)"]
     assert t["AdamW − Adam"].round(3).tolist() == [0.0, -0.08, 0.01, 0.209]
-    assert t["paper table"].iloc[-1] == "AdamW: Table 5, Adam: Table 2"
     f = lo.optimizer_facts(c, refs)
     assert f["at"] == "300" and f["seed"] == "2235"
     assert "AdamW 0.360, Adam 0.350; AdamW − Adam +0.010" in f["pairs"]

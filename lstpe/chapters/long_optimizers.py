@@ -14,7 +14,7 @@ trains), so the curves of one PE at one seed are one model each:
 * :func:`paper_references`: the paper's value per (PE, optimizer) after 4000 epochs over 15
   seeds (Table 5 for AdamW, Table 4 for SGD, Adam from Table 4, else Table 1, else Table 2);
 * :func:`side_by_side`: the curves every ``every`` epochs, one column per optimizer, with the
-  paper's row under each PE;
+  paper's row under each PE (its tables in the row's label);
 * :func:`optimizer_facts`: the numbers chapter 8's paragraph glues in;
 * :func:`plot_optimizer_curves`: one panel per PE, reference lines dotted.
 
@@ -128,8 +128,8 @@ def paper_references(pes: Sequence[str]) -> pd.DataFrame:
 
 def side_by_side(curves: pd.DataFrame, refs: pd.DataFrame, every: int = 200) -> pd.DataFrame:
     """The curves every ``every`` epochs (and at each PE's last), one column per optimizer
-    present, ``AdamW − Adam`` where both are, and under each PE the paper's row
-    (``paper, 4000 ep.``; the table each value comes from in ``paper table``).
+    present, ``AdamW − Adam`` where both are, and under each PE the paper's row, labelled
+    ``paper, 4000 ep. (Tables a, b)`` with each column's table in the columns' order.
 
     Returns:
         Indexed by (``pe``, ``epoch``: text); NaN where an optimizer has no value.
@@ -143,12 +143,12 @@ def side_by_side(curves: pd.DataFrame, refs: pd.DataFrame, every: int = 200) -> 
         w = w.loc[keep]
         w.index = [str(e) for e in w.index]
         r = refs[refs["pe"] == pe].set_index("optimizer")
-        paper = pd.DataFrame([r["accuracy"].reindex(opts)], index=["paper, 4000 ep."])
-        tables = ", ".join(f"{NAMES[o]}: Table {r.loc[o, 'table']}" for o in opts if o in r.index)
+        tables = ", ".join(str(r.loc[o, "table"]) if o in r.index else "–" for o in opts)
+        paper = pd.DataFrame([r["accuracy"].reindex(opts)],
+                             index=[f"paper, 4000 ep. (Tables {tables})"])
         w = pd.concat([w, paper])
         if {"adamw", "adam"} <= set(opts):
             w["AdamW − Adam"] = w["adamw"] - w["adam"]
-        w["paper table"] = [""] * (len(w) - 1) + [tables]
         out.append(w.rename(columns=NAMES).assign(pe=pe))
     if not out:
         return pd.DataFrame()
