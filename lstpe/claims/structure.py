@@ -50,7 +50,7 @@ def _learned_part(t: pd.DataFrame, block: int) -> Test:
     n, dpe = len(t), int((t["p_dpe"] < ALPHA).sum())
     return Test("the learned part is 2-D",
                 "supports" if dpe == n else "open" if dpe else "contradicts",
-                f"σ ≤ 0.2, block {block}: the learned part dPE is 2-D in {dpe} of {n} units "
+                f"σ ≤ 0.2, block {block}: the learned part dPE is 2-D in {dpe} of {n} models "
                 f"(grid score {t['score_dpe'].min():.2f} to {t['score_dpe'].max():.2f})",
                 quote=QUOTES[0])
 
@@ -79,7 +79,7 @@ def judge(x: Inputs, block: int = 0) -> Verdict:
     s = x.structure
     t = s[(s["block"] == block) & s["sigma"].isin(SMALL_SIGMAS)] if have(s) else None
     if t is None or t.empty:
-        return untestable(CLAIM, LINE, WHERE, "no stored learnable unit at σ ≤ 0.2",
+        return untestable(CLAIM, LINE, WHERE, "no stored learnable model at σ ≤ 0.2",
                           quotes=QUOTES)
     tests = [_learned_part(t, block), _trained_pe(t)]
     b = s[(s["block"] == block) & s["sigma"].notna()].dropna(subset=["score_dpe"])
