@@ -54,6 +54,7 @@ import pandas as pd
 
 from lstpe.stats import power as pw
 from lstpe.stats import seed_tests as st
+from lstpe.stats.formulas import pooled_sd
 from lstpe.stats.seed_stats import check_range, mean_ci, t_half, tau_text
 from lstpe.stats.seed_tests import ALPHA
 from lstpe.stats.trend import trend_test
@@ -241,9 +242,8 @@ def _pooled_sd(x: np.ndarray, y: np.ndarray) -> float:
     """NaN below 3 values or with no spread in either group (no MDD of 0)."""
     if x.size + y.size < 3 or (st.no_spread(x) and st.no_spread(y)):
         return math.nan
-    ss = (x.var(ddof=1) * (x.size - 1) if x.size > 1 else 0.0) + \
-        (y.var(ddof=1) * (y.size - 1) if y.size > 1 else 0.0)
-    return math.sqrt(ss / (x.size + y.size - 2))
+    return pooled_sd(x.std(ddof=1) if x.size > 1 else 0.0, x.size,
+                     y.std(ddof=1) if y.size > 1 else 0.0, y.size)
 
 
 def contrast_rows(values: Mapping[str, Sequence[float]], pairs: Sequence[tuple[str, str]],

@@ -1,5 +1,7 @@
 """Statistics: summaries and tests of a few seeds' values, knowing nothing of models or papers.
 
+- :mod:`~lstpe.stats.formulas`    the formulas the tests are built of, each written once: Welch's
+  degrees of freedom, the pooled SD, TOST, the sign-flip p, the permutation test's splits
 - :mod:`~lstpe.stats.seed_stats`  means, SDs, t and bootstrap intervals, t-tests, rank
   correlations, Holm's adjustment, the exact sign-flip test of paired changes, p and tau text
 - :mod:`~lstpe.stats.seed_tests`  tests fit for 3-5 seeds: TOST equivalence, Welch's difference,

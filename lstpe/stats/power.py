@@ -40,7 +40,8 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, stats
 
-from lstpe.stats.seed_tests import _splits, permutation_floor
+from lstpe.stats.formulas import pooled_sd, split_weights, welch_df
+from lstpe.stats.seed_tests import permutation_floor
 
 __all__ = ["mdd", "mdd_vs_reference", "power_vs_reference", "mdd_permutation",
            "permutation_power", "MDD_RULES", "POWER_DRAWS", "POWER_MAX_SPLITS", "GRID"]
@@ -105,12 +106,10 @@ def _thresholds(n_a: int, n_b: int, alpha: float, rule: str) -> np.ndarray:
     if n_a == 1:  # the single-case test: the pooled test with only the reference's SD
         return (stats.t.ppf(1 - alpha / 2, n_b - 1) * sb[0] * math.sqrt(1 + 1 / n_b))
     sa = _sd_quantiles(n_a)[:, None]                          # (G, 1)
-    nu = n_a + n_b - 2
-    sp = np.sqrt(((n_a - 1) * sa**2 + (n_b - 1) * sb**2) / nu)
-    pooled = stats.t.ppf(1 - alpha / 2, nu) * sp * math.sqrt(1 / n_a + 1 / n_b)
+    sp = pooled_sd(sa, n_a, sb, n_b)                           # (G, G)
+    pooled = stats.t.ppf(1 - alpha / 2, n_a + n_b - 2) * sp * math.sqrt(1 / n_a + 1 / n_b)
     va, vb = sa**2 / n_a, sb**2 / n_b
-    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
-    welch = stats.t.ppf(1 - alpha / 2, df) * np.sqrt(va + vb)
+    welch = stats.t.ppf(1 - alpha / 2, welch_df(va, vb, n_a, n_b)) * np.sqrt(va + vb)
     h = {"pooled": pooled, "welch": welch, "both": np.maximum(pooled, welch)}[rule]
     return np.ascontiguousarray(h).ravel()
 
@@ -172,11 +171,8 @@ def mdd_vs_reference(sd: float, n_a: int, n_b: int, alpha: float = 0.05, power: 
 def _permutation_draws(n_a: int, n_b: int) -> tuple[np.ndarray, np.ndarray]:
     """(R, S) the split statistics of :data:`POWER_DRAWS` standard normal samples (the
     observed split first) and (S,) each split's change per unit shift of group a."""
-    n = n_a + n_b
-    idx = _splits(n, n_a)                                   # (S, n_a), idx[0] = 0..n_a-1
-    w = np.full((idx.shape[0], n), -1.0 / n_b)
-    np.put_along_axis(w, idx, 1.0 / n_a, axis=1)           # (S, n): mean_a - mean_b weights
-    z = np.random.default_rng(0).standard_normal((POWER_DRAWS, n))
+    w = split_weights(n_a, n_b)                             # (S, n), row 0 the observed split
+    z = np.random.default_rng(0).standard_normal((POWER_DRAWS, n_a + n_b))
     return z @ w.T, w[:, :n_a].sum(axis=1)
 
 

@@ -36,6 +36,7 @@ import pandas as pd
 from scipy import stats
 
 from lstpe.nn.encodings import parse_pe
+from lstpe.stats.formulas import sign_flip_p, welch_df
 from lstpe.stats.seed_tests import NO_SPREAD, no_spread
 
 __all__ = [
@@ -265,11 +266,7 @@ def ttest_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: float, sd_b
                      float(mean_a - mean_b), int(n_a), int(n_b))
     equal = kind == "student"
     r = stats.ttest_ind_from_stats(mean_a, sd_a, n_a, mean_b, sd_b, n_b, equal_var=equal)
-    if equal:
-        df = float(n_a + n_b - 2)
-    else:
-        va, vb = sd_a**2 / n_a, sd_b**2 / n_b
-        df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
+    df = float(n_a + n_b - 2) if equal else welch_df(sd_a**2 / n_a, sd_b**2 / n_b, n_a, n_b)
     return TTest(kind, float(r.statistic), float(df), float(r.pvalue), float(mean_a),
                  float(mean_b), float(mean_a - mean_b), int(n_a), int(n_b))
 
@@ -437,9 +434,4 @@ def sign_flip_test(d: Sequence[float]) -> tuple[float, float]:
     ``2**n`` sign flips is enumerated (n <= 20). Returns ``(mean, p)``; the smallest p it can
     give is ``2 / 2**n`` (0.0625 at n = 5)."""
     x = _values(d, "d")
-    if x.size > 20:
-        raise ValueError(f"sign_flip_test enumerates 2**n flips: n = {x.size} is over 20")
-    signs = 1 - 2 * ((np.arange(2 ** x.size)[:, None] >> np.arange(x.size)) & 1)
-    means = np.abs(signs @ x) / x.size
-    obs = abs(float(x.mean()))
-    return float(x.mean()), float(np.mean(means >= obs - 1e-12))
+    return float(x.mean()), sign_flip_p(x)

@@ -40,7 +40,6 @@ What each of these tests can resolve at its n (its minimum detectable difference
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -48,14 +47,13 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy import stats
 
+from lstpe.stats.formulas import pooled_sd, sign_flip_p, split_weights, tost_p, welch_df
+
 __all__ = [
     "ALPHA", "EQUIVALENCE_MARGIN", "Equivalence", "equivalence_test_from_summary", "Diff",
     "welch_diff", "vs_reference", "Permutation", "permutation_test", "permutation_floor",
-    "shift_interval", "MAX_SPLITS", "SPLIT_TOL", "NO_SPREAD", "no_spread", "VARIANCES",
+    "shift_interval", "SPLIT_TOL", "NO_SPREAD", "no_spread", "VARIANCES",
 ]
-
-MAX_SPLITS = 500_000
-"""The most splits :func:`permutation_test` enumerates (C(20, 10) = 184,756)."""
 
 SPLIT_TOL = 1e-12
 """Statistics this close count as equal (sums of the same accuracies in another order)."""
@@ -148,12 +146,9 @@ def equivalence_test_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: 
     diff = float(mean_a - mean_b)
     if sd_b == 0 or variance == "welch":
         va, vb = sd_a**2 / n_a, sd_b**2 / n_b
-        se = math.sqrt(va + vb)
-        df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1)) if se > 0 else math.nan
-        return _tost(diff, se, df, margin, "welch")
-    sp2 = ((n_a - 1) * sd_a**2 + (n_b - 1) * sd_b**2) / (n_a + n_b - 2)
-    pooled = _tost(diff, math.sqrt(sp2 * (1 / n_a + 1 / n_b)), float(n_a + n_b - 2), margin,
-                   "pooled")
+        return _tost(diff, math.sqrt(va + vb), welch_df(va, vb, n_a, n_b), margin, "welch")
+    se = pooled_sd(sd_a, n_a, sd_b, n_b) * math.sqrt(1 / n_a + 1 / n_b)
+    pooled = _tost(diff, se, float(n_a + n_b - 2), margin, "pooled")
     if variance == "pooled":
         return pooled
     welch = equivalence_test_from_summary(mean_a, sd_a, n_a, mean_b, sd_b, n_b, margin)
@@ -166,12 +161,10 @@ def equivalence_test_from_summary(mean_a: float, sd_a: float, n_a: int, mean_b: 
 def _tost(diff: float, se: float, df: float, margin: float, variance: str) -> Equivalence:
     """:class:`Equivalence` of ``diff`` with standard error ``se`` on ``df`` degrees of
     freedom (``se`` 0: the difference is exact, every p 0 or 1)."""
+    p_lo, p_up = tost_p(diff, se, df, margin)
     if se == 0:
-        p_lo, p_up = float(not diff > -margin), float(not diff < margin)
         return Equivalence(diff, 0.0, math.nan, float(margin), p_lo, p_up, max(p_lo, p_up),
                            float(diff == 0), variance)
-    p_lo = float(stats.t.sf((diff + margin) / se, df))
-    p_up = float(stats.t.cdf((diff - margin) / se, df))
     p_diff = float(2 * stats.t.sf(abs(diff) / se, df))
     return Equivalence(diff, se, float(df), float(margin), p_lo, p_up, max(p_lo, p_up), p_diff,
                        variance)
@@ -223,21 +216,19 @@ class Diff:
 
 def _diff(d: float, se: float, df: float, level: float, n_a: int, n_b: int, test: str,
           margin: float = math.nan, exact_ref: bool = False) -> Diff:
-    if se == 0:  # no spread anywhere: no t; against an exact value, sign-flip (closed form)
+    if se == 0:  # no spread anywhere: no t; against an exact value, the sign-flip test
         if not exact_ref:
             return Diff(d, math.nan, math.nan, 0.0, math.nan, math.nan, math.nan, math.nan,
                         margin, n_a, n_b, test, NO_SPREAD)
-        p = 1.0 if d == 0 else min(1.0, 2 / 2**n_a)
+        p = sign_flip_p(np.full(n_a, d))  # n_a equal changes: 1 at d = 0, else 2 / 2**n_a
+        # TOST: each one-sided flip test of d -/+ margin, 1 / 2**n_a where it lies inside
         pe = math.nan if math.isnan(margin) else 1 / 2**n_a if abs(d) < margin else 1.0
         return Diff(d, math.nan, math.nan, 0.0, math.nan, math.nan, p, pe, margin, n_a, n_b,
                     "sign-flip", f"{NO_SPREAD} (the reference is exact); exact sign-flip test")
     half = float(stats.t.ppf((1 + level) / 2, df)) * se
     t = d / se
     p = float(2 * stats.t.sf(abs(t), df))
-    pe = math.nan
-    if not math.isnan(margin):
-        pe = max(float(stats.t.sf((d + margin) / se, df)),
-                 float(stats.t.cdf((d - margin) / se, df)))
+    pe = math.nan if math.isnan(margin) else max(tost_p(d, se, df, margin))
     return Diff(d, d - half, d + half, se, float(df), t, p, pe, margin, n_a, n_b, test)
 
 
@@ -252,7 +243,7 @@ def welch_diff(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> D
     x, y = _arr(a, "a", 2), _arr(b, "b", 2)
     va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     se = 0.0 if no_spread(x) and no_spread(y) else math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1)) if se > 0 else math.nan
+    df = welch_df(va, vb, x.size, y.size) if se > 0 else math.nan
     return _diff(float(x.mean() - y.mean()), se, df, level, x.size, y.size, "welch")
 
 
@@ -356,16 +347,13 @@ def permutation_test(a: Sequence[float], b: Sequence[float],
     observed``; ``less``: ``diff <= observed`` (within :data:`SPLIT_TOL`).
 
     Raises:
-        ValueError: an empty group, non-finite values, more than :data:`MAX_SPLITS` splits.
+        ValueError: an empty group, non-finite values, more than
+            :data:`~lstpe.stats.formulas.MAX_SPLITS` splits.
     """
     _check_alt(alternative)
     x, y = _arr(a, "a"), _arr(b, "b")
-    pooled = np.concatenate([x, y])
-    n_a, n = x.size, pooled.size
-    idx = _splits(n, n_a)
-    splits = idx.shape[0]
-    s = pooled[idx].sum(axis=1)
-    d = s / n_a - (pooled.sum() - s) / (n - n_a)
+    d = split_weights(x.size, y.size) @ np.concatenate([x, y])  # (S,) each split's diff
+    n_a, splits = x.size, d.size
     obs = float(x.mean() - y.mean())
     if alternative == "two-sided":
         d, obs_ = np.abs(d), abs(obs)
@@ -378,16 +366,6 @@ def permutation_test(a: Sequence[float], b: Sequence[float],
     p = float(np.mean(d >= obs_ - SPLIT_TOL))
     floor = float(np.mean(d >= extreme - SPLIT_TOL))
     return Permutation(obs, p, floor, splits, n_a, y.size, alternative)
-
-
-def _splits(n: int, n_a: int) -> np.ndarray:
-    """(C(n, n_a), n_a) every choice of ``n_a`` of ``n`` indices."""
-    splits = math.comb(n, n_a)
-    if splits > MAX_SPLITS:
-        raise ValueError(f"{splits} splits of {n_a} + {n - n_a} values: more than {MAX_SPLITS} "
-                         "to enumerate")
-    return np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), n_a)),
-                       dtype=np.int64, count=splits * n_a).reshape(splits, n_a)
 
 
 def shift_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95
@@ -411,15 +389,10 @@ def shift_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
     x, y = _arr(a, "a"), _arr(b, "b")
-    alpha, n_a, n = 1 - level, x.size, x.size + y.size
-    idx = _splits(n, n_a)
-    in_a = np.zeros((idx.shape[0], n), dtype=bool)
-    np.put_along_axis(in_a, idx, True, axis=1)
-    pooled = np.concatenate([x, y])
-    share = in_a[:, :n_a].sum(axis=1)                     # how many of a went to group 1
-    c = share / n_a - (n_a - share) / (n - n_a)           # (S,) slope of each split in delta
-    s = (pooled * in_a).sum(axis=1)
-    d0 = s / n_a - (pooled.sum() - s) / (n - n_a)          # (S,) each split at delta = 0
+    alpha = 1 - level
+    w = split_weights(x.size, y.size)                      # (S, n)
+    c = w[:, :x.size].sum(axis=1)                          # (S,) slope of each split in delta
+    d0 = w @ np.concatenate([x, y])                        # (S,) each split at delta = 0
     obs = float(x.mean() - y.mean())                       # the identity split: obs - delta
 
     def p_at(delta: np.ndarray) -> np.ndarray:             # (K,) two-sided p at each shift
