@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.evidence import tables as ev
+from lstpe.evidence.verdict import row_verdict
 from lstpe.stats.seed_stats import check_range, holm
 from lstpe.stats.seed_tests import ALPHA
 
@@ -202,13 +203,16 @@ def model_human_agreement(correct: pd.DataFrame, people: pd.DataFrame) -> pd.Dat
 
 def _holm_cells(cells: pd.DataFrame, alpha: float = ALPHA) -> pd.DataFrame:
     """Per-PE cells read one by one: ``p_holm`` is Holm's adjustment of ``p_diff`` over the
-    cells tested, and a ``differs`` whose adjusted p is not below ``alpha`` becomes
-    ``inconclusive`` (its ``why`` gives both p)."""
+    cells tested, and a ``differs`` row's word is decided again on it
+    (:func:`~lstpe.evidence.verdict.row_verdict`: ``inconclusive``, or ``n=1`` for one model,
+    where the adjusted p is not below ``alpha``; its ``why`` gives both p)."""
     out = cells.assign(p_holm=holm(cells["p_diff"].to_numpy(float)))
-    lost = (out["verdict"] == "differs") & ~(out["p_holm"] < alpha)
+    word = [row_verdict(r.p_holm, r.p_equiv, int(r.n), alpha) if r.verdict == "differs"
+            else r.verdict for r in out.itertuples()]
+    lost = (out["verdict"] == "differs") & (pd.Series(word, index=out.index) != "differs")
     out.loc[lost, "why"] = [f"p = {p:.3f}, Holm over {int(out['p_diff'].notna().sum())} PEs {h:.3f}"
                             for p, h in out.loc[lost, ["p_diff", "p_holm"]].to_numpy()]
-    out.loc[lost, "verdict"] = "inconclusive"
+    out["verdict"] = word
     return out
 
 

@@ -16,13 +16,13 @@ import math
 
 import pandas as pd
 
+from lstpe.evidence.verdict import row_verdict
 from lstpe.nn.encodings import parse_pe
 from lstpe.references.paper_tables import METRIC_RANGE, load_paper_tables
 from lstpe.stats.power import mdd, mdd_vs_reference
 from lstpe.stats.seed_stats import MIN_SEEDS_FOR_CI, summarize
 from lstpe.stats.seed_tests import (
     EQUIVALENCE_MARGIN,
-    Equivalence,
     equivalence_test_from_summary,
 )
 
@@ -31,14 +31,6 @@ __all__ = ["compare_to_paper", "VERDICTS"]
 VERDICTS: tuple[str, ...] = ("equivalent", "differs", "inconclusive", "n=1")
 """The values of :func:`compare_to_paper`'s ``verdict`` column (``n=1``: one model, no SD,
 so no interval and no test)."""
-
-
-def _verdict(eq: Equivalence, alpha: float) -> str:
-    if eq.p_equiv < alpha:
-        return "equivalent"
-    if eq.p_diff < alpha:
-        return "differs"
-    return "inconclusive"
 
 
 def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_acc",
@@ -146,7 +138,8 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
             p_equiv.append(math.nan)
             p_diff.append(math.nan)
             mdds.append(math.nan)
-            verdict.append("n=1" if r.n == 1 else f"n={r.n}: under min_seeds={min_seeds}")
+            verdict.append(row_verdict(math.nan, math.nan, 1) if r.n == 1  # no test at n=1
+                           else f"n={r.n}: under min_seeds={min_seeds}")
             continue
         eq = equivalence_test_from_summary(r.mean, r.sd, r.n, r.paper_mean, r.paper_sd,
                                            r.paper_n, margin, "both")
@@ -154,7 +147,7 @@ def compare_to_paper(ours: pd.DataFrame, table: int | str, metric: str = "val_ac
         p_diff.append(eq.p_diff)
         mdds.append(mdd_vs_reference(max(r.sd, r.paper_sd), int(r.n), int(r.paper_n), alpha)
                     if r.paper_sd > 0 else mdd(r.sd, int(r.n), None, alpha))
-        verdict.append(_verdict(eq, alpha))
+        verdict.append(row_verdict(eq.p_diff, eq.p_equiv, int(r.n), alpha))
     merged["p_equiv"], merged["p_diff"], merged["mdd"] = p_equiv, p_diff, mdds
     merged["verdict"] = verdict
     cols = ["table", "setting", "pe", "sigma", "n", "mean", "sd", "ci_low", "ci_high",

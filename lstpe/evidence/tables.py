@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from lstpe.evidence.verdict import row_verdict
 from lstpe.stats import power as pw
 from lstpe.stats import seed_tests as st
 from lstpe.stats.formulas import pooled_sd
@@ -214,28 +215,25 @@ def _row_mdd(x: np.ndarray, ref: Reference, alpha: float) -> float:
 
 
 def _verdict(d: st.Diff, n: int, margin: float, alpha: float, mdd: float) -> dict[str, str]:
+    """The row's word (:func:`~lstpe.evidence.verdict.row_verdict`) and why, with numbers."""
+    word = row_verdict(d.p, d.p_equiv, n, alpha)
     if n == 1:
-        if d.p < alpha:
-            return {"verdict": "differs",
-                    "why": f"n=1: one model {d.diff:+.3f} off the reference (p={d.p:.2g})"}
-        return {"verdict": "n=1", "why": "n=1: no interval; inside the reference spread"}
-    if d.test == "sign-flip":  # no spread anywhere: the exact test, its floor stated
-        how = (f"no spread in the {n} values nor the exact reference, t undefined: exact "
-               f"sign-flip p={d.p:.2g}, TOST p={d.p_equiv:.2g} (no lower than "
-               f"{2 / 2**n:.2g} and {1 / 2**n:.2g} at n={n})")
-        word = ("equivalent" if d.p_equiv < alpha else "differs" if d.p < alpha
-                else "inconclusive")
-        return {"verdict": word, "why": f"{d.diff:+.3f} off the reference; {how}"}
-    if d.p_equiv < alpha:
+        why = (f"n=1: one model {d.diff:+.3f} off the reference (p={d.p:.2g})"
+               if word == "differs" else "n=1: no interval; inside the reference spread")
+    elif d.test == "sign-flip":  # no spread anywhere: the exact test, its floor stated
+        why = (f"{d.diff:+.3f} off the reference; no spread in the {n} values nor the exact "
+               f"reference, t undefined: exact sign-flip p={d.p:.2g}, TOST p={d.p_equiv:.2g} "
+               f"(no lower than {2 / 2**n:.2g} and {1 / 2**n:.2g} at n={n})")
+    elif word == "equivalent":
         why = f"equivalent within ±{margin:g} (TOST p={d.p_equiv:.2g})"
         if d.p < alpha:
             why += f"; differs by {d.diff:+.3f} (p={d.p:.2g})"
-        return {"verdict": "equivalent", "why": why}
-    if d.p < alpha:
-        return {"verdict": "differs", "why": f"differs by {d.diff:+.3f} ({d.test} p={d.p:.2g})"}
-    return {"verdict": "inconclusive",
-            "why": f"neither shown at n={n}: diff CI [{d.low:+.2f}, {d.high:+.2f}], "
-                   f"MDD {mdd:.2f}"}
+    elif word == "differs":
+        why = f"differs by {d.diff:+.3f} ({d.test} p={d.p:.2g})"
+    else:
+        why = (f"neither shown at n={n}: diff CI [{d.low:+.2f}, {d.high:+.2f}], "
+               f"MDD {mdd:.2f}")
+    return {"verdict": word, "why": why}
 
 
 def _pooled_sd(x: np.ndarray, y: np.ndarray) -> float:
