@@ -155,6 +155,34 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     assert "waits: its state (6 MB) would take results/long/_resume past 100 MB" in log[0]
 
 
+def test_a_fresh_sgd_leg_longer_than_a_run_trains_in_two_runs_and_pauses_once(tmp_path):
+    """A 1000-epoch SGD model (1120 s here) starts when at least half of it fits, pausing once
+    at the deadline; a leg that resumes from its checkpoint must finish where it resumes."""
+    log: list[str] = []
+    first = lu.find_chunk(lp.CPU_FIRST[0])
+
+    def predict(c, left):  # 1 s per model-epoch, as campaign_run.estimate_s prices it
+        return cr.estimate_s(len(c.units), 1.0, lp.epochs_left(c, tmp_path))
+
+    def pick(seconds):
+        return lp.next_leg(tmp_path, False, time.monotonic() + seconds, set(), True, predict,
+                           log.append)
+
+    assert predict(first, 0) == 1120
+    assert pick(500) is None  # less than half fits: no leg, the 200-epoch units go on
+    assert "not started" in log[0]
+    log.clear()
+    assert pick(600).name == first.name  # more than half: it starts, and says it pauses once
+    assert "trains in two" in log[0] and "resumes it first" in log[0]
+    checkpoint(tmp_path, first.name, 540)  # the pause: it resumes first, and must finish
+    assert [c.name for c in lp.cpu_first(tmp_path)][0] == first.name
+    log.clear()
+    assert pick(700).name == first.name  # 460 epochs + 120 s = 580 s: it fits
+    log.clear()
+    assert pick(500) is None  # it does not: no second split (nor half of the next SGD leg)
+    assert f"{first.name} to 1000 needs about 10 min" in log[0] and "not started" in log[0]
+
+
 def test_a_finished_leg_keeps_its_state_only_when_the_plan_extends_it(tmp_path):
     log: list[str] = []
     wd = lu.find_chunk("weight-decay")

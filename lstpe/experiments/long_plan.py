@@ -8,7 +8,8 @@ its cost in model-epochs (:func:`leg_cost`: models x the epochs of its leg) and 
 **The CPU's order** (:func:`cpu_first`): legs that resume from a checkpoint in the tree (the
 weight-decay pair), then Table 4's SGD column at seed 1, one model at a time
 (:data:`CPU_FIRST`), each only when it is predicted to finish in the time left
-(:func:`lstpe.experiments.campaign_run.run` probes); then the 200-epoch units. A leg with
+(:func:`lstpe.experiments.campaign_run.run` probes) or, fresh, when at least half of it fits
+(:func:`splits`: it pauses once and the next run finishes it); then the 200-epoch units. A leg with
 published segments and no checkpoint was taken by a lease and is passed over.
 
 **Resume state in the tree** (``results/long/_resume/``, tracked by git so that another
@@ -24,7 +25,8 @@ campaign status`` prints and exits 1 on):
 * at most one checkpoint per 1000 epochs of a chunk is committed: a checkpoint that replaces
   the committed one (``HEAD``) inside the same 1000-epoch span, short of its target, is named
   and must stay out of the commit (the next run on this machine resumes from it). CPU legs are
-  started only when they are predicted to finish, so a pause is the exception.
+  started only when they are predicted to finish, or split once in two (:func:`splits`), so
+  a pause is the exception.
 """
 
 from __future__ import annotations
@@ -148,6 +150,24 @@ def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
     return out
 
 
+SPLIT_SHARE = 0.5
+"""A CPU leg of :data:`CPU_FIRST` that does not finish in one run starts anyway, fresh, when
+at least this share of it fits: it pauses once and the next run finishes it (a 1000-epoch SGD
+model is about 2.5-3 hours of two cores, more than a run's budget)."""
+
+
+def splits(chunk: lu.LongChunk, need: float, left: float,
+           results_dir: str | Path | None = None) -> bool:
+    """True when ``chunk`` (``need`` seconds to its target, ``left`` in the run) trains in two
+    runs: a leg of :data:`CPU_FIRST` that has not started (no checkpoint, nothing published
+    past its start), of which at least :data:`SPLIT_SHARE` fits in the time left, so that it
+    pauses once, inside one 1000-epoch span (one committed checkpoint), and what remains fits
+    in the next run. A leg that resumes must finish where it resumes."""
+    return (chunk.name in CPU_FIRST and left >= SPLIT_SHARE * need
+            and not lu.resume_checkpoint(chunk, results_dir).exists()
+            and reached(chunk, results_dir) <= start_epoch(chunk))
+
+
 def epochs_left(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> int:
     """Epochs of ``chunk``'s leg from where its models stand to its target."""
     return chunk.target - min(max(reached(chunk, results_dir), start_epoch(chunk)),
@@ -177,10 +197,17 @@ def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip
         if not state_fits(chunk, results_dir):
             log(f"long: {chunk.name} waits: its state ({state_bytes(chunk) / 1e6:.0f} MB) "
                 f"would take results/long/_resume past {RESUME_LIMIT_BYTES / 1e6:.0f} MB")
-        elif (need := seconds(chunk, left)) > left:
+        elif (need := seconds(chunk, left)) > left and not splits(chunk, need, left,
+                                                                   results_dir):
             log(f"long: {chunk.name} to {chunk.target} needs about {need / 60:.0f} min, "
                 f"{left / 60:.0f} min left: not started (a leg finishes where it starts)")
         else:
+            if need > left:
+                log(f"long: {chunk.name} to {chunk.target} needs about {need / 60:.0f} min, "
+                    f"{left / 60:.0f} min left: longer than one run of a CPU, so it trains "
+                    "in two: it pauses once at this run's deadline (its checkpoint, the "
+                    "one of this 1000-epoch span, is committed) and the next run here "
+                    "resumes it first")
             return chunk
         skip.add(chunk.name)
 
