@@ -21,7 +21,7 @@ from lstpe.brain.task import sum_device
 from lstpe.chapters import notebook as nb
 from lstpe.nn import dropout as drop
 from lstpe.nn.model import BatchedLSTTransformer
-from lstpe.training import engine
+from lstpe.training import engine, steps
 from lstpe.training import train as train_mod
 from lstpe.training.config import TrainConfig
 from lstpe.training.optim import StackedOptimizer
@@ -141,7 +141,7 @@ def test_brain_sums_stay_off_a_device_without_float64():
 
 
 def test_autocast_is_skipped_where_torch_has_none(monkeypatch):
-    monkeypatch.setattr(engine, "autocast_supported", lambda device: False)
+    monkeypatch.setattr(steps, "autocast_supported", lambda device: False)
     ctx = engine.autocast(torch.device("mps"), True)  # torch 2.3 raises for "mps"
     assert isinstance(ctx, contextlib.nullcontext)
     assert engine.amp_dtype(torch.device("cpu"), torch.bfloat16) is None
@@ -395,7 +395,7 @@ def test_fp16_with_loss_scaling_trains_and_resumes(tiny_cfg, small_splits, tmp_p
                                                    monkeypatch):
     """The T4 path (fp16 autocast + per-model loss scaling) on the CPU: it trains, stays close
     to fp32, and a resumed run gives the same history (the scaler is checkpointed)."""
-    monkeypatch.setattr(engine, "choose_amp", lambda device, *a, **k: (torch.float16, "T4"))
+    monkeypatch.setattr(steps, "choose_amp", lambda device, *a, **k: (torch.float16, "T4"))
     kw = dict(pes=["2d-fixed", "learn-0.2"], seeds=[1], epochs=3, batch_size=16,
               model=tiny_cfg, device="cpu", save_attention=False, noise_levels=[], lr=3e-3)
     fp32 = train_mod.train(TrainConfig(**kw, checkpoint_every=0), progress=False,

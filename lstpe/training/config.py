@@ -264,7 +264,8 @@ class TrainConfig:
         amp: bf16 autocast (mixed precision: fp32 weights, optimizer and loss) on CUDA and on
             the CPU. Off by default: the presets train in fp32. TF32 matmuls are on for CUDA.
         step_mode: ``auto`` (a CUDA graph on CUDA, eager elsewhere), ``eager``, ``compile``
-            (``torch.compile`` of the model) or ``graph``.
+            (``torch.compile`` of the model), ``graph`` or ``compiled`` (forward, backward and
+            optimizer in one inductor graph, under a CUDA graph on CUDA).
         checkpoint_every: epochs between checkpoints (0 = never).
         max_models: split the models into chunks of at most this many (GPU memory).
         save_attention: keep validation attention maps (init and final) in the artefacts.
