@@ -211,7 +211,8 @@ def weight_decay_witness(results_dir: str | Path | None = None) -> pd.DataFrame:
         ``adamw``; ``norm_ratio`` the PE's norm over its norm at epoch 0 (mean over blocks);
         ``decay_only`` what AdamW's decoupled decay alone would leave
         (:func:`lstpe.analysis.long_runs.decay_factor` at the unit's lr and weight decay, 64
-        steps per epoch; 1 under Adam); ``accuracy`` validation accuracy (no dropout). Empty
+        steps per epoch; 1 under Adam); ``accuracy`` validation accuracy as the authors
+        evaluated it (dropout on, ``val_dropout``, as chapter 8's curves and tables). Empty
         when no AdamW long unit is published; else ``attrs["decay"]`` holds the AdamW recipe's
         ``lr``, ``weight_decay`` and ``steps_per_epoch`` (the arguments of
         :func:`lstpe.analysis.long_runs.decay_factor`).
@@ -230,7 +231,7 @@ def weight_decay_witness(results_dir: str | Path | None = None) -> pd.DataFrame:
         for opt, unit, long in (("adamw", u, d), ("adam", twin, d0)):
             if long is None:
                 continue
-            t = long_runs.norm_over_epochs(long)
+            t = long_runs.norm_over_epochs(long, split="val_dropout")
             t = t[t["epoch"] <= d["epoch"]]
             decay = 1.0
             if opt == "adamw":
