@@ -243,9 +243,10 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from lstpe.experiments import campaign as cp
     from lstpe.experiments import campaign_status as cs
     from lstpe.experiments import fragments as fr
+    from lstpe.store.results import results_root
 
     if args.action == "plan":
-        where = cp._base(args.results)
+        where = results_root(args.results)
         if not where.is_dir():  # a typo or a file: never "0 stored" everywhere
             how = "is not a folder" if where.exists() else "does not exist"
             raise FileNotFoundError(f"the results folder {where} {how} (--results or "
@@ -282,7 +283,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     elif args.action == "status":
         from lstpe.experiments.long_plan import resume_problems
 
-        where = cp._base(args.results)
+        where = results_root(args.results)
         if not where.is_dir():  # a typo or a file: never "0 units done"
             how = "is not a folder" if where.exists() else "does not exist"
             raise FileNotFoundError(f"the results folder {where} {how} (--results or "

@@ -193,3 +193,100 @@ def test_private_names_stay_inside_their_subpackage() -> None:
                     if private and _part(node.module) != _part(_module(path)):
                         crossing.append(f"{_module(path)} imports {node.module}.{a.name}")
     assert not crossing, crossing
+
+
+def _module_aliases(tree: ast.AST) -> dict[str, str]:
+    """The names a file binds to lstpe modules: ``import lstpe.x.y as a``, ``from lstpe.x
+    import y [as a]`` when ``lstpe.x.y`` is a module (name -> module)."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.asname: a.name for a in node.names
+                    if a.asname and a.name in MODULES}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lstpe"):
+            for a in node.names:
+                if f"{node.module}.{a.name}" in MODULES:
+                    out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_private_names(tree: ast.AST) -> set[str]:
+    """Private names a file defines anywhere: functions, methods, classes, and attributes
+    assigned at module or class level or on ``self``."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+    return {n for n in out if _private(n)}
+
+
+TREES = {_module(p): ast.parse(p.read_text()) for p in FILES}
+PRIVATE_HOMES: dict[str, set[str]] = {}
+for _mod, _tree in TREES.items():
+    for _name in _defined_private_names(_tree):
+        PRIVATE_HOMES.setdefault(_name, set()).add(_part(_mod))
+
+
+def test_private_attributes_stay_inside_their_subpackage() -> None:
+    """No module reaches a private name of another subpackage through an attribute: neither
+    of a module (``cp._base`` with ``cp`` the campaign module, from the CLI) nor of an object
+    whose class lives there (``lock._stale_reason`` of a :mod:`lstpe.store` lock, from
+    :mod:`lstpe.experiments`): a name used across subpackages is public and documented."""
+    crossing = []
+    for mod, tree in TREES.items():
+        part = _part(mod)
+        aliases = _module_aliases(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            value = node.value
+            if isinstance(value, ast.Name) and value.id in aliases:
+                owner = {_part(aliases[value.id])}
+            elif isinstance(value, ast.Name) and value.id in ("self", "cls"):
+                continue
+            else:  # an object's attribute: whose subpackages define that name
+                owner = PRIVATE_HOMES.get(node.attr, set())
+                if part in owner:
+                    continue
+            if owner and part not in owner:
+                crossing.append(f"{mod}:{node.lineno} uses {ast.unparse(node)} "
+                                f"(defined in {', '.join(sorted(owner))})")
+    assert not crossing, crossing
+
+
+RESOLVER_HOME = {"lstpe.runtime", "lstpe.store.results"}
+"""Where the default results folder is found (:func:`lstpe.runtime.find_results`) and where
+an optional ``results_dir`` becomes a folder (:func:`lstpe.store.results.results_root`)."""
+
+
+def test_one_results_folder_resolver() -> None:
+    """Every function that takes an optional results folder resolves it with
+    :func:`lstpe.store.results.results_root` (or ``results_source``): none calls the default
+    finder itself or writes ``Path(results_dir) if results_dir ... else ...`` again."""
+    import re
+
+    by_hand = re.compile(r"results_dir\)? if results_dir|results_dir or |"
+                         r"if results_dir is not None else|if results_dir else")
+    finders = {"default_results_dir", "find_results"}
+    found = []
+    for path in FILES:
+        mod = _module(path)
+        if mod in RESOLVER_HOME:
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if by_hand.search(line):
+                found.append(f"{mod}:{i}: {line.strip()}")
+        for node in ast.walk(TREES[mod]):
+            names = ([a.name for a in node.names] if isinstance(node, ast.ImportFrom) else
+                     [node.id] if isinstance(node, ast.Name) else
+                     [node.attr] if isinstance(node, ast.Attribute) else [])
+            found += [f"{mod}:{node.lineno}: {n}" for n in names if n in finders]
+    assert not found, found

@@ -30,12 +30,11 @@ if TYPE_CHECKING:
 
 from lstpe.experiments.runs import get_run, used_runs
 from lstpe.runtime import (
-    find_results,
     pick_device,
     repo_root,
     stored_counts,
 )
-from lstpe.store.results import Run
+from lstpe.store.results import Run, results_source
 from lstpe.training.config import SCALES
 
 __all__ = ["Setup", "run_time", "save_tables", "setup"]
@@ -93,7 +92,7 @@ def setup(scale: str = "preview", device: str = "auto", results_dir: str | None 
     dev = pick_device(device)
     torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
     style()
-    rd, how = (Path(results_dir), "results_dir") if results_dir else find_results()
+    rd, how = results_source(results_dir)
     if verbose:
         print(stored_message(rd, how, scale), flush=True)
     return Setup(scale, dev, rd)

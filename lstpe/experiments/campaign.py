@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lstpe.experiments.registry import REGISTRY, TABLE4_SIGMAS, learn_pes, run_config, tables56_pes
-from lstpe.runtime import PAPER_SEEDS, default_results_dir
+from lstpe.runtime import PAPER_SEEDS
 from lstpe.store import results as res
 from lstpe.training.config import PAPER_SIGMAS, TrainConfig
 
@@ -90,7 +90,7 @@ class Unit:
 
     def path(self, results_dir: str | Path | None = None) -> Path:
         """Its fragment folder ``<results>/paper/<run>/<pe>/<seed>``."""
-        return _base(results_dir) / "paper" / self.key
+        return res.results_root(results_dir) / "paper" / self.key
 
     def config(self, device: str = "cpu", **overrides: Any) -> TrainConfig:
         """The unit's recipe: the registry run at paper scale, this PE and seed,
@@ -99,10 +99,6 @@ class Unit:
                                   checkpoint_every=CHECKPOINT_EVERY, device=device, amp=False)
         kw.update(overrides)
         return run_config(self.run, "paper", **kw)
-
-
-def _base(results_dir: str | Path | None) -> Path:
-    return Path(results_dir) if results_dir else default_results_dir()
 
 
 ITEMS: dict[int, str] = {
@@ -217,4 +213,4 @@ def find_unit(key: str, units: Sequence[Unit] | None = None) -> Unit:
 
 
 def _work(results_dir: str | Path | None) -> Path:
-    return _base(results_dir) / "paper" / WORK
+    return res.results_root(results_dir) / "paper" / WORK

@@ -290,7 +290,7 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
                 "setting": {"precision": precision, "step_mode": "eager", "models": n,
                             "threads": torch.get_num_threads()},
                 "estimate_s": round(estimate_s(n, p["s_per_model_epoch"], epochs), 1),
-                "started_at": res._now(), "machine": machine(), "precision": precision,
+                "started_at": res.utc_now(), "machine": machine(), "precision": precision,
                 "precision_reason": why}
         done = _train_chunk(free[:n], results_dir, dev, deadline, spec, log, fresh)
         published += done

@@ -91,7 +91,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
             mine = bool(info) and info.get("pid") == os.getpid() and \
                 info.get("host") == socket.gethostname()
             try:
-                live = info is not None and (mine or lock._stale_reason(info) is None)
+                live = info is not None and (mine or lock.stale_reason(info) is None)
             except res.RunDirError as e:  # a claim edited by hand
                 row.update(state="damaged", error=str(e))
                 rows.append(row)
@@ -139,8 +139,8 @@ def held_long(results_dir: str | Path | None = None) -> dict[str, str]:
             lock = RunLock(claims / u.key.replace("/", "__"))
             info = lock.read() if lock.path.is_file() else None
             try:
-                if info and info.get("pid") != os.getpid() and lock._stale_reason(info) is None:
-                    out[c.name] = lock._describe(info)
+                if info and info.get("pid") != os.getpid() and lock.stale_reason(info) is None:
+                    out[c.name] = lock.describe_holder(info)
                     break
             except res.RunDirError:  # a claim edited by hand: train_or_pass names it
                 continue

@@ -49,7 +49,8 @@ from lstpe.experiments import lease_store as lc
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import packed as pk
 from lstpe.experiments.lease_store import PIECE_BYTES, pack_results  # noqa: F401 (re-exported)
-from lstpe.runtime import default_results_dir, tf32_mode
+from lstpe.runtime import tf32_mode
+from lstpe.store.results import results_root
 
 LEASE_MARGIN_S = 45.0
 """Seconds of the lease kept free after the predicted end of training (the final checkpoint,
@@ -287,7 +288,7 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
     stale = lc.clear_pieces(out)  # an earlier lease's pieces: never returned with these
     if stale:
         log(f"lease: removed {len(stale)} file(s) an earlier lease packed in {out}")
-    results = Path(results_dir) if results_dir is not None else default_results_dir()
+    results = results_root(results_dir)
     summary: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "minutes": minutes, **device_record(dev)}
     with tf32_mode(dev, False):

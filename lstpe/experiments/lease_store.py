@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from lstpe.experiments import long_units as lu
-from lstpe.runtime import default_results_dir
+from lstpe.store.results import results_root
 
 FIT_KEYS = ("a", "b", "e", "capture")
 """The numbers of a lease record's step-time fit (:func:`lstpe.experiments.lease.fit_steps`)."""
@@ -168,7 +168,7 @@ def read_records(results_dir: str | Path | None = None
     step-time fit, each with its ``path``; and one line per damaged record (not JSON, not
     an object, a ``fit`` without its numbers), naming it, passed over. A record without a
     ``fit`` (a lease that trained nothing) is no record of a fit and no problem."""
-    results = Path(results_dir) if results_dir is not None else default_results_dir()
+    results = results_root(results_dir)
     recs, problems = [], []
     for p in sorted((results / "benchmarks").glob("lease_*.json")):
         try:
@@ -217,7 +217,7 @@ def clear_pieces(out: Path) -> list[Path]:
 
 def record_error(results_dir: str | Path | None, problems: Sequence[str]) -> str:
     """The message of a plan without a usable lease record (the damaged ones named)."""
-    where = (Path(results_dir) if results_dir is not None else default_results_dir())
+    where = results_root(results_dir)
     passed = f" (passed over: {'; '.join(problems)})" if problems else ""
     return (f"no lease record under {where / 'benchmarks'} (lease_*.json): no step-time fit "
             f"measured on a GPU yet{passed}")

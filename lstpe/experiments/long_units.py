@@ -55,7 +55,7 @@ import torch
 
 from lstpe.experiments.campaign import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.experiments.registry import run_config
-from lstpe.runtime import PAPER_SEEDS, default_results_dir
+from lstpe.runtime import PAPER_SEEDS
 from lstpe.store import results as res
 from lstpe.store.storage import read_json_object
 
@@ -223,7 +223,7 @@ def unresumable(chunk: LongChunk, results_dir: str | Path | None = None) -> bool
 
 def long_root(results_dir: str | Path | None = None) -> Path:
     """``<results>/long``."""
-    return (Path(results_dir) if results_dir is not None else default_results_dir()) / "long"
+    return res.results_root(results_dir) / "long"
 
 
 def resume_dir(chunk: LongChunk | str, results_dir: str | Path | None = None) -> Path:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from lstpe.runtime import PAPER_SEEDS, cpu_flags, default_results_dir, has_bf16
+from lstpe.runtime import PAPER_SEEDS, cpu_flags, has_bf16
 from lstpe.store import results as res
 
 PAIR_PES: tuple[tuple[str, str], ...] = (("table2", "2d-fixed"), ("table2", "learn-0.2"),
@@ -84,7 +84,7 @@ def pair_dir(results_dir: str | Path | None = None, tag: str | None = None,
              device: torch.device | str = "cpu") -> Path:
     """``<results>/precision_pair/<tag>/``, by default the tag of ``device``
     (:func:`device_tag`)."""
-    base = Path(results_dir) if results_dir is not None else default_results_dir()
+    base = res.results_root(results_dir)
     return base / "precision_pair" / (tag or device_tag(device))
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from lstpe.experiments.registry import REGISTRY, bundles, run_config
-from lstpe.runtime import default_results_dir, repo_root
+from lstpe.runtime import repo_root
 from lstpe.store import results as res
 from lstpe.training.config import SCALES
 from lstpe.training.flags import add_training_flags
@@ -186,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     runs = [p for p in parts if p in REGISTRY]
     ov = _overrides(args)
     groups = bundles(runs, args.scale, **ov) if runs else []  # validates every config
-    out = Path(args.out) if args.out else default_results_dir() / args.scale
+    out = Path(args.out) if args.out else res.results_root() / args.scale
     preflight(runs, args, out)
     print(f"reproduce: scale {args.scale}, parts {' '.join(parts)} -> {out}")
     failed, paused = [], False
@@ -244,7 +244,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_pack(args: argparse.Namespace) -> int:
     from lstpe.store import pack
 
-    root = Path(args.root) if args.root else default_results_dir() / "paper"
+    root = Path(args.root) if args.root else res.results_root() / "paper"
     index = pack.pack(root, args.out, runs=args.runs)
     print(f"packed {len(index['runs'])} runs into {len(index['pieces'])} pieces "
           f"({index['bytes'] / 2**20:.1f} MiB) in {args.out}")
@@ -257,7 +257,7 @@ def cmd_pack(args: argparse.Namespace) -> int:
 def cmd_unpack(args: argparse.Namespace) -> int:
     from lstpe.store import pack
 
-    root = Path(args.into) if args.into else default_results_dir() / "paper"
+    root = Path(args.into) if args.into else res.results_root() / "paper"
 
     def fragments_only(name: str, manifest: dict) -> None:
         """``results/paper/`` holds the campaign's fragments only: a whole run is refused,

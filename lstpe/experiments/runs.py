@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Any
 
 from lstpe.experiments.registry import BRAIN_RUN, REGISTRY, run_config
-from lstpe.runtime import default_results_dir
 from lstpe.store import results as res
 from lstpe.store.storage import dotted_get
 from lstpe.training.config import SCALES
@@ -170,7 +169,7 @@ def full_run_dir(name: str, scale: str, epochs: int,
     """Where a whole run of ``name`` lives: ``<results>/paper-e<epochs>/<name>`` at paper scale
     (``results/paper/`` holds the campaign's fragments, ``results/long/`` its long units), else
     ``<results>/<scale>/<name>``."""
-    base = Path(results_dir) if results_dir else default_results_dir()
+    base = res.results_root(results_dir)
     return base / (f"paper-e{int(epochs)}" if scale == "paper" else scale) / name
 
 
@@ -191,7 +190,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
         lstpe.store.results.DamagedFileError: a stored run is damaged (naming the file).
         FileNotFoundError: ``require`` and seeds or PEs asked for are not stored (naming them).
     """
-    base = Path(results_dir) if results_dir else default_results_dir()
+    base = res.results_root(results_dir)
     asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
     for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
         folder = f"{src}/{name}"
@@ -270,7 +269,7 @@ def fragments_run(name: str, results_dir: str | Path | None = None, verbose: boo
     from lstpe.experiments import fragments as fr
 
     other = sorted(k for k in asked if k not in FRAGMENT_ASKED)
-    base = Path(results_dir) if results_dir else default_results_dir()
+    base = res.results_root(results_dir)
     if not (base / "paper").is_dir():
         return None
     if other:
@@ -339,7 +338,7 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
         raise ValueError(f"unknown run {name!r}; valid runs: {', '.join(REGISTRY)}, {BRAIN_RUN}")
     asked = {k: v for k, v in asked.items() if v is not None}
     cfg = run_config(name, scale, **asked, device=device)  # validates every value
-    base = Path(results_dir) if results_dir else default_results_dir()
+    base = res.results_root(results_dir)
     if stored or require_stored:
         found = stored_run(name, scale, base, require=require_stored, **asked)
         if found is not None:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstpe.nn.encodings import parse_pe
-from lstpe.runtime import PAPER_SEEDS, default_results_dir
+from lstpe.runtime import PAPER_SEEDS
+from lstpe.store.results import results_root
 
 if TYPE_CHECKING:
     from lstpe.store.results import Run
@@ -95,7 +96,7 @@ def criteria(acc: pd.Series) -> dict[str, float | bool]:
 
 def folder(results_dir: str | Path | None = None) -> Path:
     """``<results>/cpu_scale``."""
-    return (Path(results_dir) if results_dir else default_results_dir()) / "cpu_scale"
+    return results_root(results_dir) / "cpu_scale"
 
 
 def table(results_dir: str | Path | None = None) -> pd.DataFrame | None:
@@ -149,7 +150,7 @@ def stored_cpu_runs(results_dir: str | Path | None = None) -> list[Run]:
     only their histories and manifests are needed here)."""
     from lstpe.store.results import load
 
-    base = Path(results_dir) if results_dir else default_results_dir()
+    base = results_root(results_dir)
     return [load(base / "cpu" / n, artifacts=False) for n in ("table1", "table2")
             if all((base / "cpu" / n / f).exists() for f in ("manifest.json", "history.csv"))]
 

@@ -62,7 +62,6 @@ from lstpe.store.storage import (  # noqa: F401  (re-exported: the file layer)  
     WriteError,
     _count_rows,
     _damaged,
-    _now,
     _read_csv,
     atomic_write,
     check_torch_file,
@@ -77,6 +76,7 @@ from lstpe.store.storage import (  # noqa: F401  (re-exported: the file layer)  
     save_torch,
     seal_manifest,
     sha256_file,
+    utc_now,
     verify_files,
 )
 
@@ -120,7 +120,7 @@ def process_record(device: torch.device | str) -> dict[str, str]:
 
 def checkpoint_record(process: dict[str, str]) -> dict[str, str]:
     """:func:`process_record` stamped with the time a checkpoint is written."""
-    return {**process, "checkpointed_at": _now()}
+    return {**process, "checkpointed_at": utc_now()}
 
 
 def earlier_segments(segments: Iterable[dict]) -> list[dict] | None:
@@ -165,7 +165,7 @@ def make_manifest(config: dict, device: torch.device | str, wall_time_s: float,
     proc = process_record(device)
     commit, dev = proc["git_commit"], proc["device"]
     previous = [dict(seg) for seg in (previous_segments or [])]
-    finished = _now()
+    finished = utc_now()
     this = {"wall_s": round(float(wall_time_s), 3), "finished_at": finished, **proc}
     segments = [*previous, this]
     total = sum(float(seg.get("wall_s", 0.0)) for seg in segments)
@@ -401,16 +401,33 @@ def load(path: str | Path, artifacts: bool = True, verify: bool = True,
     return Run(history, manifest, arts, tables, path=path, source="stored")
 
 
+def results_source(results_dir: str | Path | None = None) -> tuple[Path, str]:
+    """The results folder a caller means, and where it came from: ``results_dir`` itself
+    (``"results_dir"``) when given, else :func:`lstpe.runtime.find_results`'s folder and its
+    source (``$LSTPE_RESULTS``, the repository's ``results/``, ...). None and ``""`` both mean
+    "not given". The one place the package turns an optional ``results_dir`` into a folder
+    (:func:`results_root`); it does not check that the folder exists."""
+    if results_dir is None or str(results_dir) == "":
+        from lstpe.runtime import find_results
+
+        return find_results()
+    return Path(results_dir), "results_dir"
+
+
+def results_root(results_dir: str | Path | None = None) -> Path:
+    """The results folder of :func:`results_source`: ``Path(results_dir)`` when given, else
+    the default (:func:`lstpe.runtime.default_results_dir`). Every function of the package
+    that takes an optional ``results_dir`` resolves it here."""
+    return results_source(results_dir)[0]
+
+
 def find(name: str, results_dir: str | Path | None = None) -> Run | None:
     """Load ``<results_dir>/<name>`` if it is a complete run, else None (chapters fall back).
 
     Raises:
         DamagedFileError: the run is there but damaged (naming the file).
     """
-    from lstpe.runtime import default_results_dir
-
-    base = Path(results_dir) if results_dir else default_results_dir()
-    p = base / name
+    p = results_root(results_dir) / name
     if (p / "manifest.json").exists():
         return load(p)
     if any((p / f).exists() for f in ("history.csv", "artifacts.pt", "tables")):

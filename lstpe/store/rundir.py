@@ -33,13 +33,13 @@ from lstpe.store.storage import (
     RunLockedError,
     StaleLockWarning,
     _damaged,
-    _now,
     _show,
     check_torch_file,
     clean_temp_files,
     config_diff,
     dotted_get,
     read_manifest,
+    utc_now,
     verify_files,
 )
 
@@ -216,7 +216,7 @@ class RunLock:
     # -- helpers
     def _info(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "host": socket.gethostname(), "boot_id": _boot_id(),
-                "started_at": _now(), "argv": " ".join(sys.argv)[:300], "token": self.token}
+                "started_at": utc_now(), "argv": " ".join(sys.argv)[:300], "token": self.token}
 
     def read(self) -> dict[str, Any] | None:
         """The lock file's content (None if there is none; ``{}`` if it is unreadable)."""
@@ -232,7 +232,10 @@ class RunLock:
         except (ValueError, RecursionError):  # not JSON, 5000-digit integers, deep nesting
             return {}
 
-    def _stale_reason(self, info: dict[str, Any]) -> str | None:
+    def stale_reason(self, info: dict[str, Any]) -> str | None:
+        """Why the lock whose content is ``info`` (:meth:`read`) is stale and may be taken
+        over (its process is gone, the machine rebooted, an empty lock older than
+        ``stale_after_s``), or None while it may still be held."""
         if not info:  # empty or garbled: a writer killed between create and write
             try:
                 age = time.time() - self.path.stat().st_mtime
@@ -255,7 +258,8 @@ class RunLock:
             return f"pid {pid} is no longer running"
         return None
 
-    def _describe(self, info: dict[str, Any]) -> str:
+    def describe_holder(self, info: dict[str, Any]) -> str:
+        """Who holds the lock whose content is ``info``, in words (pid, host, since, command)."""
         if not info:
             return "an unknown process (the lock file is being written or is unreadable)"
         return (f"pid {info.get('pid')} on host {info.get('host')} since "
@@ -280,7 +284,7 @@ class RunLock:
             aside.unlink(missing_ok=True)
             return
         aside.unlink(missing_ok=True)
-        warnings.warn(f"taking over the stale lock {self.path} of {self._describe(info)}: "
+        warnings.warn(f"taking over the stale lock {self.path} of {self.describe_holder(info)}: "
                       f"{reason}", StaleLockWarning, stacklevel=3)
 
     def _create(self, data: bytes) -> None:
@@ -322,11 +326,12 @@ class RunLock:
                 info = self.read()
                 if info is None:
                     continue  # released meanwhile
-                reason = self._stale_reason(info)
+                reason = self.stale_reason(info)
                 if reason is None:
                     raise RunLockedError(
-                        f"run folder {self.run_dir} is in use: locked by {self._describe(info)}"
-                        f". Wait for that process to finish; if it is gone, delete {self.path}"
+                        f"run folder {self.run_dir} is in use: locked by "
+                        f"{self.describe_holder(info)}. Wait for that process to finish; if "
+                        f"it is gone, delete {self.path}"
                     ) from None
                 self._take_over(info, reason)
                 continue

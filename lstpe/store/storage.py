@@ -98,7 +98,8 @@ EXECUTION_KEYS: tuple[str, ...] = ("device", "max_models", "checkpoint_every", "
 the same run whatever their values (:func:`check_run_dir`)."""
 
 LOCK_NAME = ".lock"
-def _now() -> str:
+def utc_now() -> str:
+    """The current UTC time as ISO 8601 to the second (``2025-01-31T12:00:00+00:00``)."""
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
