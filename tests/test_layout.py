@@ -157,11 +157,12 @@ def _top_level_names(path: Path) -> tuple[set[str], set[str], list[str]]:
     return defined, imported, exported
 
 
-ENTRY_POINTS = {"main", "setup", "CLAIM", "LINE", "WHERE", "QUOTES", "judge"}
+ENTRY_POINTS = {"main", "setup", "CLAIM", "LINE", "WHERE", "QUOTES", "judge", "EVIDENCE"}
 """Names the protocol fixes: ``main`` of a ``python -m`` module (``lstpe.cli``,
 ``lstpe.repo``), ``setup`` of a Sphinx extension and of a chapter (``lstpe.chapters.notebook``),
-and the five every claim module of :mod:`lstpe.claims` defines (its scorecard loops over
-them)."""
+the five every claim module of :mod:`lstpe.claims` defines (its scorecard loops over them),
+and ``EVIDENCE``, the evidence table a claim module reads where its page shows that table
+(:func:`lstpe.claims.judge` carries it for a preview too)."""
 
 
 def test_each_public_name_has_one_home() -> None:

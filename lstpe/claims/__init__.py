@@ -45,6 +45,7 @@ from lstpe.claims import (
 )
 from lstpe.claims.inputs import Inputs
 from lstpe.claims.verdicts import SCORE_VERDICTS, Test, Verdict, weigh
+from lstpe.evidence.tables import contrast_table
 
 __all__ = ["CLAIMS", "SCORE_VERDICTS", "Inputs", "Test", "Verdict", "weigh", "judge", "judge_all",
            "scorecard", "verdict_counts", "SCORECARD_COLUMNS"]
@@ -59,11 +60,17 @@ SCORECARD_COLUMNS = ("claim", "verdict", "label", "at", "part", "evidence", "whe
 
 def judge(claim: Any, x: Inputs) -> Verdict:
     """The verdict of one claim module on ``x``, as a page asks for it; a preview
-    (``x.paper_scale`` False) tests no claim: ``not testable yet``, saying why."""
+    (``x.paper_scale`` False) tests no claim: ``not testable yet``, saying why, with the
+    contrast table a claim module that names its ``EVIDENCE`` table reads
+    (``numbers["contrasts"]``, :func:`lstpe.evidence.tables.contrast_table`: the page shows
+    the same table whether or not the claim is tested)."""
     if not x.paper_scale:
+        table = getattr(claim, "EVIDENCE", None)
+        shown = {"contrasts": contrast_table(table, x.final)} \
+            if table and x.final is not None else {}
         return Verdict(claim.CLAIM, claim.LINE, claim.WHERE, "not testable yet",
                        evidence="preview runs only: they show that the analysis runs, not "
-                                "the claim", quotes=claim.QUOTES)
+                                "the claim", numbers=shown, quotes=claim.QUOTES)
     return claim.judge(x)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from lstpe.claims._common import adjust, contrast, trend, values_by_pe
+from lstpe.claims._common import adjust, contrast, trend
 from lstpe.claims.inputs import Inputs
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import Verdict, untestable, weigh
@@ -62,6 +62,9 @@ WANT: dict[tuple[str, str], tuple[int, Quote]] = {
     ("learn-0.2", "learn-1"): (+1, QUOTES[0]), ("learn-0.2", "learn-2"): (+1, QUOTES[1])}
 """The contrasts the paper's sentences make, with the sign they claim for a − b (+1: a
 higher) and the sentence."""
+EVIDENCE = "small_sigma_generalises"
+"""The evidence table whose contrasts this claim reads (:func:`lstpe.evidence.tables.
+contrast_table`): chapter 6 shows them from ``numbers["contrasts"]``."""
 ADAM_DIP = ("learn-0.1", "learn-0.2")
 """The pair whose gap the paper reports and attributes to Adam: shown, not tested."""
 PLATEAU = 0.05
@@ -91,26 +94,29 @@ def shape(final: pd.DataFrame) -> dict[str, float]:
 
 
 def judge(x: Inputs) -> Verdict:
-    """The verdict (module docstring); ``numbers``: ``rows`` (the two contrasts with Holm's
-    p, in the order of the tests), ``trend`` (the trend row, or None), ``dip`` (learn-0.1
-    against learn-0.2, or None) and ``shape``."""
-    c = ev.contrast_table("small_sigma_generalises", x.final)
+    """The verdict (module docstring); ``numbers``: ``contrasts`` (the claim's contrast table,
+    :func:`lstpe.evidence.tables.contrast_table`, every row it reads; chapter 6 shows this
+    object), ``rows`` (its two tested contrasts with Holm's p, in the order of the tests),
+    ``trend`` (its trend row, or None), ``dip`` (its row of learn-0.1 against learn-0.2, or
+    None) and ``shape``."""
+    c = ev.contrast_table(EVIDENCE, x.final)
     pair = [(a, b) in WANT for a, b in zip(c["a"], c["b"], strict=True)]
     rows = adjust(c[pd.Series(pair, index=c.index, dtype=bool) & (c["verdict"] != "not run")])
     tr = c[c["b"] == ""]
     if rows.empty and tr.empty:
         return untestable(CLAIM, LINE, WHERE, "no two of learn-0.2, 1, 2 stored and no trend",
-                          quotes=QUOTES)
+                          quotes=QUOTES, numbers={"contrasts": c})
     tests = [contrast(r, WANT[(r["a"], r["b"])][0], f"{r['a']} above {r['b']}",
                       quote=WANT[(r["a"], r["b"])][1]) for _, r in rows.iterrows()]
     if len(tr):
         tests.append(trend(tr.iloc[0], "falls", "accuracy falls over sigma",
                            "accuracy over σ (every learnable-PE model)", QUOTES[2]))
-    dip = ev.contrast_rows(values_by_pe(x.final), [ADAM_DIP], claim=CLAIM).iloc[0]
+    is_dip = (c["a"] == ADAM_DIP[0]) & (c["b"] == ADAM_DIP[1]) & (c["verdict"] != "not run")
+    dip = c[is_dip].iloc[0] if is_dip.any() else None
     s = shape(x.final)
     verdict, part = weigh(tests)
     text = "; ".join(t.text for t in tests)
-    if dip["verdict"] != "not run":
+    if dip is not None:
         text += (f"; not tested, as the paper attributes it to Adam: {dip['a']} − {dip['b']} = "
                  f"{dip['diff']:+.3f} (exact {p_text(dip['p_perm'])}; the paper: 0.925 against "
                  "0.956)")
@@ -121,5 +127,5 @@ def judge(x: Inputs) -> Verdict:
                  f"{s['drop']:.3f} from σ = {s['drop_from']:g} to {s['drop_to']:g} "
                  f"({s['at_from']:.3f} → {s['at_to']:.3f})")
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
-                   {"rows": rows, "trend": tr.iloc[0] if len(tr) else None,
-                    "dip": None if dip["verdict"] == "not run" else dip, "shape": s}, QUOTES)
+                   {"contrasts": c, "rows": rows, "trend": tr.iloc[0] if len(tr) else None,
+                    "dip": dip, "shape": s}, QUOTES)

@@ -47,6 +47,9 @@ QUOTES: tuple[Quote, ...] = (
 )
 """The paper's sentences this claim tests, from each version."""
 WHERE = "05_training.ipynb"
+EVIDENCE = "learnable_beats_fixed"
+"""The evidence table whose contrasts this claim reads (:func:`lstpe.evidence.tables.
+contrast_table`): chapter 5 shows them from ``numbers["contrasts"]``."""
 COMMON: tuple[str, ...] = ("relative", "random", "rope", "1d-fixed", "nope", "c-nope")
 """Table 1's common fixed PEs, the paper's best (relative) first."""
 RISING = 0.02
@@ -73,18 +76,20 @@ def still_rising(x: Inputs, best: float | None = None) -> dict[str, str]:
 
 
 def judge(x: Inputs) -> Verdict:
-    """The verdict (module docstring); ``numbers``: the contrasts with Holm's p (``rows``),
-    the PEs still rising (``rising``) and the common fixed PEs learn-0.2 is shown above
-    (``above``)."""
-    c = ev.contrast_table("learnable_beats_fixed", x.final)
+    """The verdict (module docstring); ``numbers``: ``contrasts`` (the claim's contrast
+    table, :func:`lstpe.evidence.tables.contrast_table`: learn-0.2 against each other PE of
+    Table 1; chapter 5 shows this object), the contrasts it tests with their TOST and Holm's
+    p (``rows``), the PEs still rising (``rising``) and the common fixed PEs learn-0.2 is shown
+    above (``above``)."""
+    shown = ev.contrast_table(EVIDENCE, x.final)
     vals = values_by_pe(x.final)
-    c = with_equivalence(c[c["verdict"] != "not run"], vals)
+    c = with_equivalence(shown[shown["verdict"] != "not run"], vals)
     is_common = c["b"].isin(COMMON)
     if not (c.loc[is_common, "p_perm"] < ALPHA).all():  # read one by one: Holm over the six
         c = pd.concat([adjust(c[is_common]), c[~is_common]], ignore_index=True)
     if c.empty:
         return untestable(CLAIM, LINE, WHERE, "no stored learn-0.2 unit or no fixed PE",
-                          quotes=QUOTES)
+                          quotes=QUOTES, numbers={"contrasts": shown})
     best = vals.get("learn-0.2")
     rising = still_rising(x, float(best.mean()) if best is not None else None)
     by = {r["b"]: r for _, r in c.iterrows()}
@@ -100,4 +105,4 @@ def judge(x: Inputs) -> Verdict:
         part = f"above {len(above)} of {len(common)} fixed PEs"
     text = "; ".join(t.text for t in tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
-                   {"rows": c, "rising": rising, "above": above}, QUOTES)
+                   {"contrasts": shown, "rows": c, "rising": rising, "above": above}, QUOTES)

@@ -210,8 +210,11 @@ def ordering(stat: float, p: float, want: int, stat0: float | None = None,
 
 
 def untestable(claim: str, line: str, where: str, why: str, until: int = 0,
-               quotes: tuple[Quote, ...] = ()) -> Verdict:
+               quotes: tuple[Quote, ...] = (), numbers: dict[str, Any] | None = None
+               ) -> Verdict:
     """A ``not testable yet`` verdict saying ``why`` (and, with ``until``, the epoch the claim
-    is read at), with the claim's ``quotes``."""
+    is read at), with the claim's ``quotes`` and the ``numbers`` it read (a page shows them
+    also when nothing could be tested)."""
     text = why + (f" (the paper reads this claim at epoch {until})" if until else "")
-    return Verdict(claim, line, where, "not testable yet", evidence=text, quotes=quotes)
+    return Verdict(claim, line, where, "not testable yet", evidence=text,
+                   numbers=dict(numbers or {}), quotes=quotes)
