@@ -74,3 +74,28 @@ def test_holm_decides_the_word_again_with_the_same_rule():
     assert list(out["verdict"]) == [row_verdict(r.p_holm, r.p_equiv, int(r.n))
                                     for r in out.itertuples()]
     assert "Holm over 3 PEs" in out.loc[0, "why"]
+
+
+def test_at_chance_is_the_one_rules_word_too():
+    """A row of models at chance shows ``at chance`` whatever its tests say (the rule in
+    :mod:`lstpe.evidence.verdict`), and no other module spells that word itself."""
+    import ast
+    from pathlib import Path
+
+    import lstpe
+    from lstpe.chapters import tables as chapter_tables
+    from lstpe.evidence import verdict
+
+    assert [verdict.shown_verdict(w, True) for w in ROW_VERDICTS] == [verdict.AT_CHANCE] * 4
+    assert [verdict.shown_verdict(w, False) for w in ROW_VERDICTS] == list(ROW_VERDICTS)
+    cmp = pd.DataFrame({"pe": ["nope", "2d-fixed"], "n": [3, 3], "mean": [0.26, 0.95],
+                        "sd": [0.01, 0.01], "ci_low": [NAN, NAN], "ci_high": [NAN, NAN],
+                        "paper_mean": [0.3, 0.97], "paper_sd": [0.02, 0.01],
+                        "diff": [-0.04, -0.02], "verdict": ["differs", "equivalent"],
+                        "at_chance": [True, False]})
+    assert list(chapter_tables.compact(cmp)["verdict"]) == ["at chance", "equivalent"]
+    home = Path(verdict.__file__)
+    spelled = [str(p.relative_to(home.parents[1])) for p in Path(lstpe.__file__).parent.rglob(
+        "*.py") if p != home and any(isinstance(n, ast.Constant) and n.value == "at chance"
+                                     for n in ast.walk(ast.parse(p.read_text())))]
+    assert spelled == []

@@ -26,7 +26,6 @@ from __future__ import annotations
 from lstpe.chapters.baselines import accuracy_correlations, init_vs_final
 from lstpe.chapters.explore import sigma_explorer, sigma_grid
 from lstpe.chapters.tables import (
-    AT_CHANCE,
     SPLIT_LABELS,
     compact,
     compare_splits,
@@ -43,6 +42,7 @@ from lstpe.chapters.text import (
     say,
     show_runs,
 )
+from lstpe.evidence.verdict import AT_CHANCE
 from lstpe.rendering.widgets import WithStatic, with_static
 
 __all__ = [

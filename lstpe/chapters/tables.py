@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from lstpe.chapters.findings import signed_ci
+from lstpe.evidence.verdict import shown_verdict
 from lstpe.stats.chance import chance_test
 
 if TYPE_CHECKING:
     from lstpe.store.results import Run
 
 __all__ = [
-    "SPLIT_LABELS", "AT_CHANCE", "compare_splits", "compact", "complexity_table",
+    "SPLIT_LABELS", "compare_splits", "compact", "complexity_table",
     "human_table",
 ]
 
@@ -44,8 +45,6 @@ SPLIT_LABELS: dict[str, str] = {
 }
 """How the chapters name each split of the history."""
 
-AT_CHANCE = "at chance"
-"""The verdict of a row whose models' validation accuracy is within noise of chance."""
 
 
 # --------------------------------------------------------------------------- paper tables
@@ -113,8 +112,8 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     has one, ``-`` for the others); ``paper`` (mean ± SD, 15 seeds); ``diff`` (ours -
     paper); ``verdict`` (``n=1`` for a single model). ``index`` (``pe`` or
     ``sigma``) becomes the index. Rows ``at_chance`` (:func:`compare_splits`) get ``-`` as
-    their difference and ``at chance`` as their verdict: guessing is not compared with the
-    paper.
+    their difference and the word of :func:`lstpe.evidence.verdict.shown_verdict`, ``at
+    chance``, as their verdict: guessing is not compared with the paper.
     """
     names = dict(names or {})
     out = pd.DataFrame(index=cmp[index].to_numpy())
@@ -135,8 +134,7 @@ def compact(cmp: pd.DataFrame, index: str = "pe", names: Mapping[str, str] | Non
     chance = _chance_flags(cmp)
     out["diff"] = ["-" if c else signed_ci(d, math.nan, math.nan, digits)
                    for d, c in zip(cmp["diff"], chance, strict=True)]
-    out["verdict"] = [AT_CHANCE if c else v
-                      for v, c in zip(cmp["verdict"], chance, strict=True)]
+    out["verdict"] = [shown_verdict(v, c) for v, c in zip(cmp["verdict"], chance, strict=True)]
     return out
 
 

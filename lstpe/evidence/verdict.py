@@ -5,7 +5,8 @@ A row compares our seeds with a reference (the authors' logs, a paper table, an 
 one), ``p_equiv`` the TOST p of equivalence within the margin. Every evidence table decides its
 rows' words here: :func:`lstpe.evidence.tables.evidence_rows`,
 :func:`lstpe.evidence.paper_compare.compare_to_paper` and the Holm step of
-:mod:`lstpe.evidence.claim_tables`.
+:mod:`lstpe.evidence.claim_tables`; a page that shows a row of models at chance shows the word
+of :func:`shown_verdict` (:data:`AT_CHANCE`) instead.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import math
 
 from lstpe.stats.seed_tests import ALPHA
 
-__all__ = ["row_verdict", "ROW_VERDICTS"]
+__all__ = ["row_verdict", "ROW_VERDICTS", "AT_CHANCE", "shown_verdict"]
 
 ROW_VERDICTS: tuple[str, ...] = ("equivalent", "differs", "inconclusive", "n=1")
 """The words :func:`row_verdict` gives."""
+AT_CHANCE = "at chance"
+"""The word of a row whose models guess (:func:`shown_verdict`)."""
 
 
 def row_verdict(p_diff: float, p_equiv: float, n: int, alpha: float = ALPHA) -> str:
@@ -42,3 +45,11 @@ def row_verdict(p_diff: float, p_equiv: float, n: int, alpha: float = ALPHA) -> 
     if below(p_equiv):
         return "equivalent"
     return "differs" if below(p_diff) else "inconclusive"
+
+
+def shown_verdict(word: str, at_chance: bool) -> str:
+    """The word a page shows for a row of ours against a reference: :data:`AT_CHANCE` where
+    the row's models are at chance (their validation accuracy within noise of guessing,
+    :func:`lstpe.stats.chance.chance_test`), whatever ``word`` (the row's :func:`row_verdict`)
+    says, since a guessing model is not compared with a reference; else ``word``."""
+    return AT_CHANCE if at_chance else word
