@@ -40,10 +40,10 @@ from lstpe.rendering import style
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["CURVE_COLUMNS", "OPTIMIZERS", "REFERENCE_COLUMNS", "optimizer_curves",
+__all__ = ["CURVE_COLUMNS", "PLOT_ORDER", "REFERENCE_COLUMNS", "optimizer_curves",
            "paper_references", "side_by_side", "optimizer_facts", "plot_optimizer_curves"]
 
-OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")
+PLOT_ORDER: tuple[str, ...] = ("adamw", "adam", "sgd")
 """The registry's optimizers, in the order a page lists them."""
 NAMES = {"adamw": "AdamW", "adam": "Adam", "sgd": "SGD"}
 """How a page names each optimizer."""
@@ -87,7 +87,7 @@ def optimizer_curves(results_dir: str | Path | None = None, seed: int = 2235,
         if not other:
             continue
         upto = max(other)
-        for opt in OPTIMIZERS:
+        for opt in PLOT_ORDER:
             d = longs.get((pe, opt))
             if d is None:
                 continue
@@ -115,7 +115,7 @@ def paper_references(pes: Sequence[str]) -> pd.DataFrame:
              "adam": ("adam", ("4", "1", "2"))}
     rows = []
     for pe in pes:
-        for opt in OPTIMIZERS:
+        for opt in PLOT_ORDER:
             setting, tables = where[opt]
             hit = t[(t["pe"] == pe) & (t["setting"] == setting)]
             for table in tables:
@@ -134,7 +134,7 @@ def side_by_side(curves: pd.DataFrame, refs: pd.DataFrame, every: int = 200) -> 
     Returns:
         Indexed by (``pe``, ``epoch``: text); NaN where an optimizer has no value.
     """
-    opts = [o for o in OPTIMIZERS if o in set(curves["optimizer"])]
+    opts = [o for o in PLOT_ORDER if o in set(curves["optimizer"])]
     out = []
     for pe, g in curves.groupby("pe", sort=False):
         w = g.pivot_table(index="epoch", columns="optimizer", values="accuracy")
@@ -174,11 +174,11 @@ def optimizer_facts(curves: pd.DataFrame, refs: pd.DataFrame,
     for pe, g in curves.groupby("pe", sort=False):
         at = int(g["epoch"].max())
         last = g[g["epoch"] == at].set_index("optimizer")["accuracy"]
-        ours = ", ".join(f"{NAMES[o]} {last[o]:.3f}" for o in OPTIMIZERS if o in last.index)
+        ours = ", ".join(f"{NAMES[o]} {last[o]:.3f}" for o in PLOT_ORDER if o in last.index)
         gap = (f"; AdamW − Adam {last['adamw'] - last['adam']:+.3f}"
                if {"adamw", "adam"} <= set(last.index) else "")
         paper = ", ".join(f"{NAMES[o]} {r.loc[(pe, o), 'accuracy']:.3f} (Table "
-                          f"{r.loc[(pe, o), 'table']})" for o in OPTIMIZERS
+                          f"{r.loc[(pe, o), 'table']})" for o in PLOT_ORDER
                           if (pe, o) in r.index and o in set(g["optimizer"]))
         parts.append(f"`{pe}` at epoch {at}: {ours}{gap} (the paper after 4000 epochs: "
                      f"{paper})")
@@ -213,10 +213,10 @@ def plot_optimizer_curves(curves: pd.DataFrame, refs: pd.DataFrame) -> Figure:
     fig, axes = plt.subplots(nrows, ncols, figsize=style.figsize(1.0, 2.9 * nrows + 0.8),
                              layout="constrained", sharey=True, squeeze=False)
     ls = {"adamw": "-", "adam": "--", "sgd": "-."}
-    color = {o: f"C{i}" for i, o in enumerate(OPTIMIZERS)}
+    color = {o: f"C{i}" for i, o in enumerate(PLOT_ORDER)}
     for ax, pe in zip(axes.flat, pes, strict=False):
         g = curves[curves["pe"] == pe]
-        for opt in OPTIMIZERS:
+        for opt in PLOT_ORDER:
             h = g[g["optimizer"] == opt]
             if len(h):
                 ax.plot(h["epoch"], h["accuracy"], ls[opt], color=color[opt], lw=1.2,

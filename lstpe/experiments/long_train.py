@@ -355,8 +355,9 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
             f"published epoch {max(lu.published_epoch(u, results_dir) for u in chunk.units)}: "
             "refusing to train it again from epoch 0. If git holds that checkpoint, restore "
             "it (git checkout -- PATH; in a clone made without the resume state, as the "
-            "chapters' Colab cell makes, git sparse-checkout disable); if none was ever written (segments a lease brought "
-            f"back without one), move the folders of {', '.join(u.key for u in chunk.units)} "
+            "chapters' Colab cell makes, git sparse-checkout disable); if none was ever "
+            "written (segments a lease brought back without one), move the folders of "
+            f"{', '.join(u.key for u in chunk.units)} "
             f"under {lu.long_root(results_dir)} out of results/ so that the chunk trains "
             "again from epoch 0")
     work = lu.long_root(results_dir) / ".work"
