@@ -239,7 +239,8 @@ def cmd_batch(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    """``lstpe campaign plan | status | run | import`` (:mod:`lstpe.experiments.campaign`)."""
+    """``lstpe campaign plan | status | run | pair | lease | preflight | import``
+    (:mod:`lstpe.experiments.campaign`)."""
     from lstpe.experiments import campaign as cp
     from lstpe.experiments import campaign_status as cs
     from lstpe.experiments import fragments as fr
@@ -305,8 +306,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         from lstpe.experiments import precision as pr
 
         pair = pr.run_pair(args.results, device=args.device or "cpu",
-                           log=lambda msg: print(msg, flush=True))
-        where = pr.pair_dir(args.results, device=args.device or "cpu")
+                           log=lambda msg: print(msg, flush=True), candidate=args.candidate)
+        where = pr.candidate_dir(args.results, args.device or "cpu", args.candidate)
         problems = pr.check_pair(pair)
         if problems:  # a pair that cannot decide: say why, never "yes"
             print(f"the precision pair in {where} cannot decide the precision:\n  "
@@ -314,8 +315,8 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             return 1
         v = pr.pair_verdict(pr.pair_table(pair))
         print(v["per_pe"].to_string(index=False))
-        print(f"bf16 within the seed spread over epochs {v['epochs'][0]}-{v['epochs'][1]}: "
-              f"{'yes' if v['ok'] else 'no'} ({where})")
+        print(f"{args.candidate} within the seed spread over epochs {v['epochs'][0]}-"
+              f"{v['epochs'][1]}: {'yes' if v['ok'] else 'no'} ({where})")
     elif args.action == "lease":
         from lstpe.experiments.lease import lease
 
@@ -323,6 +324,13 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                         skip_table=args.no_table, log=lambda msg: print(msg, flush=True))
         print(f"lease: {summary.get('model_epochs', 0)} model-epochs published in "
               f"{summary['wall_s']:.0f} s ({args.out})")
+    elif args.action == "preflight":
+        from lstpe.experiments.preflight import lease_preflight
+
+        res = lease_preflight(args.minutes, args.results,
+                              log=lambda msg: print(msg, flush=True))
+        print(f"preflight: {'passed' if res['ok'] else 'FAILED'}")
+        return 0 if res["ok"] else 1
     elif args.action == "import":
         units = fr.import_run(args.path, args.results, run=args.run, note=args.note or "")
         print(f"imported {len(units)} fragment(s): {', '.join(u.key for u in units)}")
@@ -429,6 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = csub.add_parser("pair", help="the precision pair: fp32 and bf16, same seeds, 30 epochs "
                         "(on a CPU with bf16 instructions, before its campaign trains bf16)")
     q.add_argument("--device", help="cpu (default) or cuda")
+    q.add_argument("--candidate", choices=("bf16", "tf32"), default="bf16",
+                   help="the precision judged against fp32 (tf32: on a GPU only)")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("lease", help="a GPU lease in one call: the throughput table, then "
                         "the long units that finish in --minutes and the paused chunk the "
@@ -440,6 +450,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "removed first)")
     q.add_argument("--device", help="cuda (default) or cpu")
     q.add_argument("--no-table", action="store_true", help="skip the throughput table")
+    q.add_argument("--results", help="results folder (default: the repository's)")
+    q = csub.add_parser("preflight", help="on the CPU, a tiny model: the lease's tuning, "
+                        "the compiled step paused and resumed, the pack, and per step variant "
+                        "what the next lease trains and why")
+    q.add_argument("--minutes", type=_positive_minutes, default=9.0,
+                   help="the next lease's call (default 9)")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("import", help="split a finished run of the recipe into fragments")
     q.add_argument("path", help="the run folder (lstpe train --preset paper --epochs 200)")

@@ -104,7 +104,7 @@ def test_a_call_too_short_for_a_group_takes_the_paused_chunk_as_far_as_it_reache
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ls, "fit_steps", lambda small, large: fit)
         mp.setattr(ls, "LEASE_MARGIN_S", 0.0)
-        mp.setattr(ls, "step_seconds", lambda cfgs, dev: {"models": len(cfgs)})
+        mp.setattr(ls, "step_seconds", lambda cfgs, dev, **kw: {"models": len(cfgs)})
         s = ls.lease(0.25, out, results, device="cpu", groups=ls.open_groups(results)[:1],
                      skip_table=True, log=lambda m: None)
     assert s["groups"] == ["mechanism"] and not s["finished"] and s["predicted_epochs"] == 0

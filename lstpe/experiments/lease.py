@@ -46,6 +46,7 @@ import pandas as pd
 import torch
 
 from lstpe.experiments import lease_store as lc
+from lstpe.experiments import lease_tune as lt
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import packed as pk
 from lstpe.experiments.lease_store import PIECE_BYTES, pack_results  # noqa: F401 (re-exported)
@@ -133,18 +134,21 @@ def _free(device: torch.device) -> None:
 
 
 def step_seconds(cfgs: Sequence[Any], device: torch.device, amp: Any = False,
-                 steps: int = 20) -> dict[str, float]:
-    """Seconds per training step of a chunk of ``cfgs`` in the engine's step mode on
-    ``device`` (a CUDA graph on a GPU; its captures, of the full minibatch and of the epoch's
-    last, smaller one, timed apart as ``s_capture``), and seconds per evaluation."""
+                 steps: int = 20, mode: str = "auto") -> dict[str, float]:
+    """Seconds per training step of a chunk of ``cfgs`` in step mode ``mode`` on ``device``
+    (``auto``: a CUDA graph on a GPU; its captures, of the full minibatch and of the epoch's
+    last, smaller one, timed apart as ``s_capture``, with the compilation of a ``compiled``
+    step), and seconds per evaluation."""
+    from lstpe.training.compiled import CompiledStep
     from lstpe.training.engine import EagerStep, GraphStep, Running, resolve_mode
     from lstpe.training.floor import sync
     from lstpe.training.task import one_model_chunk
 
     task, opt = one_model_chunk(list(cfgs), device)
     running = Running.zeros(task.n_models, device)
-    mode = resolve_mode("auto", device)
-    step = GraphStep(task, opt, running, device, amp) if mode == "graph" else \
+    mode = resolve_mode(mode, device)
+    step: Any = GraphStep(task, opt, running, device, amp) if mode == "graph" else \
+        CompiledStep(task, opt, running, device, amp) if mode == "compiled" else \
         EagerStep(task, opt, task.model, running, device, amp)
     task.model.train()
     epoch = [b for _, b in task.batches(1)]
@@ -264,13 +268,16 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
           device: str = "cuda", models: Sequence[int] = (3, 12, 48),
           groups: Sequence[lu.LongChunk] | None = None, epochs: int = TARGET,
           sources: Sequence[lu.LongChunk] | None = None,
-          skip_table: bool = False, table_scale: str = "paper", log=print
+          skip_table: bool = False, table_scale: str = "paper", log=print,
+          tune: bool | None = None, measure_fn: Any = None, clock: Any = time.monotonic
           ) -> dict[str, Any]:
     """The whole lease (module docstring); returns its summary (also ``out/lease.json``).
     ``groups``/``sources``: the chunks from epoch 0 and the paused ones to consider (default:
     :func:`open_groups` and :func:`paused_sources`); a group with a resume checkpoint or a
     published segment, or a damaged one, is never trained from epoch 0 (:func:`held`: named
-    in the log and the summary).
+    in the log and the summary). ``tune`` (default: on CUDA only): the tuning minute
+    (:func:`lstpe.experiments.lease_tune.tune`, with ``measure_fn`` and ``clock`` for tests)
+    chooses the step variant; without it the lease trains today's step in fp32.
 
     Raises:
         ValueError: ``minutes`` is not a positive, finite number, or ``device`` is one this
@@ -313,8 +320,13 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             log("lease: no open group to train")
             return _finish(summary, out, results, t_start, since)
         cfgs_all = [u.config(device=device, checkpoint_every=0) for g in todo for u in g.units]
-        small = step_seconds(cfgs_all[:len(todo[0].units)], dev)
-        large = step_seconds(cfgs_all, dev)
+        variant = lt.choose_variant(dev, cfgs_all, results, summary, log,
+                                  dev.type == "cuda" if tune is None else tune, measure_fn,
+                                  clock)
+        mode = {} if variant == lt.today(dev) else {"mode": variant.step}
+        with tf32_mode(dev, variant.tf32):
+            small = step_seconds(cfgs_all[:len(todo[0].units)], dev, **mode)
+            large = step_seconds(cfgs_all, dev, **mode)
         fit = fit_steps(small, large)
         evals = n_evals(cfgs_all[0], 0, epochs)
         spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
@@ -342,8 +354,9 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         summary["predicted_s"] = predict_seconds(n, fit, evals, epochs, spe)
         start = {c.name: lu.resume_epoch(c, results) for c in paused}
         t0 = time.monotonic()
-        done = pk.train_packed(packed, end - LEASE_MARGIN_S / 3, results, dev, log=log,
-                               checkpoint_every=0)
+        with tf32_mode(dev, variant.tf32):
+            done = pk.train_packed(packed, end - LEASE_MARGIN_S / 3, results, dev, log=log,
+                                   checkpoint_every=0, step_mode=variant.step)
         wall = time.monotonic() - t0
         left_out, summary["paused_groups"] = lc.unfinished(
             [g for g in taken if g not in srcs], paused, results, RESUME_BACK_BYTES, log)

@@ -50,6 +50,37 @@ short enough (about 40 minutes of a 2-core Xeon for both runs) to run before a c
 PAIR_METRIC = ("val_dropout", "all")
 """The compared accuracy: validation accuracy as the authors evaluated it."""
 
+CANDIDATES: tuple[str, ...] = ("bf16", "tf32")
+"""The precisions a pair can clear against fp32: ``bf16`` autocast (fp32 weights, optimizer
+and loss) and, on a GPU, ``tf32`` (fp32 with TF32 matmuls, no autocast). A pair holds the
+fp32 runs and the candidate's, in folders of those names."""
+
+
+def tag_candidate(tag: str) -> str:
+    """The candidate a pair's tag is for: ``tf32`` for a :func:`gpu_tag` with TF32 on and no
+    autocast (``...-tf32on-fp32``), else ``bf16``."""
+    return "tf32" if tag.endswith("-tf32on-fp32") else "bf16"
+
+
+def candidate_tag(gpu_name: str, candidate: str) -> str:
+    """The tag under which a pair of ``candidate`` on the GPU ``gpu_name`` is stored:
+    ``gpu-<model>-tf32off-bf16`` for bf16, ``gpu-<model>-tf32on-fp32`` for TF32; each clears
+    its own candidate on that model of card only.
+
+    Raises:
+        ValueError: an unknown candidate (naming it and the known ones).
+    """
+    if candidate not in CANDIDATES:
+        raise ValueError(f"unknown precision candidate {candidate!r}; valid: "
+                         f"{', '.join(CANDIDATES)}")
+    return gpu_tag(gpu_name, tf32=candidate == "tf32",
+                   autocast="bf16" if candidate == "bf16" else "fp32")
+
+
+def _candidate(pair: dict[str, Any]) -> str:
+    """The candidate precision of a pair (its key besides ``fp32``; ``bf16`` if none)."""
+    return next((k for k in pair if k in CANDIDATES), "bf16")
+
 
 def cpu_tag(flags: list[str] | None = None) -> str:
     """The kind of CPU a pair holds for: ``bf16-<flags>`` where the CPU has bf16 instructions
@@ -88,12 +119,14 @@ def pair_dir(results_dir: str | Path | None = None, tag: str | None = None,
     return base / "precision_pair" / (tag or device_tag(device))
 
 
-def pair_configs(device: str = "cpu", **overrides: Any) -> dict[str, list]:
-    """The pair's configurations: ``{"fp32": [...], "bf16": [...]}``, one per (PE, seed)."""
+def pair_configs(device: str = "cpu", candidate: str = "bf16", **overrides: Any
+                 ) -> dict[str, list]:
+    """The pair's configurations: ``{"fp32": [...], "bf16": [...]}`` (``"tf32"`` for that
+    candidate: fp32 configurations, trained with TF32 matmuls), one per (PE, seed)."""
     from lstpe.experiments.campaign import Unit
 
     out: dict[str, list] = {}
-    for name, amp in (("fp32", False), ("bf16", True)):
+    for name, amp in (("fp32", False), (candidate, candidate == "bf16")):
         kw = dict(epochs=PAIR_EPOCHS, amp=amp, noise_levels=[], dense_until=PAIR_EPOCHS,
                   save_attention=False)
         kw.update(overrides)
@@ -103,35 +136,55 @@ def pair_configs(device: str = "cpu", **overrides: Any) -> dict[str, list]:
 
 
 def run_pair(results_dir: str | Path | None = None, device: str = "cpu", log=print,
-             **overrides: Any) -> dict[str, list[res.Run]]:
-    """Train (or read, where stored) both runs of the pair; resumable (checkpoints per run).
+             candidate: str = "bf16", **overrides: Any) -> dict[str, list[res.Run]]:
+    """Train (or read, where stored) both runs of the pair of ``candidate`` (``bf16``; on a
+    GPU also ``tf32``, stored under its own :func:`candidate_tag`); resumable (checkpoints per
+    run). The fp32 runs train with TF32 off, a TF32 candidate's with TF32 on.
 
     Raises:
-        ValueError: the CPU has no bf16 instructions (the pair would measure emulation).
+        ValueError: the CPU has no bf16 instructions (the pair would measure emulation), or
+            a TF32 pair off CUDA, or an unknown candidate.
     """
-    from lstpe.training.train import train_many
+    from lstpe.training import train as lst_train
 
-    if torch.device(device).type == "cpu" and not has_bf16():
+    dev = torch.device(device)
+    if dev.type == "cpu" and not has_bf16():
         raise ValueError("this CPU has no bf16 instructions (flags: "
                          f"{' '.join(cpu_flags()) or 'unknown'}): no precision pair to run")
-    base = pair_dir(results_dir, device=device)
+    if candidate == "tf32" and dev.type != "cuda":
+        raise ValueError(f"a TF32 pair needs a CUDA device, got {device}")
+    base = candidate_dir(results_dir, device, candidate)
     out: dict[str, list[res.Run]] = {}
-    for name, cfgs in pair_configs(device, **overrides).items():
+    for name, cfgs in pair_configs(device, candidate, **overrides).items():
         dirs = [base / name / f"{c.pes[0]}__{c.seeds[0]}" for c in cfgs]
         if all((d / "manifest.json").exists() for d in dirs):
             out[name] = [res.load(d, artifacts=False) for d in dirs]
             continue
         log(f"precision pair: training {name} ({len(cfgs)} models, {PAIR_EPOCHS} epochs)")
-        out[name] = train_many(cfgs, dirs, progress=False, work_dir=base / name / "checkpoints")
+        tf32, lst_train.TF32 = lst_train.TF32, name == "tf32"
+        try:
+            out[name] = lst_train.train_many(cfgs, dirs, progress=False,
+                                             work_dir=base / name / "checkpoints")
+        finally:
+            lst_train.TF32 = tf32
     return out
+
+
+def candidate_dir(results_dir: str | Path | None, device: str, candidate: str) -> Path:
+    """Where the pair of ``candidate`` on ``device`` is stored (:func:`pair_dir`)."""
+    dev = torch.device(device)
+    if candidate == "bf16" or dev.type != "cuda":
+        return pair_dir(results_dir, device=device)
+    return pair_dir(results_dir, candidate_tag(torch.cuda.get_device_name(dev), candidate))
 
 
 def load_pair(results_dir: str | Path | None = None, tag: str | None = None
               ) -> dict[str, list[res.Run]] | None:
-    """The stored pair of this kind of CPU (verified on load), or None if it is not stored."""
+    """The stored pair of ``tag`` (default: this kind of CPU; verified on load): its fp32 runs
+    and those of its candidate (:func:`tag_candidate`), or None if it is not stored."""
     base = pair_dir(results_dir, tag)
     out = {}
-    for name in ("fp32", "bf16"):
+    for name in ("fp32", tag_candidate(base.name)):
         dirs = sorted(p for p in (base / name).glob("*__*") if (p / "manifest.json").exists())
         if len(dirs) != len(PAIR_PES) * len(PAIR_SEEDS):
             return None
@@ -166,8 +219,9 @@ def _diverged(history: pd.DataFrame) -> pd.DataFrame:
 
 def pair_table(pair: dict[str, list[res.Run]]) -> pd.DataFrame:
     """Per PE and epoch: ``pe, epoch, fp32_<seed>, bf16_<seed>`` (validation accuracy as the
-    authors evaluated it), ``diff`` (bf16 minus fp32, the mean over seeds), ``max_abs_diff``
-    (over seeds) and ``seed_spread`` (|seed 1 - seed 2| in fp32).
+    authors evaluated it; ``tf32_<seed>`` for a TF32 pair), ``diff`` (candidate minus fp32,
+    the mean over seeds), ``max_abs_diff`` (over seeds) and ``seed_spread``
+    (|seed 1 - seed 2| in fp32).
 
     Nothing is dropped: an accuracy from the epoch at which its model diverged on (the
     history's ``diverged`` flag, or a non-finite loss) counts as NaN, a NaN stays NaN, and a
@@ -180,7 +234,8 @@ def pair_table(pair: dict[str, list[res.Run]]) -> pd.DataFrame:
             :func:`check_pair` first for a stored pair.
     """
     rows = []
-    for name in ("fp32", "bf16"):
+    cand = _candidate(pair)
+    for name in ("fp32", cand):
         for r in pair.get(name) or []:
             m = _metric_rows(r.history)
             since = {(str(d.pe), int(d.seed)): int(d.epoch)
@@ -202,10 +257,10 @@ def pair_table(pair: dict[str, list[res.Run]]) -> pd.DataFrame:
         return pd.DataFrame(columns=["pe", "epoch", "diff", "max_abs_diff", "seed_spread"])
     t = df.pivot(index=["pe", "epoch"], columns=["precision", "seed"], values="accuracy")
     out = pd.DataFrame(index=t.index)
-    for p in ("fp32", "bf16"):
+    for p in ("fp32", cand):
         for s in seeds:
             out[f"{p}_{s}"] = t[(p, s)] if (p, s) in t.columns else np.nan
-    d = pd.DataFrame({s: out[f"bf16_{s}"] - out[f"fp32_{s}"] for s in seeds})
+    d = pd.DataFrame({s: out[f"{cand}_{s}"] - out[f"fp32_{s}"] for s in seeds})
     out["diff"] = d.mean(axis=1, skipna=False)
     out["max_abs_diff"] = d.abs().max(axis=1, skipna=False)
     out["seed_spread"] = (out[f"fp32_{seeds[0]}"] - out[f"fp32_{seeds[-1]}"]).abs() \
@@ -224,6 +279,7 @@ def pair_verdict(table: pd.DataFrame, last: int = 10) -> dict[str, Any]:
     DataFrame(pe, precision_diff, seed_spread), "epochs": (first, last)}``.
     """
     seeds = [c[5:] for c in table.columns if c.startswith("fp32_")]
+    cand = next((c[:4] for c in table.columns if c[:5] in ("bf16_", "tf32_")), "bf16")
     if table.empty or not seeds:
         return {"ok": False, "per_pe": pd.DataFrame(columns=["pe", "precision_diff",
                                                               "seed_spread"]),
@@ -233,7 +289,7 @@ def pair_verdict(table: pd.DataFrame, last: int = 10) -> dict[str, Any]:
     t = table[table["epoch"] >= first]
     per = []
     for pe, g in t.groupby("pe"):
-        dif = np.mean([(g[f"bf16_{s}"] - g[f"fp32_{s}"]).abs().mean(skipna=False)
+        dif = np.mean([(g[f"{cand}_{s}"] - g[f"fp32_{s}"]).abs().mean(skipna=False)
                        for s in seeds])
         per.append({"pe": pe, "precision_diff": float(dif),
                     "seed_spread": float(g["seed_spread"].mean(skipna=False))})
@@ -268,10 +324,15 @@ def _run_problems(run: Any, name: str, epochs: int) -> list[str]:
     manifest = getattr(run, "manifest", None) or {}
     out = []
     amp, recorded = cfg.get("amp"), manifest.get("precision")
-    if amp is None or bool(amp) != (name != "fp32"):
+    if amp is None or bool(amp) != (name == "bf16"):
         out.append(f"{where} was trained with amp={amp!r}, not in {name} as its folder says")
-    if recorded is not None and recorded != name:
+    if recorded is not None and recorded != ("fp32" if name == "tf32" else name):
         out.append(f"{where} trained in {recorded}, not in {name} as its folder says")
+    if name == "tf32" and manifest.get("tf32") is not True:
+        out.append(f"{where} was trained with TF32 {manifest.get('tf32')!r}, not with TF32 "
+                   "matmuls as its folder says")
+    if name != "tf32" and manifest.get("tf32") is True:
+        out.append(f"{where} was trained with TF32 matmuls, not in {name} as its folder says")
     if cfg.get("epochs") != epochs:
         out.append(f"{where} was configured for {cfg.get('epochs')} epochs, not the pair's "
                    f"{epochs}")
@@ -316,7 +377,8 @@ def check_pair(pair: dict[str, list[Any]], epochs: int | None = None) -> list[st
     want = {(pe, s) for _, pe in PAIR_PES for s in PAIR_SEEDS}
     problems: list[str] = []
     held: dict[str, dict[tuple[str, int], tuple[str, Any]]] = {}
-    for name in ("fp32", "bf16"):
+    cand = _candidate(pair)
+    for name in ("fp32", cand):
         runs = list(pair.get(name) or [])
         paths = {Path(r.path).parent for r in runs if getattr(r, "path", None) is not None}
         folder = str(paths.pop()) if len(paths) == 1 else f"{name}/"
@@ -335,8 +397,8 @@ def check_pair(pair: dict[str, list[Any]], epochs: int | None = None) -> list[st
         if extra := sorted(set(held[name]) - want):
             problems.append(f"{folder} holds " + ", ".join(f"{pe} seed {s}" for pe, s in extra)
                             + ", which the pair does not train")
-    for key in sorted(set(held["fp32"]) & set(held["bf16"])):
-        (w32, r32), (w16, r16) = held["fp32"][key], held["bf16"][key]
+    for key in sorted(set(held["fp32"]) & set(held[cand])):
+        (w32, r32), (w16, r16) = held["fp32"][key], held[cand][key]
         diff = res.config_diff(_config(r32), _config(r16), ignore=("amp", *res.EXECUTION_KEYS))
         if diff:
             problems.append(f"{w16} was trained with another {', '.join(diff)} than {w32}")
@@ -372,7 +434,7 @@ def incomplete_pair(base: Path) -> str | None:
     holds how many of its runs (None where nothing of a pair is stored)."""
     n = len(PAIR_PES) * len(PAIR_SEEDS)
     held = {name: sum((p / "manifest.json").exists() for p in (base / name).glob("*__*"))
-            for name in ("fp32", "bf16")}
+            for name in ("fp32", tag_candidate(base.name))}
     if not any(held.values()):
         return None
     return "; ".join(f"{base / name} holds {k} of the pair's {n} runs"
@@ -423,3 +485,4 @@ def decide(device: torch.device, results_dir: str | Path | None = None
                                "(lstpe campaign pair resumes it)")
     ok, why = pair_decision(pair, tag)
     return (True, "bf16", f"bf16 autocast: {why}") if ok else (False, "fp32", f"{fp32}: {why}")
+
