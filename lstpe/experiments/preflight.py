@@ -15,8 +15,9 @@ Before a GPU lease is spent, on any CPU, with a tiny model (d=16, one layer, 64 
    with the plan of a ``minutes`` lease (:func:`lstpe.experiments.lease.lease_plan`). A
    variant measured on that card (the newest lease record's variant table, or its step-time
    fit for today's step) is planned from its measurement; one never measured there is an
-   **estimate**: the record's fit scaled by the CPU's compiled-to-eager ratio of step 1,
-   labelled so, never a promised rate.
+   **estimate**, planned at today's measured rate (a CPU says nothing of a GPU's speed-up;
+   the CPU's compiled-to-eager ratio of step 1 is printed beside it), labelled so, never a
+   promised rate.
 """
 
 from __future__ import annotations
@@ -102,21 +103,18 @@ def variant_plans(minutes: float, results_dir: str | Path | None, ratio: float |
         elif v.name in measured and base.name in measured:
             scale = measured[v.name]["ms_per_step"] / measured[base.name]["ms_per_step"]
             basis = f"measured on {gpu} (the record's variant table)"
-        else:
-            scale, basis = (ratio if v.step == "compiled" else 1.0), "estimate"
-        if scale is None:
-            out.append({"variant": v.name, "basis": "estimate", "model_epochs": None,
-                        "trains": [], "why": "never measured on a card and no CPU ratio"})
-            continue
+        else:  # never measured on this card: no faster than today's, until a card says
+            scale, basis = 1.0, "estimate"
         fit = {**record["fit"], "a": record["fit"]["a"] * scale,
                "b": record["fit"]["b"] * scale}
         plan = ls.lease_plan(minutes, results_dir, record={**record, "fit": fit},
                              log=lambda m: None)
         trains = list(plan[plan["state"] == "trains"]["chunk"])
-        why = (f"never measured on {gpu}: today's measured fit x {scale:.2f} (the CPU's "
-               "compiled/eager step-time ratio for a compiled step, 1 otherwise): an "
-               "estimate, not a promised rate" if basis == "estimate"
-               else f"step time {scale:.2f} x today's")
+        cpu = f"; on this CPU its step took {ratio:.2f} x the eager one's" \
+            if ratio is not None and v.step == "compiled" else ""
+        why = (f"never measured on {gpu}: planned at today's measured rate, an estimate, not "
+               f"a promised rate (the tuning measures it on the card){cpu}"
+               if basis == "estimate" else f"step time {scale:.2f} x today's")
         if v.precision != "fp32":
             why += f"; {v.precision} cleared by its precision pair on {gpu}"
         out.append({"variant": v.name, "basis": basis,
