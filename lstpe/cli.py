@@ -265,17 +265,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             from lstpe.experiments import lease as ls
 
             print(cs.plan_text(args.results, gpu=True))
-            t = ls.lease_plan(args.minutes, args.results,
-                              log=lambda msg: print(f"lstpe: {msg}", file=sys.stderr))
-            for r in t.itertuples():  # one block per chunk: what, whether it fits, and why
-                size = f"{r.models} models in the chunk, {r.predicted_s} s predicted" \
-                    if r.state in ("trains", "waits") else "not in this lease"
-                print(f"{r.chunk}: {r.state} ({size})\n  units: {r.units}\n  why: {r.why}")
-            print(f"(seconds predicted by the step-time fit of {t.attrs.get('record')}, measured "
-                  f"on an {t.attrs.get('gpu')}; after {ls.SETUP_S:g} s of measuring: "
-                  f"{t.attrs.get('model_epochs', 0)} model-epochs. lstpe campaign lease "
-                  "measures again and chooses; lstpe campaign run --device cuda resumes the "
-                  "paused long chunks)")
+            print(ls.lease_plan_text(ls.lease_plan(
+                args.minutes, args.results,
+                log=lambda msg: print(f"lstpe: {msg}", file=sys.stderr))))
             return 0
         if args.keys:  # one trainable 200-epoch unit per line, in order (schedulers)
             print("\n".join(u.key for u in cp.plan() if u.item not in cp.NOT_TRAINED))

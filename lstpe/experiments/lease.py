@@ -466,3 +466,19 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
 SETUP_S = 40.0
 """Seconds a lease spends before training: the throughput table and the two measurements of
 the chunk's step time (measured: 33 s on an H200)."""
+
+
+def lease_plan_text(t: pd.DataFrame) -> str:
+    """What ``lstpe campaign plan --device cuda`` prints of :func:`lease_plan`'s table: one
+    block per chunk (what, whether it fits, and why), then where the prediction comes from."""
+    lines = []
+    for r in t.itertuples():
+        size = f"{r.models} models in the chunk, {r.predicted_s} s predicted" \
+            if r.state in ("trains", "waits") else "not in this lease"
+        lines.append(f"{r.chunk}: {r.state} ({size})\n  units: {r.units}\n  why: {r.why}")
+    lines.append(f"(seconds predicted by the step-time fit of {t.attrs.get('record')}, measured "
+                 f"on an {t.attrs.get('gpu')}; after {SETUP_S:g} s of measuring: "
+                 f"{t.attrs.get('model_epochs', 0)} model-epochs. lstpe campaign lease "
+                 "measures again and chooses; lstpe campaign run --device cuda resumes the "
+                 "paused long chunks)")
+    return "\n".join(lines)
