@@ -160,6 +160,7 @@ def test_a_chunk_without_a_segment_is_priced_at_the_units_rate(tmp_path):
     assert t.loc[("mechanism", 4000), "hours_left"] == pytest.approx(r["units"] * 3000 * 10 / 3600)
     text = lp.long_status_text(lp.long_status(tmp_path, s_per_model_epoch=10.0))
     assert f"{r['hours_left']:.1f} machine-hours left at the 200-epoch units' rate" in text
+    assert "mechanism (3 models) at epoch 0 of 1000 (no resume checkpoint)" in text  # not "at 0"
     bare = lp.long_status(tmp_path)
     assert bare["hours_left"].isna().all() and "no rate measured yet" in lp.long_status_text(bare)
 

@@ -23,7 +23,8 @@ def long_status(results_dir: str | Path | None = None,
     """One row per (chunk, target) of :data:`lstpe.experiments.long_units.LONG_PLAN`:
     ``item, chunk, units, target, epoch`` (the smallest published epoch over its units),
     ``from`` (where the hours left start: its epoch, or an earlier target of the same chunk),
-    ``resume_epoch`` (its resume checkpoint; -1 when it cannot be read), ``s_per_epoch`` (the
+    ``resume_epoch`` (its resume checkpoint; -1 when it cannot be read, 0 without one),
+    ``resume_here`` (whether the checkpoint is in the tree), ``s_per_epoch`` (the
     chunk's seconds per epoch in its last segment, over the epochs its wall time covers;
     before one, when it ran on a GPU, or when it does not say which epochs it timed,
     ``s_per_model_epoch`` times its models, else NaN): hours of the CPU the campaign is
@@ -57,6 +58,7 @@ def long_status(results_dir: str | Path | None = None,
         rows.append({"item": c.item, "chunk": c.name, "units": len(c.units),
                      "target": c.target, "epoch": min(ep, c.target), "from": start,
                      "resume_epoch": at, "s_per_epoch": rate,
+                     "resume_here": lu.resume_checkpoint(c, results_dir).exists(),
                      "basis": basis, "hours_left": max(c.target - start, 0) * rate / 3600,
                      "state": "damaged" if problems[c.name] else "ok",
                      "problem": "; ".join(problems[c.name])})
@@ -92,9 +94,11 @@ def long_status_text(table: pd.DataFrame) -> str:
         at = f" at {r['basis']}" if r["basis"] else " (no rate measured yet)"
         gpu = r.get("gpu_minutes_left", float("nan"))
         on_gpu = f", or {gpu:.0f} GPU-minutes" if gpu == gpu else ""
-        ckpt = "unreadable" if r["resume_epoch"] < 0 else f"at epoch {r['resume_epoch']}"
+        ckpt = "no resume checkpoint" if not r.get("resume_here", True) else \
+            "resume checkpoint unreadable" if r["resume_epoch"] < 0 else \
+            f"resume checkpoint at epoch {r['resume_epoch']}"
         lines.append(f"item {r['item']} (long): {r['chunk']} ({r['units']} models) at epoch "
-                     f"{r['epoch']} of {r['target']} (resume checkpoint {ckpt}); "
+                     f"{r['epoch']} of {r['target']} ({ckpt}); "
                      f"{r['hours_left']:.1f} machine-hours left{at}{on_gpu}")
         if r.get("state") == "damaged" and r["chunk"] not in shown:  # once per chunk
             shown.add(r["chunk"])
