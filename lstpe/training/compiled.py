@@ -36,7 +36,16 @@ from typing import Any
 import torch
 
 from lstpe.training.optim import StackedOptimizer
-from lstpe.training.steps import Amp, LossScaler, Running, Task, amp_dtype, autocast
+from lstpe.training.steps import (
+    Amp,
+    LossScaler,
+    Running,
+    Task,
+    amp_dtype,
+    autocast,
+    capture_graph,
+    replay_graph,
+)
 
 
 @dataclass
@@ -186,25 +195,6 @@ class CompiledStep:
         extra = [opt.m_flat, opt.v_flat] if opt.m_flat is not None else []
         return [opt.flat, *extra, opt.step_count, r.loss, r.acc, r.batches, r.nonfinite]
 
-    def _capture(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
-        """Warm up (compiles) on a side stream, capture, restore the state (CUDA)."""
-        static_batch = batch.clone()
-        static_keys = keys.clone() if keys is not None else None
-        snapshot = [t.detach().clone() for t in self._tensors()]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                self.fn(static_batch, static_keys)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=side):
-            self.fn(static_batch, static_keys)
-        with torch.no_grad():
-            for t, s in zip(self._tensors(), snapshot, strict=True):
-                t.copy_(s)
-        self.graphs[tuple(batch.shape)] = (graph, static_batch, static_keys)
-
     def __call__(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
         shape = tuple(batch.shape)
         if self.consts is None:
@@ -213,18 +203,15 @@ class CompiledStep:
             t0 = time.perf_counter()
             self._seen.add(shape)
             if self.graph:
-                self._capture(batch, keys)
+                self.graphs[shape] = capture_graph(self.fn, self.fn, self._tensors, batch,
+                                                   keys)
             else:
                 self.fn(batch, keys)
                 self.compile_s += time.perf_counter() - t0
                 return
             self.compile_s += time.perf_counter() - t0
         if self.graph:
-            graph, static_batch, static_keys = self.graphs[shape]
-            static_batch.copy_(batch, non_blocking=True)
-            if static_keys is not None and keys is not None:
-                static_keys.copy_(keys, non_blocking=True)
-            graph.replay()
+            replay_graph(self.graphs[shape], batch, keys)
         else:
             self.fn(batch, keys)
 

@@ -183,6 +183,52 @@ class EagerStep:
         self.running.add(loss, acc)
 
 
+GraphEntry = tuple[Any, torch.Tensor, torch.Tensor | None]
+"""A captured step: (the ``torch.cuda.CUDAGraph``, its static batch, its static keys)."""
+
+
+def capture_graph(warm: Callable[[torch.Tensor, torch.Tensor | None], None],
+                  body: Callable[[torch.Tensor, torch.Tensor | None], None],
+                  state: Callable[[], list[torch.Tensor]], batch: torch.Tensor,
+                  keys: torch.Tensor | None, before: Callable[[], None] | None = None
+                  ) -> GraphEntry:
+    """One training step captured as a CUDA graph (:class:`GraphStep` and the compiled step).
+
+    ``warm`` runs 3 times on a side stream (library handles, compiled kernels), then
+    ``before``, then ``body`` is captured on that same stream, so that the cuBLAS/cuBLASLt
+    handles created while warming up are the capture stream's own and none is created
+    mid-capture; every tensor of ``state()`` is then restored to its value before the warm-up.
+    ``batch`` (B, 16, 5) and ``keys`` are copied into the static inputs the graph reads;
+    :func:`replay_graph` fills them and replays it."""
+    static_batch = batch.clone()
+    static_keys = keys.clone() if keys is not None else None
+    snapshot = [t.detach().clone() for t in state()]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            warm(static_batch, static_keys)
+    torch.cuda.current_stream().wait_stream(side)
+    if before is not None:
+        before()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        body(static_batch, static_keys)
+    with torch.no_grad():
+        for t, s in zip(state(), snapshot, strict=True):
+            t.copy_(s)
+    return graph, static_batch, static_keys
+
+
+def replay_graph(entry: GraphEntry, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
+    """One step of a captured graph on ``batch`` and ``keys`` (:func:`capture_graph`)."""
+    graph, static_batch, static_keys = entry
+    static_batch.copy_(batch, non_blocking=True)
+    if static_keys is not None and keys is not None:
+        static_keys.copy_(keys, non_blocking=True)
+    graph.replay()
+
+
 class GraphStep:
     """The whole step captured in a CUDA graph per batch shape and replayed.
 
@@ -212,35 +258,19 @@ class GraphStep:
         return [*self.task.model.parameters(), *self.opt.exp_avg, *self.opt.exp_avg_sq,
                 self.opt.step_count, r.loss, r.acc, r.batches, r.nonfinite, *extra]
 
+    def _captured(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
+        """The step the graph records: forward, backward and the update, no ``zero_grad``."""
+        with autocast(self.device, self.amp):
+            loss, acc = self.task.losses(self.task.model, batch, keys)
+        backward_and_step(loss, self.opt, self.scaler)
+        self.running.add(loss, acc)
+
     def _capture(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
-        static_batch = batch.clone()
-        static_keys = keys.clone() if keys is not None else None
-        snapshot = [t.detach().clone() for t in self._tensors()]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                self.eager(static_batch, static_keys)
-        torch.cuda.current_stream().wait_stream(side)
-        self.opt.zero_grad(set_to_none=True)
-        graph = torch.cuda.CUDAGraph()
-        # capture on the warm-up stream: library handles (cuBLAS/cuBLASLt) created while warming
-        # up are then the capture stream's own, and none is created mid-capture
-        with torch.cuda.graph(graph, stream=side):
-            with autocast(self.device, self.amp):
-                loss, acc = self.task.losses(self.task.model, static_batch, static_keys)
-            backward_and_step(loss, self.opt, self.scaler)
-            self.running.add(loss, acc)
-        with torch.no_grad():
-            for t, s in zip(self._tensors(), snapshot, strict=True):
-                t.copy_(s)
-        self.graphs[tuple(batch.shape)] = (graph, static_batch, static_keys)
+        self.graphs[tuple(batch.shape)] = capture_graph(
+            self.eager, self._captured, self._tensors, batch, keys,
+            before=lambda: self.opt.zero_grad(set_to_none=True))
 
     def __call__(self, batch: torch.Tensor, keys: torch.Tensor | None) -> None:
         if tuple(batch.shape) not in self.graphs:
             self._capture(batch, keys)
-        graph, static_batch, static_keys = self.graphs[tuple(batch.shape)]
-        static_batch.copy_(batch, non_blocking=True)
-        if static_keys is not None and keys is not None:
-            static_keys.copy_(keys, non_blocking=True)
-        graph.replay()
+        replay_graph(self.graphs[tuple(batch.shape)], batch, keys)
