@@ -45,6 +45,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from lstpe.experiments import lease_pair as lp
 from lstpe.experiments import lease_store as lc
 from lstpe.experiments import lease_tune as lt
 from lstpe.experiments import long_units as lu
@@ -190,15 +191,19 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
           groups: Sequence[lu.LongChunk] | None = None, epochs: int = TARGET,
           sources: Sequence[lu.LongChunk] | None = None,
           skip_table: bool = False, table_scale: str = "paper", log=print,
-          tune: bool | None = None, measure_fn: Any = None, clock: Any = time.monotonic
-          ) -> dict[str, Any]:
+          tune: bool | None = None, measure_fn: Any = None, clock: Any = time.monotonic,
+          pair: bool | None = None, pair_fit: dict[str, float] | None = None,
+          pair_train: Any = None) -> dict[str, Any]:
     """The whole lease (module docstring); returns its summary (also ``out/lease.json``).
     ``groups``/``sources``: the chunks from epoch 0 and the paused ones to consider (default:
     :func:`open_groups` and :func:`paused_sources`); a group with a resume checkpoint or a
     published segment, or a damaged one, is never trained from epoch 0 (:func:`held`: named
     in the log and the summary). ``tune`` (default: on CUDA only): the tuning minute
     (:func:`lstpe.experiments.lease_tune.tune`, with ``measure_fn`` and ``clock`` for tests)
-    chooses the step variant; without it the lease trains today's step in fp32.
+    chooses the step variant; without it the lease trains today's step in fp32. ``pair``
+    (default: on CUDA only): before it, the stored-unit precision pair of a candidate the card
+    has no decision for (:func:`lstpe.experiments.lease_pair.in_lease`; ``pair_fit``,
+    ``pair_train``: its step-time fit and training, for tests), recorded as ``pair``.
 
     Raises:
         ValueError: ``minutes`` is not a positive, finite number, or ``device`` is one this
@@ -229,6 +234,9 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             summary["record"] = str(path.with_suffix(".json"))
             summary["table"] = str(path.relative_to(results.parent)) \
                 if path.is_relative_to(results.parent) else str(path)
+        if dev.type == "cuda" if pair is None else pair:
+            summary["pair"] = lp.in_lease(dev, results, summary.get("gpu"), end, log,
+                                          pair_fit, pair_train)
         found, kept_out = lc.survey(results, epochs, RESUME_BACK_BYTES)
         srcs = list(sources) if sources is not None else found
         fresh = lc.hold_groups(groups if groups is not None else open_groups(results),

@@ -269,8 +269,10 @@ PIECE_BYTES = 15 * 2**20
 
 def pack_results(results: Path, out: Path, max_pieces: int = 4,
                  since: float | None = None, exclude: Sequence[str] = ()) -> list[Path]:
-    """``results/long`` (no work folders; no resume state unless written since ``since``) and
-    ``results/benchmarks`` as a gzipped tar split into pieces of :data:`PIECE_BYTES` bytes
+    """``results/long`` (no work folders; no resume state unless written since ``since``),
+    ``results/benchmarks`` and ``results/precision_pair`` (a stored-unit pair's runs and
+    verdict, :mod:`lstpe.experiments.lease_pair`) as a gzipped tar split into pieces of
+    :data:`PIECE_BYTES` bytes
     ``out/results.tgz.aa``, ...; with ``since`` (a ``time.time()``), only the files written
     since then (what a lease wrote: not the segments it was sent); nothing under the folders
     ``exclude`` (relative to ``results``); refuses (naming the size) beyond ``max_pieces``.
@@ -279,7 +281,7 @@ def pack_results(results: Path, out: Path, max_pieces: int = 4,
     this archive alone."""
     files = []
     skip = [Path(e) for e in exclude]
-    for part in ("long", "benchmarks"):
+    for part in ("long", "benchmarks", "precision_pair"):
         for p in sorted((results / part).rglob("*")) if (results / part).is_dir() else []:
             rel = p.relative_to(results)
             if not p.is_file() or ".work" in rel.parts or (

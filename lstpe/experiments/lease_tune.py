@@ -93,14 +93,16 @@ def gpu_precisions(gpu_name: str, results_dir: str | Path | None = None
     """What a lease on the GPU ``gpu_name`` may train in, and why: fp32 with TF32 off always
     (the reference, as the authors' V100 trained), then each of
     :data:`lstpe.experiments.precision.CANDIDATES` cleared only by its own stored pair of this
-    model of card (:func:`~lstpe.experiments.precision.candidate_tag`,
-    :func:`~lstpe.experiments.precision.pair_decision`): a pair of another card, of the
+    model of card (:func:`~lstpe.experiments.precision.candidate_tag`): by the two-precision
+    pair (:func:`~lstpe.experiments.precision.pair_decision`) or the lease's stored-unit pair
+    (:func:`~lstpe.experiments.lease_pair.stored_pair_decision`); a pair of another card, of the
     other candidate, an incomplete or inconsistent pair, or one whose candidate moves
     accuracy more than the seed spread clears nothing. Rows ``{"precision", "amp", "tf32",
     "cleared", "why", "tag"}`` (``amp``: False or ``torch.bfloat16``)."""
     rows: list[dict[str, Any]] = [
         {"precision": "fp32", "amp": False, "tf32": False, "cleared": True, "tag": None,
          "why": "fp32 with TF32 off: the reference (the authors trained fp32 on a V100)"}]
+    from lstpe.experiments import lease_pair as lp
     from lstpe.experiments import precision as pr
 
     for cand in pr.CANDIDATES:
@@ -112,6 +114,9 @@ def gpu_precisions(gpu_name: str, results_dir: str | Path | None = None
                               else f"no precision pair is stored for {tag}")
         else:
             ok, why = pr.pair_decision(pair, tag)
+        if not ok:  # the stored-unit pair of the lease (lstpe.experiments.lease_pair)
+            stored_ok, stored_why = lp.stored_pair_decision(results_dir, tag)
+            ok, why = (True, stored_why) if stored_ok else (False, f"{why}; {stored_why}")
         rows.append({"precision": cand, "amp": torch.bfloat16 if cand == "bf16" else False,
                      "tf32": cand == "tf32", "cleared": ok, "why": why, "tag": tag})
     return rows
