@@ -145,21 +145,37 @@ def test_import_refuses_a_diverged_history_whatever_the_manifest_says(base, tmp_
 
 
 @pytest.mark.usefixtures("tiny")
-@pytest.mark.parametrize("wall", [math.nan, -5.0])
-def test_a_unit_with_an_unusable_wall_time_is_named_and_left_out_of_the_rate(results, wall):
+@pytest.mark.parametrize("wall, bad", [(math.nan, "B"), (-5.0, "B"), (math.nan, "B measured"),
+                                       (math.nan, "A and B")])
+def test_a_unit_with_an_unusable_wall_time_is_named_and_left_out_of_the_rate(results, wall,
+                                                                             bad):
     """Finding 12: ``unit_wall_s: NaN`` printed "nan min per unit" and 0.0 hours left,
-    naming no unit."""
-    path = cp.find_unit(B).path(results)
-    man = res.load(path).manifest
-    _reseal(path, campaign={**man["campaign"], "unit_wall_s": wall})
+    naming no unit. ``bad``: whose wall time is unusable: B beside A's good one; B, the
+    only unit the campaign trained itself (its rate was B's alone); every stored unit (no
+    rate at all: said so, never "nan min" or 0.0 hours left)."""
+    keys = [A, B] if bad == "A and B" else [B]
+    for key in keys:
+        man = res.load(cp.find_unit(key).path(results)).manifest
+        probe = {"probe": {"s_per_model_epoch": 1.0}} if bad == "B measured" else {}
+        _reseal(cp.find_unit(key).path(results),
+                campaign={**man["campaign"], "unit_wall_s": wall, **probe})
     table = cs.status(results)
+    texts = cs.status_text(table), cs.progress_text(table)
+    for text in texts:
+        assert "nan min" not in text and "nan machine" not in text and "nan hours" not in text
+    for key in keys:
+        assert f"wall time unusable: {key}" in texts[0]
+        assert str(cp.find_unit(key).path(results) / "manifest.json") in texts[0]
+    if bad == "A and B":
+        assert math.isnan(cs.progress(table).loc["all", "hours left"])  # not 0.0
+        assert all("no rate to estimate the hours left" in t for t in texts), texts
+        assert "machine-hours" not in texts[0]
+        return
     good = fr.unit_seconds(res.load(cp.find_unit(A).path(results)).manifest)
     assert cs.unit_rate(table)[0] == pytest.approx(good)
-    text = cs.status_text(table)
-    assert "nan min" not in text and "nan machine" not in text
-    assert f"wall time unusable: {B}" in text
-    assert f"{good / 60:.1f} min per unit" in text
-    assert str(path / "manifest.json") in text
+    assert f"{good / 60:.1f} min per unit" in texts[0]
+    left = cs.progress(table).loc["all"]
+    assert left["hours left"] == pytest.approx(left["left"] * good / 3600, abs=0.01)
 
 
 @pytest.mark.usefixtures("tiny")
@@ -183,10 +199,12 @@ def test_status_names_a_manifest_with_a_5000_digit_integer_and_goes_on(results, 
 # --------------------------------------------------------------------------- 9, 14, 15
 
 
-def test_unpack_bounds_every_member_by_its_manifest_before_writing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("case", ["unlisted", "oversized"])
+def test_unpack_bounds_every_member_by_its_manifest_before_writing(tmp_path, monkeypatch, case):
     """Finding 9: a member the manifest does not list (3 GiB in the trial) was written whole
     into the staging folder before the pack was refused; one larger than its listed size
-    too."""
+    too. Every byte ``unpack`` extracts goes through ``shutil.copyfileobj`` (counted here);
+    the count is checked before the message, so the old code fails on the bytes it wrote."""
     make_run(tmp_path / "src" / "table2", "a")
     run = tmp_path / "src" / "table2"
     files = sorted(p for p in run.rglob("*") if p.is_file() and "checkpoints" not in p.parts)
@@ -202,18 +220,30 @@ def test_unpack_bounds_every_member_by_its_manifest_before_writing(tmp_path, mon
 
     monkeypatch.setattr(shutil, "copyfileobj", counted)
     big = b"\0" * (4 << 20)
-    for name, extra in (("unlisted", [(tarfile.TarInfo("table2/big.bin"), big)]),
-                        ("oversized", [])):
-        out = tmp_path / name
-        ms = list(members)
-        if name == "oversized":  # history.csv as listed, with 4 MiB of zeros behind it
-            ms = [(i, d + big) if i.name.endswith("history.csv") else (i, d) for i, d in ms]
-        write_pack(out, ms + extra, ["table2"])
-        what = "big.bin" if name == "unlisted" else "history.csv"
-        with pytest.raises(pack.PackError, match=f"(?=.*{what})(?=.*before extracting)"):
-            pack.unpack(out, tmp_path / "results")
-        assert sum(written) == 0, name  # not a byte extracted
-        assert not any((tmp_path / "results").glob(".unpack-*"))
+    if case == "unlisted":
+        members.append((tarfile.TarInfo("table2/big.bin"), big))
+    else:  # history.csv as listed, with 4 MiB of zeros behind it
+        members = [(i, d + big) if i.name.endswith("history.csv") else (i, d)
+                   for i, d in members]
+    out = tmp_path / case
+    write_pack(out, members, ["table2"])
+    what = "big.bin" if case == "unlisted" else "history.csv"
+    with pytest.raises(pack.PackError, match=what) as e:
+        pack.unpack(out, tmp_path / "results")
+    assert sum(written) == 0, f"{sum(written)} bytes extracted before the refusal"
+    assert "before extracting" in str(e.value)
+    assert not any((tmp_path / "results").glob(".unpack-*"))
+    # the same pack without the extra bytes is unpacked whole (the count sees real writes)
+    if case == "oversized":
+        members = [(i, d[:-len(big)]) if i.name.endswith("history.csv") else (i, d)
+                   for i, d in members]
+    else:
+        members = members[:-1]
+    write_pack(tmp_path / "whole", members, ["table2"])
+    pack.unpack(tmp_path / "whole", tmp_path / "results")
+    assert sum(written) == sum(len(d) for _, d in members)
+    assert (tmp_path / "results" / "table2" / "history.csv").read_bytes() == next(
+        d for i, d in members if i.name.endswith("history.csv"))
 
 
 def test_pack_refuses_a_run_named_twice_before_writing(tmp_path):

@@ -239,6 +239,10 @@ def seconds_left(table: pd.DataFrame) -> pd.Series:
 RATE_RULE = "a paused unit counts only the epochs it has left"
 """How :func:`seconds_left` prices the units left beyond the rate, in words."""
 
+NO_RATE = "no stored unit has a usable wall time: no rate to estimate the hours left"
+"""What the status says instead of hours left when every stored unit's wall time is
+unusable (:func:`wall_problem`), never "nan min per unit" or 0.0 hours."""
+
 
 def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> str:
     """What ``lstpe campaign status`` prints: per item done / left, hours spent and left."""
@@ -259,6 +263,8 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
             lines.append(f"  item {item}: {len(g)} units left = "
                          f"{len(g) * seconds_per_unit / 3600:.1f} machine-hours at "
                          f"{seconds_per_unit / 60:.1f} min per unit (as given)")
+    elif len(done) and not math.isfinite(unit_rate(table)[0]):  # every wall time unusable
+        lines.append(f"  ({NO_RATE}; each is named below)")
     elif len(done):
         rate, basis = unit_rate(table)
         est = seconds_left(table)
@@ -297,10 +303,12 @@ def progress(table: pd.DataFrame) -> pd.DataFrame:
         and ``"all"`` (the plan); columns ``what``, ``units``, ``done``, ``left``, ``hours
         spent`` (wall hours of the machine, summed over the stored units), ``CPU hours spent``
         (wall hours x threads: core-hours), ``hours left`` (the units left at the measured
-        rate, :func:`seconds_left`; NaN before any unit is stored). Hours rounded to 2 decimals.
+        rate, :func:`seconds_left`; NaN before any unit with a usable wall time is
+        stored). Hours rounded to 2 decimals.
     """
     done = table[table["state"] == "done"]
     est = seconds_left(table)
+    rated = bool(len(done)) and math.isfinite(unit_rate(table)[0])  # else NaN, never 0.0
     groups = [(str(item), ITEMS.get(int(item), ""), g) for item, g in table.groupby("item")]
     groups.append(("1-2", "Tables 1-2, seeds 1-3",
                    table[table["item"].isin(TABLES12_ITEMS)]))
@@ -313,7 +321,7 @@ def progress(table: pd.DataFrame) -> pd.DataFrame:
                      "left": left, "hours spent": round(d["seconds"].sum() / 3600, 2),
                      "CPU hours spent": round(_core_hours(d), 2),
                      "hours left": round(est[g.index.intersection(est.index)].sum() / 3600, 2)
-                     if len(done) else math.nan})
+                     if rated else math.nan})
     return pd.DataFrame(rows).set_index("item")
 
 
@@ -332,6 +340,8 @@ def progress_text(table: pd.DataFrame) -> str:
     if not whole["done"]:
         return text + " No unit stored yet: no rate to estimate the hours left."
     rate, basis = unit_rate(table)
+    if not math.isfinite(rate):
+        return text + f" {NO_RATE[0].upper()}{NO_RATE[1:]} (lstpe campaign status names them)."
     return text + (f" At the measured {rate / 60:.1f} min per unit ({basis}; {RATE_RULE}): "
                    f"{t12['hours left']:.1f} hours left for Tables 1-2, "
                    f"{whole['hours left']:.1f} for the whole plan.")
@@ -368,6 +378,7 @@ def long_table(results_dir: str | Path | None = None,
     unverified when not given)."""
     table = status(results_dir, verify=False) if table is None else table
     rate = unit_rate(table)[0] / CAMPAIGN_EPOCHS if (table["state"] == "done").any() else None
+    rate = rate if rate is not None and math.isfinite(rate) else None  # no usable wall time
     from lstpe.experiments import long_progress
 
     out = long_progress.long_status(results_dir, rate)
