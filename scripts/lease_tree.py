@@ -123,8 +123,11 @@ def checkout(repo: Path, commit: str, paths: list[str]) -> None:
 
 def keep_paths(repo: Path, chunk: str) -> list[Path]:
     """Folders and files under ``results/`` that the lease of ``chunk`` needs: its resume
-    folder, the last segment of every long unit, and every other begun chunk's
-    ``chunk.json`` (relative to ``repo``)."""
+    folder, the last segment of every long unit, every other begun chunk's
+    ``chunk.json``, and the stored units of the precision pair without their
+    ``artifacts.pt`` (:func:`lstpe.experiments.lease_pair.travel_files`), relative to
+    ``repo``."""
+    from lstpe.experiments import lease_pair as lp
     from lstpe.experiments import long_units as lu
 
     chunks = [c for c in lu.LONG_PLAN if c.name == chunk]
@@ -139,6 +142,7 @@ def keep_paths(repo: Path, chunk: str) -> list[Path]:
     # then seen as begun, not trained again from epoch 0 by the lease
     keep += [lu.resume_dir(n, results) / "chunk.json" for n in sorted(
         {c.name for c in lu.LONG_PLAN}) if (lu.resume_dir(n, results) / "chunk.json").exists()]
+    keep += lp.travel_files(results)  # what the lease's precision pair judges against (1 MB)
     return [p.relative_to(repo) for p in keep]
 
 

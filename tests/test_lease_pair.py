@@ -302,3 +302,24 @@ def test_the_pair_is_skipped_when_it_would_take_over_40_percent_of_the_time_left
                  skip_table=True, log=quiet, pair=True, pair_fit=fit,
                  pair_train=copy_candidate(trained))
     assert s["pair"]["decision"] == "cleared"
+
+
+def test_a_tree_trimmed_for_a_lease_carries_the_stored_units_without_their_artifacts(
+        tmp_path, lease_checkout):
+    """scripts/lease_tree.py keeps each pair unit's manifest, history and tables (what the
+    pair reads, verified) and leaves out its attention-laden ``artifacts.pt``."""
+    import importlib.util
+
+    from lstpe.runtime import repo_root
+
+    spec = importlib.util.spec_from_file_location("lease_tree",
+                                                  repo_root() / "scripts" / "lease_tree.py")
+    tree = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tree)
+    unit = "results/paper/table2/learn-1/6068"
+    files = ("manifest.json", "history.csv", "tables/noise.csv", "artifacts.pt")
+    repo = lease_checkout(tmp_path, {f"{unit}/{f}": f for f in files})
+    tree.trim(repo, "none")
+    kept = {str(p.relative_to(repo)) for p in (repo / unit).rglob("*") if p.is_file()}
+    assert kept == {f"{unit}/{f}" for f in files[:3]}
+    assert not (repo / "results/paper/table1/nope/8880/history.csv").exists()
