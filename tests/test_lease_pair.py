@@ -323,3 +323,16 @@ def test_a_tree_trimmed_for_a_lease_carries_the_stored_units_without_their_artif
     kept = {str(p.relative_to(repo)) for p in (repo / unit).rglob("*") if p.is_file()}
     assert kept == {f"{unit}/{f}" for f in files[:3]}
     assert not (repo / "results/paper/table1/nope/8880/history.csv").exists()
+
+
+def test_the_plan_says_which_pair_the_next_lease_runs_and_its_cost(trained):
+    """The cleared TF32 pair of the H200 leaves bf16 to pair there; an H100 pairs TF32."""
+    fit = {"a": 0.00224, "b": 0.000696, "e": 0.00629, "capture": 0.17}
+    for gpu, cand in ((H200, "bf16"), (H100, "tf32")):
+        t = ls.lease_plan(9, trained[0], record={"fit": fit, "gpu": gpu, "path": "x.json"})
+        p = t.attrs["pair"]
+        want = ls.predict_seconds(12, fit, 2, 2, 1)  # the tiny recipe: 2 epochs, 1 step each
+        assert (p["candidate"], p["model_epochs"], p["runs"]) == (cand, 24, True)
+        assert p["predicted_s"] == pytest.approx(want)
+        assert f"precision pair of {cand} ({pr.candidate_tag(gpu, cand)}): 24 model-epochs, " \
+               f"{want:.0f} s predicted" in ls.lease_plan_text(t)

@@ -6,7 +6,9 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
 
 1. times one training step (CUDA graph, fp32 with TF32 off, and bf16 autocast as the
    candidate) at M = 3, 12, 48 learnable-PE models, beside the fp32 matmul floor at each M
-   (:func:`throughput`), and stores the table under ``results/benchmarks/``;
+   (:func:`throughput`), and stores the table under ``results/benchmarks/``; then, on a
+   card without a decision for TF32 (or else bf16), the stored-unit precision pair
+   (:mod:`lstpe.experiments.lease_pair`) when it fits 40% of the time left;
 2. measures the step time of the lease's candidate chunk at two sizes: the chunks of
    :data:`LEASE_ORDER` (1000-epoch long units from epoch 0), then the paused long chunks
    whose resume checkpoints are in the tree (:func:`paused_sources`: a tree trimmed for the
@@ -386,6 +388,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     for col in ("models", "predicted_s"):  # whole numbers; <NA> for a chunk not in a lease
         table[col] = table[col].astype("Int64")
     table.attrs.update({"record": rec.get("path"), "gpu": rec.get("gpu"),
+                        "pair": lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S),
                         "model_epochs": sum(len(groups[i].units) * (groups[i].target - (
                             lu.resume_epoch(groups[i], results_dir) if groups[i] in srcs
                             else 0)) for i in taken)})
@@ -410,4 +413,10 @@ def lease_plan_text(t: pd.DataFrame) -> str:
                  f"{t.attrs.get('model_epochs', 0)} model-epochs. lstpe campaign lease "
                  "measures again and chooses; lstpe campaign run --device cuda resumes the "
                  "paused long chunks)")
+    if p := t.attrs.get("pair"):  # lstpe.experiments.lease_pair.plan_pair
+        when = ("it runs first: the chunks above then have that much less time" if p["runs"]
+                else "skipped: more than 40% of the call")
+        lines.append(f"the stored-unit precision pair of {p['candidate']} ({p['tag']}): "
+                     f"{p['model_epochs']} model-epochs, {p['predicted_s']:.0f} s predicted at "
+                     f"that fit; {when}")
     return "\n".join(lines)

@@ -408,3 +408,19 @@ def travel_files(results_dir: str | Path | None) -> list[Path]:
     and tables."""
     return [u.path(results_dir) / name for u in pair_units()
             for name in ("manifest.json", "history.csv", "tables")]
+
+
+def plan_pair(record: dict[str, Any], results_dir: str | Path | None, seconds: float
+              ) -> dict[str, Any] | None:
+    """What the next lease on the card of ``record`` (a lease record with ``gpu`` and
+    ``fit``) does about the pair, ``seconds`` after its start: the candidate it pairs, its
+    predicted seconds at the record's fit and its model-epochs, and whether it ``runs``
+    (at most :data:`SHARE` of ``seconds``); None where the record names no card or every
+    candidate has a decision there."""
+    gpu = record.get("gpu")
+    cand = pending(results_dir, gpu) if gpu else None
+    if cand is None:
+        return None
+    cost, model_epochs = pair_cost(record["fit"], candidate_configs("cpu", cand))
+    return {"candidate": cand, "tag": pr.candidate_tag(gpu, cand), "predicted_s": cost,
+            "model_epochs": model_epochs, "runs": cost <= SHARE * seconds}
