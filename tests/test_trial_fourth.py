@@ -107,8 +107,18 @@ def test_a_unit_cut_short_of_its_epochs_is_refused_and_named(results):
         get_run("table2", "paper", results_dir=results, require_stored=True,
                 pes=["2d-fixed", "learn-0.2"], seeds=[2235])
     assert "ends at epoch 1, where its config says 2 epochs" in str(e.value)
-    # status keeps the same message, cut to a length (where depends on the tmp path's)
-    assert str(path) in table.loc[B, "error"] and str(e.value).startswith(table.loc[B, "error"])
+    # status keeps the same message whole: what is wrong and what to do
+    assert table.loc[B, "error"] == " ".join(str(e.value).split())
+    assert "delete the folder to retrain the unit" in table.loc[B, "error"]
+
+
+def test_a_long_refusal_keeps_what_is_wrong_and_what_to_do():
+    """A refusal longer than the status line's limit keeps its head and its tail."""
+    msg = "unit X is damaged: " + "y" * 3000 + " restore it, or delete the folder"
+    short = cs.brief(msg)
+    assert len(short) <= 1000 and short.startswith("unit X is damaged:")
+    assert short.endswith("restore it, or delete the folder")
+    assert cs.brief("a  short\nmessage") == "a short message"
 
 
 @pytest.mark.usefixtures("tiny")

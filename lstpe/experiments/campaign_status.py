@@ -25,6 +25,15 @@ from lstpe.experiments.fragments import done_units, load_fragment, unit_seconds
 from lstpe.store import results as res
 
 
+def brief(message: str, limit: int = 1000) -> str:
+    """``message`` on one line, whole up to ``limit`` characters; a longer one keeps its head
+    (what is wrong, naming the file) and its tail (what to do), joined by an ellipsis."""
+    text = " ".join(message.split())
+    if len(text) <= limit:
+        return text
+    tail = limit * 2 // 5
+    return text[:limit - tail - 3] + " … " + text[-tail:]
+
 def unit_threads(manifest: dict) -> int:
     """CPU threads a unit trained with: the campaign's setting, else its machine record, else
     the ``(N threads)`` of the manifest's device, else 1."""
@@ -76,7 +85,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                            epochs=man["config"].get("epochs"), measured="probe" in camp,
                            threads=unit_threads(man))
             except (ValueError, OSError, TypeError, ArithmeticError) as e:
-                row.update(state="damaged", error=str(e)[:200])
+                row.update(state="damaged", error=brief(str(e)))
             if row["error"] and row["state"] == "done":  # never in the rate or the hours
                 row["seconds"] = math.nan
         elif u.path(results_dir).is_symlink():  # a fragment is a folder, never a link
