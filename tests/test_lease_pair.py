@@ -84,7 +84,7 @@ def results(trained, tmp_path):
 def copy_candidate(trained):
     """A ``train_fn`` that "trains" the candidate by copying the runs the module's pair
     trained (plain fp32 on this CPU)."""
-    src = lp.folder(trained[0], TAG)
+    src = lp.pair_folder(trained[0], TAG)
 
     def fn(cfgs, dirs, work, deadline, candidate):
         for d in dirs:
@@ -149,11 +149,11 @@ def test_a_candidate_that_reproduces_the_stored_units_is_cleared_for_its_card_on
     assert v["max_abs_d"] == 0 and v["mdd"] == 0
     assert v["margin"] == pytest.approx(MARGIN) and "authors' logs" in v["margin_source"]
     assert v["model_epochs"] == 12 * TINY["epochs"]
-    runs = sorted(p.name for p in lp.folder(results, TAG).glob("*__*"))
-    assert runs == sorted(f"{pe}__{s}" for pe in lp.PAIR_PES for s in lp.PAIR_SEEDS)
-    man = json.loads((lp.folder(results, TAG) / "learn-1__2235" / "manifest.json").read_text())
+    runs = sorted(p.name for p in lp.pair_folder(results, TAG).glob("*__*"))
+    assert runs == sorted(f"{pe}__{s}" for pe in lp.STORED_PES for s in lp.STORED_SEEDS)
+    man = json.loads((lp.pair_folder(results, TAG) / "learn-1__2235" / "manifest.json").read_text())
     assert man["config"]["save_attention"] is False and man["config"]["amp"] is False
-    assert not (lp.folder(results, TAG) / ".work").exists()
+    assert not (lp.pair_folder(results, TAG) / ".work").exists()
     assert lp.stored_pair_decision(results, TAG)[0] is True
     h200 = {r["precision"]: r for r in lt.gpu_precisions(H200, results)}
     assert h200["tf32"]["cleared"] and "stored-unit pair" in h200["tf32"]["why"]
@@ -210,7 +210,7 @@ def _diverged(path):
     (_recipe, "of another recipe: its lr differ"), (_short, "cut short: it reaches epoch 1"),
     (_diverged, "diverged")], ids=["missing", "not-fp32", "recipe", "cut-short", "diverged"])
 def test_a_stored_unit_that_cannot_judge_is_named_and_nothing_trains(results, damage, words):
-    unit = cp.Unit("table2", "learn-1", lp.PAIR_SEEDS[1])
+    unit = cp.Unit("table2", "learn-1", lp.STORED_SEEDS[1])
     damage(unit.path(results))
     v = lp.run_stored_pair(results, "cpu", "tf32", TAG, train_fn=never, log=quiet)
     assert v["decision"] == "cannot decide" and v["cleared"] is None
@@ -235,7 +235,7 @@ def test_a_pair_short_of_its_deadline_clears_nothing(results):
     v = lp.run_stored_pair(results, "cpu", "tf32", TAG, deadline=time.monotonic() - 1,
                            log=quiet)
     assert v["decision"] == "not finished" and v["cleared"] is None and not v["finished"]
-    assert not (lp.folder(results, TAG) / ".work").exists()
+    assert not (lp.pair_folder(results, TAG) / ".work").exists()
     ok, why = lp.stored_pair_decision(results, TAG)
     assert ok is None and "did not finish" in why
     assert not {r["precision"]: r["cleared"] for r in lt.gpu_precisions(H200, results)}["tf32"]
@@ -243,7 +243,7 @@ def test_a_pair_short_of_its_deadline_clears_nothing(results):
 
 def test_a_verdict_moved_to_another_cards_folder_clears_nothing_there(trained, tmp_path):
     h100 = pr.candidate_tag(H100, "tf32")
-    shutil.copytree(lp.folder(trained[0], TAG), lp.folder(tmp_path, h100))
+    shutil.copytree(lp.pair_folder(trained[0], TAG), lp.pair_folder(tmp_path, h100))
     ok, why = lp.stored_pair_decision(tmp_path, h100)
     assert ok is None and f"holds the pair of {TAG}" in why
     assert not {r["precision"]: r["cleared"] for r in lt.gpu_precisions(H100, tmp_path)}["tf32"]
@@ -295,7 +295,7 @@ def test_the_pair_is_skipped_when_it_would_take_over_40_percent_of_the_time_left
     p = s["pair"]
     assert p["decision"] == "skipped" and p["candidate"] == "tf32" and p["model_epochs"] == 0
     assert "predicted to take 500 s, more than 40% of the" in p["why"]
-    assert not lp.folder(results, TAG).exists()
+    assert not lp.pair_folder(results, TAG).exists()
     assert lp.stored_pair_decision(results, TAG)[0] is None
     fit = {**FIT, "a": 200.0}  # 400 s: under 40% of the 1200 s
     s = ls.lease(20, tmp_path / "out", results, device="cpu", groups=[], sources=[],

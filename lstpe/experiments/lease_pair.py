@@ -50,14 +50,15 @@ import torch
 from lstpe.experiments import precision as pr
 from lstpe.experiments.campaign import Unit
 from lstpe.runtime import PAPER_SEEDS
+from lstpe.stats.seed_tests import ALPHA
 from lstpe.store import results as res
 
 PAIR_RUN = "table2"
-PAIR_PES: tuple[str, ...] = ("2d-fixed", "learn-0.2", "learn-1", "learn-2")
+STORED_PES: tuple[str, ...] = ("2d-fixed", "learn-0.2", "learn-1", "learn-2")
 """Table 2's core: the fixed 2-D reference, a small, a middle and a large sigma (learn-2
 still near chance at 200 epochs in the authors' logs, where rounding could tip a model)."""
 
-PAIR_SEEDS: tuple[int, ...] = PAPER_SEEDS[:3]
+STORED_SEEDS: tuple[int, ...] = PAPER_SEEDS[:3]
 
 LEASE_CANDIDATES: tuple[str, ...] = ("tf32", "bf16")
 """The candidates a lease pairs, in order (one per lease): TF32 first, which long packed
@@ -65,9 +66,6 @@ chunks can use (they train fp32), then bf16."""
 
 FOLDER = "stored-pair"
 VERDICT = "verdict.json"
-ALPHA = 0.05
-"""Each one-sided test's level: cleared iff the 90% interval lies inside the margin."""
-
 MARGIN_EPOCH = 200
 """The authors' logged epoch whose seed SD sets the margin (the campaign's units' length)."""
 
@@ -83,7 +81,7 @@ TrainFn = Callable[[list, list[Path], Path, "float | None", str], list]
 
 def pair_units() -> list[Unit]:
     """The 12 units of the pair, PE by PE."""
-    return [Unit(PAIR_RUN, pe, s) for pe in PAIR_PES for s in PAIR_SEEDS]
+    return [Unit(PAIR_RUN, pe, s) for pe in STORED_PES for s in STORED_SEEDS]
 
 
 def candidate_configs(device: torch.device | str, candidate: str) -> list[Any]:
@@ -100,7 +98,7 @@ def candidate_configs(device: torch.device | str, candidate: str) -> list[Any]:
                      checkpoint_every=0) for u in pair_units()]
 
 
-def folder(results_dir: str | Path | None, tag: str) -> Path:
+def pair_folder(results_dir: str | Path | None, tag: str) -> Path:
     """``<results>/precision_pair/<tag>/stored-pair``."""
     return pr.pair_dir(results_dir, tag) / FOLDER
 
@@ -165,26 +163,28 @@ def load_runs(paths: Sequence[Path], cfgs: Sequence[Any], precision: str,
 def authors_margin() -> tuple[float, str]:
     """(margin, its source): the authors' SD over seeds of validation accuracy at epoch
     :data:`MARGIN_EPOCH` (their logs, :func:`lstpe.references.authors_logs.authors_at`), pooled
-    over :data:`PAIR_PES` (Student's pooled SD, one group after the other)."""
+    over :data:`STORED_PES` (Student's pooled SD, one group after the other)."""
     from lstpe.references.authors_logs import authors_at
     from lstpe.stats.formulas import pooled_sd
 
     t = authors_at(MARGIN_EPOCH)
-    sd, n = float(t.loc[PAIR_PES[0], "acc_sd"]), int(t.loc[PAIR_PES[0], "n_seeds"])
-    for pe in PAIR_PES[1:]:
+    sd, n = float(t.loc[STORED_PES[0], "acc_sd"]), int(t.loc[STORED_PES[0], "n_seeds"])
+    for pe in STORED_PES[1:]:
         sd = pooled_sd(sd, n, float(t.loc[pe, "acc_sd"]), int(t.loc[pe, "n_seeds"]))
         n += int(t.loc[pe, "n_seeds"]) - 1  # the pooled SD's df + 1
-    each = ", ".join(f"{pe} {t.loc[pe, 'acc_sd']:.4f}" for pe in PAIR_PES)
+    each = ", ".join(f"{pe} {t.loc[pe, 'acc_sd']:.4f}" for pe in STORED_PES)
     return sd, (f"the authors' logs (lstpe/data/authors_logs_summary.csv): SD over their "
-                f"{int(t.loc[PAIR_PES[0], 'n_seeds'])} seeds of validation accuracy at epoch "
+                f"{int(t.loc[STORED_PES[0], 'n_seeds'])} seeds of validation accuracy at epoch "
                 f"{MARGIN_EPOCH} ({each}), pooled: {sd:.4f}")
 
 
 def judge(stored: Sequence[float], candidate: Sequence[float], keys: Sequence[str],
           margin: float) -> dict[str, Any]:
     """The equivalence test of paired differences d = ``candidate`` - ``stored`` (n,) within
-    ``margin``: ``{"cleared", "why", "n", "mean_d", "interval", "p", "mdd", "max_abs_d",
-    "max_abs_d_unit", "d"}``. A non-finite d (a model that diverged) clears nothing."""
+    ``margin`` (TOST, each one-sided test at :data:`lstpe.stats.seed_tests.ALPHA`: cleared iff
+    the 90% interval lies inside it): ``{"cleared", "why", "n", "mean_d", "interval", "p",
+    "mdd", "max_abs_d", "max_abs_d_unit", "d"}``. A non-finite d (a model that diverged)
+    clears nothing."""
     from scipy import stats
 
     from lstpe.stats.formulas import tost_p
@@ -237,7 +237,7 @@ def run_stored_pair(results_dir: str | Path | None, device: torch.device | str, 
     from lstpe.store.storage import save_json
     from lstpe.training.engine import Paused
 
-    dev, base = torch.device(device), folder(results_dir, tag)
+    dev, base = torch.device(device), pair_folder(results_dir, tag)
     if stored_pair_decision(results_dir, tag)[0] is not None:
         return read_verdict(results_dir, tag) or {}
     cfgs, units = candidate_configs(dev, candidate), pair_units()
@@ -295,7 +295,7 @@ def read_verdict(results_dir: str | Path | None, tag: str) -> dict[str, Any] | N
         ValueError: the verdict is not a JSON object (naming the file)."""
     from lstpe.store.storage import read_json_object
 
-    path = folder(results_dir, tag) / VERDICT
+    path = pair_folder(results_dir, tag) / VERDICT
     if not path.exists():
         return None
     return read_json_object(path, f"delete {path.parent} to run the pair again")
@@ -305,7 +305,7 @@ def stored_pair_decision(results_dir: str | Path | None, tag: str) -> tuple[bool
     """(cleared, why) of the stored-unit pair of ``tag``: None (no decision) where none is
     stored, it did not finish or could not decide, or its verdict or runs do not hold (a
     verdict of another tag, a run missing, damaged, or whose accuracy is not the verdict's)."""
-    where = folder(results_dir, tag)
+    where = pair_folder(results_dir, tag)
     try:
         v = read_verdict(results_dir, tag)
     except ValueError as e:
