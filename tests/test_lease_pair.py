@@ -31,6 +31,7 @@ from lstpe.experiments import campaign as cp
 from lstpe.experiments import lease as ls
 from lstpe.experiments import lease_pair as lp
 from lstpe.experiments import lease_tune as lt
+from lstpe.experiments import long_units as lu
 from lstpe.experiments import precision as pr
 from lstpe.nn.model import ModelConfig
 from lstpe.store import storage as st
@@ -336,3 +337,27 @@ def test_the_plan_says_which_pair_the_next_lease_runs_and_its_cost(trained):
         assert p["predicted_s"] == pytest.approx(want)
         assert f"precision pair of {cand} ({pr.candidate_tag(gpu, cand)}): 24 model-epochs, " \
                f"{want:.0f} s predicted" in ls.lease_plan_text(t)
+
+
+def test_the_plans_chunks_get_the_time_the_pair_leaves_them(trained):
+    """A chunk that fits a call only without the pair is planned as waiting when the pair
+    runs first; without stored units to judge against, the pair is skipped, named, and
+    the chunk keeps the whole call."""
+    fit = {"a": 0.00224, "b": 0.000696, "e": 0.00629, "capture": 0.17}
+    rec = {"fit": fit, "gpu": H100, "path": "x.json"}
+    first = ls.lease_plan(60, trained[0], record=rec).iloc[0]
+    pair_s = ls.lease_plan(60, trained[0], record=rec).attrs["pair"]["predicted_s"]
+    cfg = lu.find_chunk(first["chunk"], 1000).units[0].config()
+    exact = ls.predict_seconds(first["models"], fit, ls.n_evals(cfg, 0, 1000), 1000,
+                               -(-ls._n_train(cfg) // cfg.batch_size))  # what choose() reads
+    assert exact == pytest.approx(first["predicted_s"], abs=0.5)
+    edge = (ls.SETUP_S + ls.LEASE_MARGIN_S + exact + pair_s / 2) / 60
+    t = ls.lease_plan(edge, trained[0], record=rec)
+    assert t.attrs["pair"]["runs"] and t.iloc[0]["chunk"] == first["chunk"]
+    assert not t.iloc[0]["fits"]
+    empty = trained[0].parent / "no-units"
+    empty.mkdir(exist_ok=True)
+    t = ls.lease_plan(edge, empty, record=rec)
+    p = t.attrs["pair"]
+    assert not p["runs"] and "table2/2d-fixed/2235" in p["why"]
+    assert t.iloc[0]["fits"] and f"skipped: {p['why']}" in ls.lease_plan_text(t)

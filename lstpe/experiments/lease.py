@@ -346,7 +346,8 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     lease record (``record``), the same choice :func:`lease` makes after measuring; then the
     chunks it does not train (:func:`held`: damaged, CPU only, later, begun), each with
     its reason. The throughput table and the two measurements take about :data:`SETUP_S`
-    seconds first.
+    seconds first, and a stored-unit precision pair that runs
+    (:func:`lstpe.experiments.lease_pair.plan_pair`) its predicted seconds before the chunks.
 
     Raises:
         FileNotFoundError: no usable lease record (the damaged ones passed over are named).
@@ -365,10 +366,13 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
                    kept_out)
     rows: list[dict[str, Any]] = []
     taken: list[int] = []
+    pair = lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S)  # runs before the chunks
+    pair_s = pair["predicted_s"] if pair and pair["runs"] else 0.0
     if groups:
         cfg = groups[0].units[0].config()
         evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
-        taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S, evals, spe)
+        taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S - pair_s,
+                       evals, spe)
     n = 0
     for i, g in enumerate(groups):
         m = n + len(g.units)  # the chunk's models if this group joins the ones taken before it
@@ -388,7 +392,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     for col in ("models", "predicted_s"):  # whole numbers; <NA> for a chunk not in a lease
         table[col] = table[col].astype("Int64")
     table.attrs.update({"record": rec.get("path"), "gpu": rec.get("gpu"),
-                        "pair": lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S),
+                        "pair": pair,
                         "model_epochs": sum(len(groups[i].units) * (groups[i].target - (
                             lu.resume_epoch(groups[i], results_dir) if groups[i] in srcs
                             else 0)) for i in taken)})
@@ -414,8 +418,8 @@ def lease_plan_text(t: pd.DataFrame) -> str:
                  "measures again and chooses; lstpe campaign run --device cuda resumes the "
                  "paused long chunks)")
     if p := t.attrs.get("pair"):  # lstpe.experiments.lease_pair.plan_pair
-        when = ("it runs first: the chunks above then have that much less time" if p["runs"]
-                else "skipped: more than 40% of the call")
+        when = ("it runs first, before the chunks above (their seconds count it)" if p["runs"]
+                else f"skipped: {p['why']}")
         lines.append(f"the stored-unit precision pair of {p['candidate']} ({p['tag']}): "
                      f"{p['model_epochs']} model-epochs, {p['predicted_s']:.0f} s predicted at "
                      f"that fit; {when}")

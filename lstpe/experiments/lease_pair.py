@@ -379,6 +379,11 @@ def in_lease(device: torch.device, results: Path, gpu: str | None, end: float,
     if cand is None:
         return {"decision": "skipped", "why": f"every candidate has a decision on {gpu}"}
     tag, cfgs = pr.candidate_tag(gpu, cand), candidate_configs(device, cand)
+    if problems := stored_problems(results, cfgs):  # named before a second is measured
+        why = f"the stored fp32 units cannot judge the pair: {problems[0]}"
+        log(f"lease: stored pair skipped: {why}")
+        return {"tag": tag, "candidate": cand, "decision": "skipped", "why": why,
+                "model_epochs": 0, "seconds": 0.0, "cleared": None}
     fit = fit if fit is not None else measure_fit(cfgs, device, cand)
     cost, model_epochs = pair_cost(fit, cfgs)
     left = end - time.monotonic()
@@ -421,6 +426,16 @@ def plan_pair(record: dict[str, Any], results_dir: str | Path | None, seconds: f
     cand = pending(results_dir, gpu) if gpu else None
     if cand is None:
         return None
-    cost, model_epochs = pair_cost(record["fit"], candidate_configs("cpu", cand))
+    cfgs = candidate_configs("cpu", cand)
+    cost, model_epochs = pair_cost(record["fit"], cfgs)
+    problems = stored_problems(results_dir, cfgs)
+    why = (f"the stored fp32 units cannot judge it: {problems[0]}" if problems else
+           f"more than {SHARE:.0%} of the call" if cost > SHARE * seconds else "")
     return {"candidate": cand, "tag": pr.candidate_tag(gpu, cand), "predicted_s": cost,
-            "model_epochs": model_epochs, "runs": cost <= SHARE * seconds}
+            "model_epochs": model_epochs, "runs": not why, "why": why}
+
+
+def stored_problems(results_dir: str | Path | None, cfgs: Sequence[Any]) -> list[str]:
+    """What keeps the stored fp32 units from judging a pair of ``cfgs`` (empty: nothing):
+    each unit missing, damaged, not fp32, of another recipe, cut short or diverged, named."""
+    return load_runs([u.path(results_dir) for u in pair_units()], cfgs, "fp32", False)[1]
