@@ -34,6 +34,7 @@ def brief(message: str, limit: int = 1000) -> str:
     tail = limit * 2 // 5
     return text[:limit - tail - 3] + " … " + text[-tail:]
 
+
 def unit_threads(manifest: dict) -> int:
     """CPU threads a unit trained with: the campaign's setting, else its machine record, else
     the ``(N threads)`` of the manifest's device, else 1."""
@@ -272,16 +273,17 @@ def status_text(table: pd.DataFrame, seconds_per_unit: float | None = None) -> s
             lines.append(f"  item {item}: {len(g)} units left = "
                          f"{len(g) * seconds_per_unit / 3600:.1f} machine-hours at "
                          f"{seconds_per_unit / 60:.1f} min per unit (as given)")
-    elif len(done) and not math.isfinite(unit_rate(table)[0]):  # every wall time unusable
-        lines.append(f"  ({NO_RATE}; each is named below)")
     elif len(done):
         rate, basis = unit_rate(table)
-        est = seconds_left(table)
-        for item, g in left.groupby("item"):
-            lines.append(f"  item {item}: {len(g)} units left = "
-                         f"{est[g.index].sum() / 3600:.1f} machine-hours")
-        lines.append(f"  (hours left at {rate / 60:.1f} min per unit, the {basis}; "
-                     f"{RATE_RULE})")
+        if not math.isfinite(rate):  # every wall time unusable
+            lines.append(f"  ({NO_RATE}; each is named below)")
+        else:
+            est = seconds_left(table)
+            for item, g in left.groupby("item"):
+                lines.append(f"  item {item}: {len(g)} units left = "
+                             f"{est[g.index].sum() / 3600:.1f} machine-hours")
+            lines.append(f"  (hours left at {rate / 60:.1f} min per unit, the {basis}; "
+                         f"{RATE_RULE})")
     bad = done[done["error"].astype(bool)] if "error" in done else done.iloc[:0]
     for r in bad.itertuples():  # stored, but its hours unusable: named, never "nan min"
         lines.append(f"wall time unusable: {r.unit} ({r.error})")
