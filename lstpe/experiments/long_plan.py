@@ -56,11 +56,17 @@ STATE_BYTES = {"adam": 16_400_000, "adamw": 16_400_000, "sgd": 5_500_000}
 """Bytes of one model's resume state by optimizer: weights and two moments (the mechanism's
 3-model checkpoint is 49.06 MB); plain SGD keeps no moments (a third of that)."""
 
-CPU_FIRST: tuple[str, ...] = tuple(
-    c.name for c in lu.LONG_PLAN if c.target == 1000 and len(c.units) == 1
-    and c.units[0].run == "table4/sgd" and c.units[0].seed == PAPER_SEEDS[0])
-"""Table 4's SGD column at seed 1, one model per leg: what a CPU trains right after a leg
-that resumes from its checkpoint (the only optimizer claim no unit speaks to)."""
+CPU_SGD_SIGMAS: tuple[str, ...] = ("learn-0.01", "learn-0.1", "learn-0.05", "learn-0.2")
+"""The order of SGD's sigmas on a CPU: 0.01 (where the paper's SGD is best), then 0.1, whose
+Adam twin at seed 1 already stands at 1000 (Table 1), so the pair reads at the same epochs."""
+
+CPU_FIRST: tuple[str, ...] = tuple(sorted(
+    (c.name for c in lu.LONG_PLAN if c.target == 1000 and len(c.units) == 1
+     and c.units[0].run == "table4/sgd" and c.units[0].seed == PAPER_SEEDS[0]),
+    key=lambda name: CPU_SGD_SIGMAS.index(lu.find_chunk(name).units[0].pe)))
+"""Table 4's SGD column at seed 1, one model per leg, in :data:`CPU_SGD_SIGMAS`' order: what a
+CPU trains right after a leg that resumes from its checkpoint (the only optimizer claim no unit
+speaks to)."""
 
 
 def start_epoch(chunk: lu.LongChunk) -> int:
@@ -144,8 +150,8 @@ def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
             continue
         if start_epoch(c) <= reached(c, results_dir) < c.target:
             out.append(c)
-    out += [c for c in lu.LONG_PLAN if c.name in CPU_FIRST and c.target == 1000
-            and c not in out and reached(c, results_dir) < c.target
+    out += [c for c in (lu.find_chunk(n, 1000) for n in CPU_FIRST)
+            if c not in out and reached(c, results_dir) < c.target
             and not lu.unresumable(c, results_dir)]
     return out
 
