@@ -187,6 +187,21 @@ def test_a_fresh_sgd_leg_longer_than_a_run_trains_in_two_runs_and_pauses_once(tm
     assert f"{first.name} to 1000 needs about 10 min" in log[0] and "not started" in log[0]
 
 
+def test_a_leg_priced_at_the_bound_is_logged_as_a_lower_bound_not_an_estimate(tmp_path):
+    """An SGD leg not probed (half the fastest rate already outruns the time left) is "at
+    least" its bound; its real run took about four times that on a CPU (135 min, not 52)."""
+    first = lu.find_chunk(lp.CPU_FIRST[0])
+    rates = {("adam", 1): 2.0}  # s per model-epoch already probed for another leg
+    need = cr.leg_seconds(first, torch.device("cpu"), {}, rates, 60.0, tmp_path)
+    assert isinstance(need, lp.AtLeast) and need == 0.5 * 2.0 * 1000
+    assert rates == {("adam", 1): 2.0}  # nothing probed
+    log: list[str] = []
+    assert lp.next_leg(tmp_path, False, time.monotonic() + 60, {"weight-decay"}, True,
+                       lambda c, left: need, log.append) is None
+    assert f"{first.name} to 1000 needs at least 17 min, 1 min left: not started" in log[0]
+    assert "about" not in log[0]
+
+
 def test_a_finished_leg_keeps_its_state_only_when_the_plan_extends_it(tmp_path):
     log: list[str] = []
     wd = lu.find_chunk("weight-decay")

@@ -304,14 +304,15 @@ def leg_seconds(chunk: lu.LongChunk, dev: torch.device, overrides: dict,
     """Estimated wall seconds of ``chunk``'s leg to its target: :func:`probe` of its units
     (once per optimizer and number of models, kept in ``rates``), priced as
     :func:`estimate_s`; a leg longer than ``left`` even at half the fastest rate probed so far
-    is not probed (its models: minutes of a paper-size probe)."""
+    is not probed (its models: minutes of a paper-size probe) and comes back as that lower
+    bound, a :class:`~lstpe.experiments.long_plan.AtLeast`, which the log words as such."""
     from lstpe.experiments.registry import REGISTRY
 
     epochs = lp.epochs_left(chunk, results_dir)
     if epochs <= 0:
         return 0.0
     if rates and (low := 0.5 * min(rates.values()) * len(chunk.units) * epochs) > left:
-        return low
+        return lp.AtLeast(low)
     key = (REGISTRY[chunk.units[0].run].optimizer, len(chunk.units))
     if key not in rates:
         rates[key] = probe(list(chunk.units), dev, **overrides)["s_per_model_epoch"]

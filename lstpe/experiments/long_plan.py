@@ -180,6 +180,16 @@ def epochs_left(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> i
                               chunk.target)
 
 
+class AtLeast(float):
+    """Seconds that are a lower bound, not an estimate: a leg priced at half the fastest rate
+    measured so far, not probed because even that is longer than the time left."""
+
+
+def _need(seconds: float) -> str:
+    """``seconds`` in words for the log: "at least N min" for :class:`AtLeast`, else "about"."""
+    return f"{'at least' if isinstance(seconds, AtLeast) else 'about'} {seconds / 60:.0f} min"
+
+
 def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip: set[str],
              units_left: bool, seconds: Callable[[lu.LongChunk, float], float],
              log) -> lu.LongChunk | None:
@@ -205,11 +215,11 @@ def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip
                 f"would take results/long/_resume past {RESUME_LIMIT_BYTES / 1e6:.0f} MB")
         elif (need := seconds(chunk, left)) > left and not splits(chunk, need, left,
                                                                    results_dir):
-            log(f"long: {chunk.name} to {chunk.target} needs about {need / 60:.0f} min, "
+            log(f"long: {chunk.name} to {chunk.target} needs {_need(need)}, "
                 f"{left / 60:.0f} min left: not started (a leg finishes where it starts)")
         else:
             if need > left:
-                log(f"long: {chunk.name} to {chunk.target} needs about {need / 60:.0f} min, "
+                log(f"long: {chunk.name} to {chunk.target} needs {_need(need)}, "
                     f"{left / 60:.0f} min left: longer than one run of a CPU, so it trains "
                     "in two: it pauses once at this run's deadline (its checkpoint, the "
                     "one of this 1000-epoch span, is committed) and the next run here "
