@@ -361,3 +361,34 @@ def test_the_plans_chunks_get_the_time_the_pair_leaves_them(trained):
     p = t.attrs["pair"]
     assert not p["runs"] and "table2/2d-fixed/2235" in p["why"]
     assert t.iloc[0]["fits"] and f"skipped: {p['why']}" in ls.lease_plan_text(t)
+
+
+def test_a_plan_without_the_pair_gives_its_chunks_the_pairs_time(trained, monkeypatch, capsys):
+    """``--no-pair``: the plan holds no pair and the chunk that waited for it fits; the lease
+    command passes ``pair=False`` on; the pre-flight prints the pair's line per variant."""
+    from lstpe import cli
+    from lstpe.experiments import lease as lease_mod
+    from lstpe.experiments import preflight as pf
+
+    fit = {"a": 0.00224, "b": 0.000696, "e": 0.00629, "capture": 0.17}
+    rec = {"fit": fit, "gpu": H100, "path": "x.json"}
+    with_pair = ls.lease_plan(60, trained[0], record=rec)
+    first, pair_s = with_pair.iloc[0], with_pair.attrs["pair"]["predicted_s"]
+    cfg = lu.find_chunk(first["chunk"], 1000).units[0].config()
+    exact = ls.predict_seconds(first["models"], fit, ls.n_evals(cfg, 0, 1000), 1000,
+                               -(-ls._n_train(cfg) // cfg.batch_size))
+    edge = (ls.SETUP_S + ls.LEASE_MARGIN_S + exact + pair_s / 2) / 60
+    assert not ls.lease_plan(edge, trained[0], record=rec).iloc[0]["fits"]
+    t = ls.lease_plan(edge, trained[0], record=rec, pair=False)
+    assert t.attrs["pair"] is None and t.iloc[0]["fits"]
+    assert "precision pair" not in ls.lease_plan_text(t)
+    seen = {}
+    monkeypatch.setattr(lease_mod, "lease", lambda *a, **k: seen.update(k) or
+                        {"model_epochs": 0, "wall_s": 0.0})
+    for flag, want in (([], None), (["--no-pair"], False)):
+        assert cli.main(["campaign", "lease", "--minutes", "1", "--out",
+                         str(trained[0].parent / "out"), *flag]) == 0
+        assert seen["pair"] is want
+    plans = pf.variant_plans(9, trained[0], None, rec)
+    assert plans and all(p["pair"] == ls.pair_text(with_pair.attrs["pair"]) for p in plans)
+    capsys.readouterr()

@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from lstpe import cli
+from lstpe.experiments import lease_pair
 from lstpe.experiments import precision as pr
 from lstpe.experiments.plan import plan_table
 from lstpe.runtime import repo_root
@@ -428,3 +429,16 @@ def test_campaign_plan_on_a_gpu_names_the_folder_without_a_lease_record(tmp_path
     assert cli.main(["campaign", "plan", "--results", str(tmp_path), "--device", "cuda",
                      "--minutes", "9"]) == 2
     assert str(tmp_path / "benchmarks") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("candidate", ["tf32", "bf16"])
+def test_the_repositorys_own_stored_units_can_judge_the_pair(candidate):
+    """(Not in test_lease_pair, whose module-wide fixture shrinks every recipe.) The 12 stored
+    units of this repository, 5 of them imported from runs before the campaign
+    (their precision recorded only under ``campaign``): none keeps the pair from running."""
+    cfgs = lease_pair.candidate_configs("cpu", candidate)
+    assert lease_pair.stored_problems(None, cfgs) == []
+    imported = [u for u in lease_pair.pair_units()
+                if "precision" not in res.read_manifest(u.path(None), verify=False)]
+    assert imported  # the case the crafted units above never had
+

@@ -339,7 +339,8 @@ PLAN_COLUMNS = ["chunk", "units", "models", "predicted_s", "fits", "state", "why
 
 
 def lease_plan(minutes: float, results_dir: str | Path | None = None,
-               record: dict[str, Any] | None = None, log=_stderr) -> pd.DataFrame:
+               record: dict[str, Any] | None = None, log=_stderr,
+               pair: bool = True) -> pd.DataFrame:
     """What a lease of ``minutes`` would train: the paused chunks it continues
     (:func:`paused_sources`) and the open chunks of :data:`LEASE_ORDER`, with the predicted
     seconds of each prefix as one chunk, from the step-time fit of the newest
@@ -347,7 +348,8 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     chunks it does not train (:func:`held`: damaged, CPU only, later, begun), each with
     its reason. The throughput table and the two measurements take about :data:`SETUP_S`
     seconds first, and a stored-unit precision pair that runs
-    (:func:`lstpe.experiments.lease_pair.plan_pair`) its predicted seconds before the chunks.
+    (:func:`lstpe.experiments.lease_pair.plan_pair`) its predicted seconds before the chunks;
+    ``pair=False`` (a lease run with ``--no-pair``) plans none and gives the chunks its time.
 
     Raises:
         FileNotFoundError: no usable lease record (the damaged ones passed over are named).
@@ -366,7 +368,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
                    kept_out)
     rows: list[dict[str, Any]] = []
     taken: list[int] = []
-    pair = lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S)  # runs before the chunks
+    pair = lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S) if pair else None
     pair_s = pair["predicted_s"] if pair and pair["runs"] else 0.0
     if groups:
         cfg = groups[0].units[0].config()
@@ -417,10 +419,16 @@ def lease_plan_text(t: pd.DataFrame) -> str:
                  f"{t.attrs.get('model_epochs', 0)} model-epochs. lstpe campaign lease "
                  "measures again and chooses; lstpe campaign run --device cuda resumes the "
                  "paused long chunks)")
-    if p := t.attrs.get("pair"):  # lstpe.experiments.lease_pair.plan_pair
-        when = ("it runs first, before the chunks above (their seconds count it)" if p["runs"]
-                else f"skipped: {p['why']}")
-        lines.append(f"the stored-unit precision pair of {p['candidate']} ({p['tag']}): "
-                     f"{p['model_epochs']} model-epochs, {p['predicted_s']:.0f} s predicted at "
-                     f"that fit; {when}")
+    if p := t.attrs.get("pair"):
+        lines.append(pair_text(p))
     return "\n".join(lines)
+
+
+def pair_text(p: dict[str, Any]) -> str:
+    """One line on the stored-unit precision pair a plan holds
+    (:func:`lstpe.experiments.lease_pair.plan_pair`): its cost and whether it runs."""
+    when = ("it runs first, before the chunks above (their seconds count it)" if p["runs"]
+            else f"skipped: {p['why']}")
+    return (f"the stored-unit precision pair of {p['candidate']} ({p['tag']}): "
+            f"{p['model_epochs']} model-epochs, {p['predicted_s']:.0f} s predicted at that "
+            f"fit; {when}")

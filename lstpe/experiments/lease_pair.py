@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from lstpe.experiments import fragments as fr
 from lstpe.experiments import precision as pr
 from lstpe.experiments.campaign import Unit
 from lstpe.runtime import PAPER_SEEDS
@@ -121,8 +122,11 @@ def run_problems(run: Any, cfg: Any, where: str, precision: str, tf32: bool | No
     not checked, a device without TF32): one sentence per problem."""
     man, conf = run.manifest or {}, run.config or {}
     out = []
-    if bool(conf.get("amp")) != (precision == "bf16") or man.get("precision") != precision:
-        out.append(f"{where} trained in {man.get('precision')} (amp={conf.get('amp')!r}), "
+    # a fragment records it under "campaign" (the 5 imported from runs before the campaign
+    # hold it only there), a lease's run at the top
+    recorded = man.get("precision") or fr.precision_of(man)
+    if bool(conf.get("amp")) != (precision == "bf16") or recorded != precision:
+        out.append(f"{where} trained in {recorded} (amp={conf.get('amp')!r}), "
                    f"not {precision}")
     if tf32 is not None and bool(man.get("tf32")) != tf32:
         out.append(f"{where} trained with TF32 {man.get('tf32')!r}, not {tf32}")

@@ -17,7 +17,8 @@ Before a GPU lease is spent, on any CPU, with a tiny model (d=16, one layer, 64 
    fit for today's step) is planned from its measurement; one never measured there is an
    **estimate**, planned at today's measured rate (a CPU says nothing of a GPU's speed-up;
    the CPU's compiled-to-eager ratio of step 1 is printed beside it), labelled so, never a
-   promised rate.
+   promised rate; with it, the line of the stored-unit precision pair the lease runs first
+   (or why it is skipped), whose time the plan takes from the chunks.
 """
 
 from __future__ import annotations
@@ -117,9 +118,11 @@ def variant_plans(minutes: float, results_dir: str | Path | None, ratio: float |
                if basis == "estimate" else f"step time {scale:.2f} x today's")
         if v.precision != "fp32":
             why += f"; {v.precision} cleared by its precision pair on {gpu}"
+        pair = plan.attrs.get("pair")
         out.append({"variant": v.name, "basis": basis,
                     "model_epochs": int(plan.attrs.get("model_epochs", 0)), "trains": trains,
-                    "why": why})
+                    "why": why, "pair": ls.pair_text(pair) if pair else
+                    "no stored-unit precision pair: every candidate is decided on this card"})
     return out
 
 
@@ -167,6 +170,8 @@ def lease_preflight(minutes: float = 9.0, results_dir: str | Path | None = None,
             log(f"preflight: next {minutes:g}-minute lease in {p['variant']} ({p['basis']}): "
                 f"{p['model_epochs']} model-epochs; trains {', '.join(p['trains']) or 'nothing'}"
                 f"; {p['why']}")
+            if "pair" in p:
+                log(f"preflight:   {p['pair']}")
         ok = resume["bit_equal"] and fits and "compiled/fp32" in ms
         return {"variants": rows, "chosen": chosen.name, "resume": resume,
                 "pieces": [str(p) for p in pieces], "plans": plans, "ok": ok}
