@@ -128,7 +128,7 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     cpu = lp.cpu_first(tmp_path)
     assert [c.name for c in cpu] == ["weight-decay", *lp.CPU_FIRST]
     assert all(lu.find_chunk(n).units[0].run == "table4/sgd" for n in lp.CPU_FIRST)
-    # sigma 0.01 first, then 0.1 (its Adam twin at seed 1 stands at 1000 in Table 1)
+    # sigma 0.01 first, then 0.1 (its Adam twin at seed 1, the mechanism's, is past 1000)
     assert [lu.find_chunk(n).units[0].pe for n in lp.CPU_FIRST] == [
         "learn-0.01", "learn-0.1", "learn-0.05", "learn-0.2"]
     assert {u.seed for n in lp.CPU_FIRST for u in lu.find_chunk(n).units} == {2235}
