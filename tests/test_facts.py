@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe import lst
-from lstpe.chapters import facts
+from lstpe.chapters import brain_facts, facts
 from lstpe.chapters import findings as fd
 from lstpe.claims import Inputs, noise, table1
 from lstpe.evidence import claim_tables as ct
@@ -85,6 +85,16 @@ def test_noise_facts_fall_back_where_a_pe_is_missing():
     out = facts.noise_facts(cells, con, losses, v)
     assert out["x"] == "0.1" and out["worst"] == "learn-0.2"
     assert out["loss"]["2d-fixed"] == "–"
+    # the PE that loses the most is named once: the others are the rest of the three
+    assert out["others"] == "`learn-0.1` loses – and `2d-fixed` –"
+    rows += [{"pe": "learn-0.1", "seed": k, "clean": 0.9, "noisy": 0.6, "loss": 0.3 + 0.01 * k}
+             for k in SEEDS]
+    more = pd.DataFrame(rows)
+    more.attrs["noise_max"] = 0.1
+    cells, con = ct.noise_evidence(more)
+    out = facts.noise_facts(cells, con, more, noise.judge(Inputs(final=_final({}), noise=more)))
+    assert out["worst"] == "learn-0.1" and "learn-0.1" not in out["others"]
+    assert out["others"] == f"`learn-0.2` loses {out['loss']['learn-0.2']} and `2d-fixed` –"
     assert out["trend"] == "falls" and out["clean_2"] == "0.900"  # learn-2 loses less
     # the claim's sentence: no common PE stored, none left out at chance
     assert "falls as σ grows" in out["claim_text"] and "common PEs" not in out["claim_text"]
@@ -179,16 +189,16 @@ def test_figure_takeaway_facts_read_their_tables_and_fall_back():
     has no figure to describe."""
     fit = pd.DataFrame({"main": [0.008, 0.016], "holdout": [0.015, 0.010]},
                        index=pd.Index(["train", "test"], name="split"))
-    out = facts.surrogate_fit_facts(fit)
+    out = brain_facts.surrogate_fit_facts(fit)
     assert out["closer"] == "closer to" and out["test_holdout"] == "0.010"
-    assert facts.surrogate_fit_facts(fit[["holdout", "main"]].set_axis(
+    assert brain_facts.surrogate_fit_facts(fit[["holdout", "main"]].set_axis(
         ["main", "holdout"], axis=1))["closer"] == "no closer to"
     hist = pd.DataFrame([{"pe": pe, "split": sp, "mask_ratio": 0.9, "train_mask": tm,
                           "step": 10, "seed": 0, "mse": m + (tm if pe == "a" else 0)}
                          for pe, m in (("a", 0.5), ("b", 0.6)) for tm in (0.15, 0.5)
                          for sp in ("train", "test")])
-    assert facts.mask_facts(hist, [0.5]) is None
-    m = facts.mask_facts(hist, [0.15, 0.5, 0.5])
+    assert brain_facts.mask_facts(hist, [0.5]) is None
+    m = brain_facts.mask_facts(hist, [0.15, 0.5, 0.5])
     assert m["masks"] == "15% and 50%" and m["best"].startswith("15%: `b`")
     cor = pd.DataFrame({"rho": [0.77, -0.78], "n": [15, 15], "rho at init.": [0.74, math.nan]},
                        index=pd.Index(["attention cosine, paper variant",
