@@ -7,7 +7,8 @@ MB). A lease that trains one long chunk needs the code, that chunk's resume chec
 segment's manifest names the one before); the last segment of every other long unit stays too,
 and every other begun chunk's ``chunk.json``, so that a chunk without its checkpoint here is
 seen as begun and passed over, not trained again from epoch 0. ``trim`` takes every other
-tracked file under ``results/`` out of the working tree, only after checking that git holds
+tracked file under ``results/`` out of the working tree, and the folders a lease never reads
+(:data:`NOT_TRAVEL`), removing the folders it empties, only after checking that git holds
 all of it (a clean ``git status``), and records the commit it trimmed and what it took out
 (``lstpe-lease-trim.json`` in the git folder: it does not travel); ``restore`` checks those
 files out again from that commit (or, without a record, every file of HEAD missing from the
@@ -42,6 +43,11 @@ from pathlib import Path
 
 LIMIT = 64 * 2**20
 """The device tool's limit on the working tree that travels, in bytes."""
+
+NOT_TRAVEL: tuple[str, ...] = ("_vendor", "book", "lstpe/data/brain")
+"""Tracked folders outside ``results/`` that a lease never reads, also taken out: the book's
+pages and its vendored MathJax, and the brain experiment's data (about 5.4 MB of headroom under
+:data:`LIMIT`, which the mechanism's 47 MiB checkpoint leaves little of)."""
 
 RECORD = "lstpe-lease-trim.json"
 """The trim's record in the git folder: the commit trimmed, the chunk, the paths taken out."""
@@ -172,7 +178,8 @@ def trim(repo: Path, chunk: str) -> int:
     again = _undo_earlier_trim(repo, rec) if rec is not None else 0
     dirty = status(repo)
     if dirty:
-        gone = [f for xy, f in dirty if "D" in xy and f.startswith("results/")]
+        gone = [f for xy, f in dirty if "D" in xy and f.startswith(
+            tuple(f"{d}/" for d in ("results", *NOT_TRAVEL)))]
         if len(gone) == len(dirty):
             raise SystemExit(f"git status is not clean: {len(gone)} result files are deleted "
                              f"(e.g. {gone[0]!r}), as a trim of an older lease_tree.py leaves "
@@ -183,11 +190,12 @@ def trim(repo: Path, chunk: str) -> int:
                          "removes is in git")
     keep = keep_paths(repo, chunk)
     commit, trimmed = head(repo), []
-    for f in tree_files(repo, "HEAD", "results"):
+    for f in tree_files(repo, "HEAD", "results", *NOT_TRAVEL):
         p = Path(f)
         if not any(p.is_relative_to(k) for k in keep):
             (repo / p).unlink(missing_ok=True)
             trimmed.append(f)
+    prune_empty(repo, {Path(f).parent for f in trimmed})
     _record_path(repo).write_text(json.dumps({"commit": commit, "chunk": chunk,
                                               "trimmed": trimmed}, indent=0))
     travel = git(repo, "ls-files", "-z") + git(repo, "ls-files", "-z", "--others",
@@ -199,6 +207,16 @@ def trim(repo: Path, chunk: str) -> int:
           f"kept {', '.join(map(str, keep))}; {size / 2**20:.1f} MiB will travel "
           f"(limit {LIMIT / 2**20:.0f} MiB){'' if size <= LIMIT else ': TOO LARGE'}")
     return size
+
+
+def prune_empty(repo: Path, folders: set[Path]) -> None:
+    """Remove the folders (relative to ``repo``) that the trim emptied, and their parents
+    left empty: git does not carry empty folders to the device, and here a segment folder
+    left empty reads as an incomplete copy, a damaged chunk that the lease passes over."""
+    for d in sorted(folders, key=lambda d: len(d.parts), reverse=True):
+        while d.parts and (repo / d).is_dir() and not any((repo / d).iterdir()):
+            (repo / d).rmdir()
+            d = d.parent
 
 
 def restore(repo: Path) -> int:

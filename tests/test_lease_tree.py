@@ -71,3 +71,26 @@ def test_trim_for_a_lease_of_new_units_keeps_no_checkpoint(repo):
     begun = [c for c in lu.LONG_PLAN if c.name in ("mechanism", "weight-decay")]
     assert all(lu.unresumable(c, results) for c in begun)
     assert lu.next_chunk(results).name == "table1-2235"  # the first chunk not begun
+
+
+def test_trim_leaves_no_empty_segment_folder_and_takes_out_what_a_lease_never_reads(
+        tmp_path, lease_checkout):
+    """A segment folder the trim empties is removed (here it read as an incomplete copy and
+    the lease passed the mechanism over as damaged; git carries no empty folder to the
+    device); the book, the vendored MathJax and the brain data stay home; restore brings
+    every file back."""
+    extra = {"_vendor/mathjax/tex.js": "js", "book/05.ipynb": "{}",
+             "lstpe/data/brain/fc.npz": "fc", "lstpe/data/lst/puzzles.csv": "p"}
+    repo = lease_checkout(tmp_path, extra)
+    before = {f: (repo / f).read_text() for f in present(repo)}
+    lt.trim(repo, "mechanism")
+    mech = next(c for c in lu.LONG_PLAN if c.name == "mechanism")
+    for u in mech.units:
+        assert [p.name for p in lu.segments(u, repo / "results")] == ["e0400"]
+    assert not [d for d in repo.rglob("*") if d.is_dir() and ".git" not in d.parts
+                and not any(d.iterdir())]
+    here = present(repo)
+    assert "lstpe/data/lst/puzzles.csv" in here and "lstpe/x.py" in here
+    assert not {"_vendor/mathjax/tex.js", "book/05.ipynb", "lstpe/data/brain/fc.npz"} & here
+    lt.restore(repo)
+    assert {f: (repo / f).read_text() for f in present(repo)} == before
