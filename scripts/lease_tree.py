@@ -130,9 +130,9 @@ def checkout(repo: Path, commit: str, paths: list[str]) -> None:
 def keep_paths(repo: Path, chunk: str) -> list[Path]:
     """Folders and files under ``results/`` that the lease of ``chunk`` needs: its resume
     folder, the last segment of every long unit, every other begun chunk's
-    ``chunk.json``, and the stored units of the precision pair without their
-    ``artifacts.pt`` (:func:`lstpe.experiments.lease_pair.travel_files`), relative to
-    ``repo``."""
+    ``chunk.json``, the stored units of the precision pair without their
+    ``artifacts.pt`` (:func:`lstpe.experiments.lease_pair.travel_files`) and the lease's
+    earlier decisions (:func:`decisions`), relative to ``repo``."""
     from lstpe.experiments import lease_pair as lp
     from lstpe.experiments import long_units as lu
 
@@ -149,7 +149,19 @@ def keep_paths(repo: Path, chunk: str) -> list[Path]:
     keep += [lu.resume_dir(n, results) / "chunk.json" for n in sorted(
         {c.name for c in lu.LONG_PLAN}) if (lu.resume_dir(n, results) / "chunk.json").exists()]
     keep += lp.travel_files(results)  # what the lease's precision pair judges against (1 MB)
+    keep += decisions(results)
     return [p.relative_to(repo) for p in keep]
+
+
+def decisions(results: Path) -> list[Path]:
+    """What a lease reads to choose its precision and step: the lease records
+    (``benchmarks/lease_*``: the step-time fits and variant tables) and every card's precision
+    pairs (``precision_pair/gpu-*``, without ``artifacts.pt``). Without them a lease would
+    take every candidate as undecided: it would pair the cleared one again, and train fp32."""
+    out = sorted((results / "benchmarks").glob("lease_*"))
+    for card in sorted((results / "precision_pair").glob("gpu-*")):
+        out += sorted(f for f in card.rglob("*") if f.is_file() and f.name != "artifacts.pt")
+    return out
 
 
 def _undo_earlier_trim(repo: Path, rec: dict) -> int:

@@ -94,3 +94,20 @@ def test_trim_leaves_no_empty_segment_folder_and_takes_out_what_a_lease_never_re
     assert not {"_vendor/mathjax/tex.js", "book/05.ipynb", "lstpe/data/brain/fc.npz"} & here
     lt.restore(repo)
     assert {f: (repo / f).read_text() for f in present(repo)} == before
+
+
+def test_trim_keeps_the_leases_earlier_decisions_for_the_card(tmp_path, lease_checkout):
+    """The lease records and each card's precision pairs travel (without their weights):
+    without them a lease on a card whose TF32 was cleared would pair TF32 again and train
+    fp32. The CPU's benchmarks and pairs stay home."""
+    card = "results/precision_pair/gpu-NVIDIA-H200-tf32on-fp32/stored-pair"
+    keep = {"results/benchmarks/lease_NVIDIA_H200_2026.json": "{}",
+            "results/benchmarks/lease_NVIDIA_H200_2026.csv": "a",
+            f"{card}/verdict.json": "{}", f"{card}/table2__learn-1__2235/history.csv": "h"}
+    home = {"results/benchmarks/cpu_paper.json": "{}",
+            f"{card}/table2__learn-1__2235/artifacts.pt": "w",
+            "results/precision_pair/cpu-amd-epyc/fp32/history.csv": "h"}
+    repo = lease_checkout(tmp_path, {**keep, **home})
+    lt.trim(repo, "mechanism")
+    here = present(repo)
+    assert set(keep) <= here and not set(home) & here
