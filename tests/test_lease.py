@@ -75,8 +75,8 @@ def test_the_lease_packs_a_paused_chunk_beside_new_units_and_brings_its_checkpoi
     assert [(c.name, c.target) for c in src] == [("mechanism", 6)]  # 3 + 4, a segment's end
     s = ls.lease(20, out, results, device="cpu", models=(1,),
                  groups=ls.open_groups(results)[:1], epochs=4, skip_table=True,
-                 log=lambda m: None)
-    assert s["groups"] == ["table1-2235", "mechanism"] and s["finished"]
+                 log=lambda m: None, reach=4)
+    assert s["groups"] == ["mechanism", "table1-2235"] and s["finished"]  # paused first
     assert s["continued"] == {"mechanism": [3, 6]} and s["model_epochs"] == 3 * 3 + 6 * 4
     assert lu.resume_epoch(mech, results) == 6 and lu.chunk_problems(mech, results) == []
     for u in mech.units:
@@ -144,6 +144,39 @@ def test_choose_takes_each_group_in_order_while_the_chunk_still_finishes():
     four = ls.predict_seconds(4, fit, 145, 1000, 64)
     assert ls.choose(groups, fit, four - 1, 145, 64) == []
     assert ls.choose(groups, fit, 1e9, 145, 64) == [0, 1, 2]
+
+
+def test_choose_prices_a_chunk_at_its_longest_leg():
+    """A paused chunk's leg to its own target (1183 epochs: the mechanism from 2817 to 4000)
+    sets the time of every group taken with it, evaluations in proportion."""
+    fit = {"a": 0.00224, "b": 0.000696, "e": 0.00629, "capture": 0.17}
+    groups = [lu.LongChunk(n, (1,) * k, 1000, 0, "test") for n, k in (("m", 3), ("t", 1))]
+    legs = [1183, 1000]
+    alone = ls.predict_seconds(3, fit, round(145 * 1183 / 1000), 1183, 64)
+    both = ls.predict_seconds(4, fit, round(145 * 1183 / 1000), 1183, 64)
+    assert ls.choose(groups, fit, alone, 145, 64, legs=legs) == [0]
+    assert ls.choose(groups, fit, both, 145, 64, legs=legs) == [0, 1]
+    # priced at 1000 epochs both would seem to fit in less: the longer leg is what counts
+    assert ls.choose(groups, fit, both - 1, 145, 64, legs=[1000, 1000]) == [0, 1]
+    assert ls.choose(groups, fit, both - 1, 145, 64, legs=legs) == [0]
+
+
+def test_a_lease_without_the_pair_finishes_the_mechanism_first():
+    """Issue 67's GPU order on this repository's tree: the paused mechanism comes first and
+    goes to 4000 in one 9.35-minute call at the H100's fit, Table 1's 2d-fixed legs beside
+    it; with the pair first, the pair's 151 s leave it no room and it waits."""
+    mech = lu.find_chunk("mechanism", lu.LONG_EPOCHS)
+    if not lu.resume_checkpoint(mech, None).exists():
+        pytest.skip("the mechanism is finished: its checkpoint left the tree")
+    t = ls.lease_plan(9.35, None, log=lambda m: None, pair=False)
+    first = t.iloc[0]
+    assert first["chunk"] == "mechanism" and first["state"] == "trains"
+    assert "to 4000" in first["why"] and t.attrs["pair"] is None
+    assert t.attrs["model_epochs"] >= 3 * (4000 - lu.resume_epoch(mech, None))
+    with_pair = ls.lease_plan(9.35, None, log=lambda m: None)
+    if with_pair.attrs["pair"] and with_pair.attrs["pair"]["runs"]:
+        assert with_pair.iloc[0]["chunk"] == "mechanism"
+        assert with_pair.iloc[0]["state"] == "waits"
 
 
 def test_the_plan_is_the_measured_fit_applied_to_the_open_chunks(tmp_path):

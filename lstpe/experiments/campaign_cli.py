@@ -38,7 +38,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             print(ls.lease_plan_text(ls.lease_plan(
                 args.minutes, args.results,
                 log=lambda msg: print(f"lstpe: {msg}", file=sys.stderr),
-                pair=not args.no_pair)))
+                pair=not args.no_pair, pair_first=args.pair_first)))
             return 0
         if args.keys:  # one trainable 200-epoch unit per line, in order (schedulers)
             print("\n".join(u.key for u in cp.plan() if u.item not in cp.NOT_TRAINED))
@@ -85,6 +85,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
         summary = lease(args.minutes, args.out, args.results, device=args.device or "cuda",
                         skip_table=args.no_table, pair=False if args.no_pair else None,
+                        pair_first=args.pair_first,
                         log=lambda msg: print(msg, flush=True))
         print(f"lease: {summary.get('model_epochs', 0)} model-epochs published in "
               f"{summary['wall_s']:.0f} s ({args.out})")
@@ -130,8 +131,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                            "a GPU lease would train (long first)")
             q.add_argument("--minutes", type=_positive_minutes,
                            help="the lease (with --device cuda)")
-            q.add_argument("--no-pair", action="store_true", help="a lease run with "
-                           "--no-pair: no stored-unit precision pair, its time to the chunks")
+            pq = q.add_mutually_exclusive_group()
+            pq.add_argument("--no-pair", action="store_true", help="a lease run with "
+                            "--no-pair: no stored-unit precision pair, its time to the chunks")
+            pq.add_argument("--pair-first", action="store_true", help="a lease run with "
+                            "--pair-first: the pair whenever it fits the call")
     q = csub.add_parser("run", help="train the next units that fit in --minutes")
     q.add_argument("--minutes", type=float, required=True, help="time budget (wall clock)")
     q.add_argument("--unit", action="append", metavar="RUN/PE/SEED",
@@ -158,8 +162,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "removed first)")
     q.add_argument("--device", help="cuda (default) or cpu")
     q.add_argument("--no-table", action="store_true", help="skip the throughput table")
-    q.add_argument("--no-pair", action="store_true", help="skip the stored-unit precision "
-                   "pair (its time goes to the chunks)")
+    pq = q.add_mutually_exclusive_group()
+    pq.add_argument("--no-pair", action="store_true", help="skip the stored-unit precision "
+                    "pair (its time goes to the chunks: a call that finishes the mechanism)")
+    pq.add_argument("--pair-first", action="store_true", help="run the stored-unit precision "
+                    "pair whenever it fits the call, not only within 40%% of it (a short "
+                    "second call)")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("preflight", help="on the CPU, a tiny model: the lease's tuning, "
                         "the compiled step paused and resumed, the pack, and per step variant "

@@ -8,12 +8,14 @@ model's resume state is about 15 MB, so a lease trains work that *finishes* insi
    candidate) at M = 3, 12, 48 learnable-PE models, beside the fp32 matmul floor at each M
    (:func:`throughput`), and stores the table under ``results/benchmarks/``; then, on a
    card without a decision for TF32 (or else bf16), the stored-unit precision pair
-   (:mod:`lstpe.experiments.lease_pair`) when it fits 40% of the time left;
-2. measures the step time of the lease's candidate chunk at two sizes: the chunks of
-   :data:`LEASE_ORDER` (1000-epoch long units from epoch 0), then the paused long chunks
-   whose resume checkpoints are in the tree (:func:`paused_sources`: a tree trimmed for the
-   mechanism carries its checkpoint), each for at most ``epochs`` more epochs; any mix of
-   PEs, optimizers and epochs. A chunk with a resume checkpoint that the lease does not
+   (:mod:`lstpe.experiments.lease_pair`) when it fits 40% of the time left (``--pair-first``:
+   whenever it fits; ``--no-pair``: never);
+2. measures the step time of the lease's candidate chunk at two sizes: first the paused
+   long chunks whose resume checkpoints are in the tree (:func:`paused_sources`: a tree
+   trimmed for the mechanism carries its checkpoint), each to its own target
+   (:data:`SOURCE_REACH`: the mechanism from its checkpoint to 4000), then the chunks of
+   :data:`LEASE_ORDER` (1000-epoch long units from epoch 0); any mix of PEs, optimizers and
+   epochs. A chunk with a resume checkpoint that the lease does not
    continue (damaged, bf16, too large to bring back: :func:`held`) is named and passed over,
    never trained from epoch 0. It fits seconds per step = a + b x models, adds the
    evaluations' measured time, and takes the groups predicted to finish with
@@ -70,6 +72,12 @@ the last segments, packing)."""
 
 TARGET = 1000
 """Epochs every unit of a lease trains to (Table 1's length)."""
+
+SOURCE_REACH = lu.LONG_EPOCHS
+"""How far past its checkpoint a paused chunk may go in one lease: to its own target (the
+mechanism from 2817 to 4000 finishes where it started, its checkpoint then leaves the tree),
+when :func:`choose` predicts it fits the call; a lease never stops a leg at a segment's end
+short of its target."""
 
 LEASE_ORDER: tuple[str, ...] = tuple(
     c.name for c in lu.LONG_PLAN if c.target == TARGET and c.item not in (4, 5)
@@ -163,16 +171,30 @@ def throughput(device: torch.device, models: Sequence[int] = (3, 12, 48),
 
 
 def choose(groups: Sequence[lu.LongChunk], fit: dict[str, float], seconds: float,
-           n_evals: int, steps_per_epoch: int, epochs: int = TARGET) -> list[int]:
+           n_evals: int, steps_per_epoch: int, epochs: int = TARGET,
+           legs: Sequence[int] | None = None) -> list[int]:
     """Indices of the groups trained together: each in order, taken where the chunk with it
-    is still predicted to finish ``epochs`` in ``seconds``, passed over where not (so a card
-    too slow for the first group trains a smaller one rather than nothing)."""
-    n, taken = 0, []
+    is still predicted to finish in ``seconds``, passed over where not (so a card too slow
+    for the first group trains a smaller one rather than nothing). ``legs``: each group's
+    epochs in this lease (default ``epochs`` each; a paused chunk's, from its checkpoint to
+    its target); the chunk is priced at its longest leg taken, with ``n_evals`` (of an
+    ``epochs``-long leg) in proportion: every model as if it ran that long (an upper bound)."""
+    n, top, taken = 0, 0, []
     for i, g in enumerate(groups):
-        if predict_seconds(n + len(g.units), fit, n_evals, epochs, steps_per_epoch) <= seconds:
-            n += len(g.units)
+        e = max(top, legs[i] if legs is not None else epochs)
+        if predict_seconds(n + len(g.units), fit, round(n_evals * e / epochs), e,
+                           steps_per_epoch) <= seconds:
+            n, top = n + len(g.units), e
             taken.append(i)
     return taken
+
+
+def legs_of(groups: Sequence[lu.LongChunk], sources: Sequence[lu.LongChunk],
+            results_dir: str | Path | None) -> list[int]:
+    """Each group's epochs in a lease: a paused chunk's from its checkpoint to its lease
+    target, a new one's to its target."""
+    return [g.target - (lu.resume_epoch(g, results_dir) if g in sources else 0)
+            for g in groups]
 
 
 # --------------------------------------------------------------------------- the lease
@@ -195,17 +217,22 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
           skip_table: bool = False, table_scale: str = "paper", log=print,
           tune: bool | None = None, measure_fn: Any = None, clock: Any = time.monotonic,
           pair: bool | None = None, pair_fit: dict[str, float] | None = None,
-          pair_train: Any = None) -> dict[str, Any]:
+          pair_train: Any = None, pair_first: bool = False,
+          reach: int = SOURCE_REACH) -> dict[str, Any]:
     """The whole lease (module docstring); returns its summary (also ``out/lease.json``).
     ``groups``/``sources``: the chunks from epoch 0 and the paused ones to consider (default:
-    :func:`open_groups` and :func:`paused_sources`); a group with a resume checkpoint or a
-    published segment, or a damaged one, is never trained from epoch 0 (:func:`held`: named
-    in the log and the summary). ``tune`` (default: on CUDA only): the tuning minute
-    (:func:`lstpe.experiments.lease_tune.tune`, with ``measure_fn`` and ``clock`` for tests)
-    chooses the step variant; without it the lease trains today's step in fp32. ``pair``
-    (default: on CUDA only): before it, the stored-unit precision pair of a candidate the card
-    has no decision for (:func:`lstpe.experiments.lease_pair.in_lease`; ``pair_fit``,
-    ``pair_train``: its step-time fit and training, for tests), recorded as ``pair``.
+    :func:`open_groups` and :func:`paused_sources`, each paused one to its own target, or the
+    last segment's end within ``reach`` epochs of its checkpoint); a group with a resume
+    checkpoint or a published segment, or a damaged one, is never trained from epoch 0
+    (:func:`held`: named in the log and the summary). ``tune`` (default: on CUDA only): the
+    tuning minute (:func:`lstpe.experiments.lease_tune.tune`, with ``measure_fn`` and
+    ``clock`` for tests) chooses the step variant; without it the lease trains today's step
+    in fp32. ``pair`` (default: on CUDA only): before it, the stored-unit precision pair of a
+    candidate the card has no decision for (:func:`lstpe.experiments.lease_pair.in_lease`;
+    ``pair_fit``, ``pair_train``: its step-time fit and training, for tests), recorded as
+    ``pair``; it runs when it takes at most :data:`~lstpe.experiments.lease_pair.SHARE` of
+    the time left, or ``pair_first``, whenever it finishes :data:`LEASE_MARGIN_S` before the
+    call's end.
 
     Raises:
         ValueError: ``minutes`` is not a positive, finite number, or ``device`` is one this
@@ -237,16 +264,17 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
             summary["table"] = str(path.relative_to(results.parent)) \
                 if path.is_relative_to(results.parent) else str(path)
         if dev.type == "cuda" if pair is None else pair:
-            summary["pair"] = lp.in_lease(dev, results, summary.get("gpu"), end, log,
-                                          pair_fit, pair_train)
-        found, kept_out = lc.survey(results, epochs, RESUME_BACK_BYTES)
+            summary["pair"] = lp.in_lease(
+                dev, results, summary.get("gpu"), end - LEASE_MARGIN_S * pair_first, log,
+                pair_fit, pair_train, 1.0 if pair_first else lp.SHARE)
+        found, kept_out = lc.survey(results, reach, RESUME_BACK_BYTES)
         srcs = list(sources) if sources is not None else found
         fresh = lc.hold_groups(groups if groups is not None else open_groups(results),
                                results, srcs, kept_out)
         for name, (state, why) in kept_out.items():
             log(f"lease: {name} is not trained in this lease ({state}): {why}")
         summary["held"] = {n: {"state": st, "why": w} for n, (st, w) in kept_out.items()}
-        todo = [dataclasses.replace(g, target=epochs) for g in fresh] + srcs
+        todo = srcs + [dataclasses.replace(g, target=epochs) for g in fresh]  # paused first
         if not todo:
             log("lease: no open group to train")
             return _finish(summary, out, results, t_start, since)
@@ -262,7 +290,8 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         evals = n_evals(cfgs_all[0], 0, epochs)
         spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
         left = end - time.monotonic() - LEASE_MARGIN_S
-        taken = [todo[i] for i in choose(todo, fit, left, evals, spe, epochs)]
+        legs = legs_of(todo, srcs, results)
+        taken = [todo[i] for i in choose(todo, fit, left, evals, spe, epochs, legs)]
         if not taken and srcs:  # a call too short for a group: the paused chunks towards
             # their own targets, paused at the deadline with their checkpoints written back
             n = sum(len(c.units) for c in srcs)
@@ -282,7 +311,8 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
                                  fresh_snapshots="sparse")
         units = packed.units
         n = len(units)
-        summary["predicted_s"] = predict_seconds(n, fit, evals, epochs, spe)
+        top = max(legs[todo.index(g)] for g in taken)
+        summary["predicted_s"] = predict_seconds(n, fit, round(evals * top / epochs), top, spe)
         start = {c.name: lu.resume_epoch(c, results) for c in paused}
         t0 = time.monotonic()
         with tf32_mode(dev, variant.tf32):
@@ -340,7 +370,7 @@ PLAN_COLUMNS = ["chunk", "units", "models", "predicted_s", "fits", "state", "why
 
 def lease_plan(minutes: float, results_dir: str | Path | None = None,
                record: dict[str, Any] | None = None, log=_stderr,
-               pair: bool = True) -> pd.DataFrame:
+               pair: bool = True, pair_first: bool = False) -> pd.DataFrame:
     """What a lease of ``minutes`` would train: the paused chunks it continues
     (:func:`paused_sources`) and the open chunks of :data:`LEASE_ORDER`, with the predicted
     seconds of each prefix as one chunk, from the step-time fit of the newest
@@ -349,7 +379,8 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
     its reason. The throughput table and the two measurements take about :data:`SETUP_S`
     seconds first, and a stored-unit precision pair that runs
     (:func:`lstpe.experiments.lease_pair.plan_pair`) its predicted seconds before the chunks;
-    ``pair=False`` (a lease run with ``--no-pair``) plans none and gives the chunks its time.
+    ``pair=False`` (a lease run with ``--no-pair``) plans none and gives the chunks its time;
+    ``pair_first`` (``--pair-first``) plans it whenever it fits the call.
 
     Raises:
         FileNotFoundError: no usable lease record (the damaged ones passed over are named).
@@ -362,29 +393,33 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
             raise FileNotFoundError(lc.record_error(results_dir, problems))
         record = max(recs, key=lambda r: str(r.get("started", "")))
     rec = record
-    srcs, kept_out = lc.survey(results_dir, TARGET, RESUME_BACK_BYTES)
-    groups = lc.hold_groups(open_groups(results_dir), results_dir, srcs, kept_out) + srcs
+    srcs, kept_out = lc.survey(results_dir, SOURCE_REACH, RESUME_BACK_BYTES)
+    groups = srcs + lc.hold_groups(open_groups(results_dir), results_dir, srcs, kept_out)
     lc.hold_groups([lu.find_chunk(n, TARGET) for n in LEASE_ORDER], results_dir, srcs,
                    kept_out)
     rows: list[dict[str, Any]] = []
     taken: list[int] = []
-    pair = lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S) if pair else None
+    legs = legs_of(groups, srcs, results_dir)
+    pair = lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S - LEASE_MARGIN_S * pair_first,
+                        1.0 if pair_first else lp.SHARE) if pair else None
     pair_s = pair["predicted_s"] if pair and pair["runs"] else 0.0
     if groups:
         cfg = groups[0].units[0].config()
         evals, spe = n_evals(cfg, 0, TARGET), -(-_n_train(cfg) // cfg.batch_size)
         taken = choose(groups, rec["fit"], minutes * 60 - SETUP_S - LEASE_MARGIN_S - pair_s,
-                       evals, spe)
-    n = 0
+                       evals, spe, TARGET, legs)
+    n, top = 0, 0
     for i, g in enumerate(groups):
         m = n + len(g.units)  # the chunk's models if this group joins the ones taken before it
+        e = max(top, legs[i])  # and its longest leg
         rows.append({"chunk": g.name, "units": ", ".join(u.key for u in g.units), "models": m,
-                     "predicted_s": round(predict_seconds(m, rec["fit"], evals, TARGET, spe)),
+                     "predicted_s": round(predict_seconds(m, rec["fit"],
+                                                          round(evals * e / TARGET), e, spe)),
                      "fits": i in taken, "state": "trains" if i in taken else "waits",
                      "why": (f"continues from its checkpoint at epoch "
                              f"{lu.resume_epoch(g, results_dir)} to {g.target}: "
                              if g in srcs else "") + g.reason})
-        n += len(g.units) if i in taken else 0
+        n, top = (m, e) if i in taken else (n, top)
     for name, (state, why) in kept_out.items():
         c = next(c for c in lu.LONG_PLAN if c.name == name)
         rows.append({"chunk": name, "units": ", ".join(u.key for u in c.units),

@@ -371,12 +371,14 @@ def pending(results_dir: str | Path | None, gpu: str) -> str | None:
 
 def in_lease(device: torch.device, results: Path, gpu: str | None, end: float,
              log: Callable[[str], None], fit: dict[str, float] | None = None,
-             train_fn: TrainFn | None = None) -> dict[str, Any]:
+             train_fn: TrainFn | None = None, share: float = SHARE) -> dict[str, Any]:
     """The lease's pair, before its tuning: the first candidate the card ``gpu`` has no
     decision for, run when its predicted seconds (at ``fit``, else measured:
-    :func:`measure_fit`) are at most :data:`SHARE` of the time left to ``end`` (a
-    ``time.monotonic()``), under that deadline. Returns the lease's record of it: ``tag,
-    candidate, decision, cleared, why, model_epochs, seconds, predicted_s``."""
+    :func:`measure_fit`) are at most ``share`` of the time left to ``end`` (a
+    ``time.monotonic()``), under that deadline (``share`` 1: a call that runs the pair
+    first, whatever it leaves the chunks: ``lstpe campaign lease --pair-first``). Returns the
+    lease's record of it: ``tag, candidate, decision, cleared, why, model_epochs, seconds,
+    predicted_s``."""
     if not gpu:
         return {"decision": "skipped", "why": "no GPU name: a pair is stored per card"}
     cand = pending(results, gpu)
@@ -393,15 +395,15 @@ def in_lease(device: torch.device, results: Path, gpu: str | None, end: float,
     left = end - time.monotonic()
     rec: dict[str, Any] = {"tag": tag, "candidate": cand, "predicted_s": cost, "fit": fit,
                            "model_epochs": 0, "seconds": 0.0, "cleared": None}
-    if cost > SHARE * left:
+    if cost > share * left:
         rec.update(decision="skipped", why=f"the pair of {cand} ({model_epochs} model-epochs) "
-                   f"is predicted to take {cost:.0f} s, more than {SHARE:.0%} of the "
+                   f"is predicted to take {cost:.0f} s, more than {share:.0%} of the "
                    f"{left:.0f} s left")
         log(f"lease: stored pair skipped: {rec['why']}")
         return rec
     t0 = time.monotonic()
     try:
-        v = run_stored_pair(results, device, cand, tag, t0 + SHARE * left, train_fn, log)
+        v = run_stored_pair(results, device, cand, tag, t0 + share * left, train_fn, log)
     except Exception as e:  # noqa: BLE001 (a failed pair clears nothing; the lease goes on)
         v = {"decision": "failed", "why": f"{type(e).__name__}: {e}"[:300]}
         log(f"lease: stored pair failed ({v['why']}); training fp32")
@@ -419,12 +421,12 @@ def travel_files(results_dir: str | Path | None) -> list[Path]:
             for name in ("manifest.json", "history.csv", "tables")]
 
 
-def plan_pair(record: dict[str, Any], results_dir: str | Path | None, seconds: float
-              ) -> dict[str, Any] | None:
+def plan_pair(record: dict[str, Any], results_dir: str | Path | None, seconds: float,
+              share: float = SHARE) -> dict[str, Any] | None:
     """What the next lease on the card of ``record`` (a lease record with ``gpu`` and
     ``fit``) does about the pair, ``seconds`` after its start: the candidate it pairs, its
     predicted seconds at the record's fit and its model-epochs, and whether it ``runs``
-    (at most :data:`SHARE` of ``seconds``); None where the record names no card or every
+    (at most ``share`` of ``seconds``); None where the record names no card or every
     candidate has a decision there."""
     gpu = record.get("gpu")
     cand = pending(results_dir, gpu) if gpu else None
@@ -434,7 +436,7 @@ def plan_pair(record: dict[str, Any], results_dir: str | Path | None, seconds: f
     cost, model_epochs = pair_cost(record["fit"], cfgs)
     problems = stored_problems(results_dir, cfgs)
     why = (f"the stored fp32 units cannot judge it: {problems[0]}" if problems else
-           f"more than {SHARE:.0%} of the call" if cost > SHARE * seconds else "")
+           f"more than {share:.0%} of the call" if cost > share * seconds else "")
     return {"candidate": cand, "tag": pr.candidate_tag(gpu, cand), "predicted_s": cost,
             "model_epochs": model_epochs, "runs": not why, "why": why}
 
