@@ -297,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     p.set_defaults(func=cmd_batch)
 
-    campaign_cli.add_parser(sub)
+    campaign_cli.add_campaign_parser(sub)
 
     reproduce.add_parser(sub)
     p = sub.add_parser("repo", help="the repository URL the book installs from (show, check, "

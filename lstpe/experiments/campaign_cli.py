@@ -1,5 +1,5 @@
 """``lstpe campaign``: its subcommands (plan, status, run, pair, lease, preflight, import) and
-their parser, which :mod:`lstpe.cli` mounts (:func:`add_parser`)."""
+their parser, which :mod:`lstpe.cli` mounts (:func:`add_campaign_parser`)."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def _positive_minutes(text: str) -> float:
     return value
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_campaign_parser(sub: argparse._SubParsersAction) -> None:
     """Mount ``campaign`` and its subcommands on the ``lstpe`` parser's ``sub``."""
     p = sub.add_parser("campaign", help="grow results/paper one (run, PE, seed) unit at a time",
                        description="The reproduction on CPUs: the paper's recipe, 200 epochs "

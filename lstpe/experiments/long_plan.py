@@ -151,9 +151,10 @@ def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
             continue
         if start_epoch(c) <= reached(c, results_dir) < c.target:
             out.append(c)
-    out += [c for c in (lu.find_chunk(n, 1000) for n in CPU_FIRST)
-            if c not in out and reached(c, results_dir) < c.target
-            and not lu.unresumable(c, results_dir)]
+    out += sorted((c for c in lu.LONG_PLAN if c.name in CPU_FIRST and c.target == 1000
+                   and c not in out and reached(c, results_dir) < c.target
+                   and not lu.unresumable(c, results_dir)),
+                  key=lambda c: CPU_FIRST.index(c.name))
     return out
 
 
