@@ -417,7 +417,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
                                                           round(evals * e / TARGET), e, spe)),
                      "fits": i in taken, "state": "trains" if i in taken else "waits",
                      "why": (f"continues from its checkpoint at epoch "
-                             f"{lu.resume_epoch(g, results_dir)} to {g.target}: "
+                             f"{g.target - legs[i]} to {g.target}: "
                              if g in srcs else "") + g.reason})
         n, top = (m, e) if i in taken else (n, top)
     for name, (state, why) in kept_out.items():
@@ -430,9 +430,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
         table[col] = table[col].astype("Int64")
     table.attrs.update({"record": rec.get("path"), "gpu": rec.get("gpu"),
                         "pair": pair,
-                        "model_epochs": sum(len(groups[i].units) * (groups[i].target - (
-                            lu.resume_epoch(groups[i], results_dir) if groups[i] in srcs
-                            else 0)) for i in taken)})
+                        "model_epochs": sum(len(groups[i].units) * legs[i] for i in taken)})
     return table
 
 
