@@ -144,7 +144,7 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     assert pick(600).name == "weight-decay"
     skip: set[str] = set()
     assert pick(450, skip) is None  # neither it (500 s) nor an SGD leg (1120 s) finishes
-    assert skip == {"weight-decay", *lp.CPU_FIRST}
+    assert skip == {"weight-decay", *lp.CPU_FIRST[:2]}  # 0.05 and 0.2 wait for the units
     assert "weight-decay to 1000 needs about 8 min" in log[0]
     assert pick(1200, {"weight-decay"}).name == lp.CPU_FIRST[0]
     # a unit a lease has taken (segments, no checkpoint) is passed over
@@ -157,6 +157,29 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     log.clear()
     assert pick(1200, {"weight-decay", "mechanism"}) is None
     assert "waits: its state (6 MB) would take results/long/_resume past 100 MB" in log[0]
+
+
+def test_sgds_other_sigmas_wait_until_no_200_epoch_unit_is_left(tmp_path):
+    """With 0.01 and 0.1 standing at 1000, a CPU trains the 200-epoch units left before SGD at
+    0.05 and 0.2, and takes those once none is left."""
+    for n in lp.CPU_FIRST[:2]:  # SGD at 0.01 and 0.1 reached 1000 (their final state kept)
+        checkpoint(tmp_path, n, 1000)
+    def at_1000(units_left=False):  # (their legs to 4000 resume, and come first)
+        return [c.units[0].pe for c in lp.cpu_first(tmp_path, units_left) if c.target == 1000]
+
+    assert at_1000(units_left=True) == []
+    assert at_1000() == ["learn-0.05", "learn-0.2"]
+
+    def pick(units_left):  # (the legs to 4000, 3000 epochs, do not finish in the run)
+        return lp.next_leg(tmp_path, False, time.monotonic() + 10_000, set(), units_left,
+                           lambda c, left: cr.estimate_s(1, 5.0, lp.epochs_left(c, tmp_path)),
+                           lambda _: None)
+
+    assert pick(True) is None  # the next 200-epoch unit
+    assert pick(False).name == "table4-sgd-learn-0.05-2235"
+    text = lp.long_plan_text(tmp_path)
+    assert "then the 200-epoch units; then table4-sgd-learn-0.05-2235, " \
+           "table4-sgd-learn-0.2-2235, and the legs" in text
 
 
 def test_a_fresh_sgd_leg_longer_than_a_run_trains_in_two_runs_and_pauses_once(tmp_path):

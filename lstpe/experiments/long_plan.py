@@ -6,11 +6,12 @@ its cost in model-epochs (:func:`leg_cost`: models x the epochs of its leg) and 
 (:func:`leg_left`), and :func:`long_plan_text` prints them for ``lstpe campaign plan``.
 
 **The CPU's order** (:func:`cpu_first`): legs that resume from a checkpoint in the tree (the
-weight-decay pair), then Table 4's SGD column at seed 1, one model at a time
-(:data:`CPU_FIRST`), each only when it is predicted to finish in the time left
-(:func:`lstpe.experiments.campaign_run.run` probes) or, fresh, when at least half of it fits
-(:func:`splits`: it pauses once and the next run finishes it); then the 200-epoch units. A leg with
-published segments and no checkpoint was taken by a lease and is passed over.
+weight-decay pair), then Table 4's SGD at seed 1 and the sigmas of :data:`CPU_BEFORE_UNITS`,
+one model at a time (:data:`CPU_FIRST`), each only when it is predicted to finish in the time
+left (:func:`lstpe.experiments.campaign_run.run` probes) or, fresh, when at least half of it
+fits (:func:`splits`: it pauses once and the next run finishes it); then the 200-epoch units;
+then SGD's other sigmas. A leg with published segments and no checkpoint was taken by a lease
+and is passed over.
 
 **Resume state in the tree** (``results/long/_resume/``, tracked by git so that another
 machine continues the same trajectory) is bounded (:func:`resume_problems`, which ``lstpe
@@ -68,7 +69,14 @@ CPU_FIRST: tuple[str, ...] = tuple(sorted(
     key=lambda name: CPU_SGD_SIGMAS.index(lu.find_chunk(name).units[0].pe)))
 """Table 4's SGD column at seed 1, one model per leg, in :data:`CPU_SGD_SIGMAS`' order: what a
 CPU trains right after a leg that resumes from its checkpoint (the only optimizer claim no unit
-speaks to)."""
+spoke to), those of :data:`CPU_BEFORE_UNITS` before the 200-epoch units, the others after."""
+
+CPU_BEFORE_UNITS: tuple[str, ...] = ("learn-0.01", "learn-0.1")
+"""SGD's sigmas a CPU trains before the 200-epoch units left: 0.01 (Table 4's widest SGD-Adam
+gap) and 0.1 (read beside its Adam twin). Sigma 0.05 and 0.2 wait until no 200-epoch unit is
+left: once SGD stands at these two, Table 2's remaining seeds (each unit about 25 minutes of a
+CPU, against 125-135 for one SGD model to 1000) tighten the sigma sweep's intervals at fourteen
+sigmas, where a third SGD sigma adds one more single-seed trajectory."""
 
 
 def start_epoch(chunk: lu.LongChunk) -> int:
@@ -142,10 +150,12 @@ def retire(chunk: lu.LongChunk, results_dir: str | Path | None = None, log=print
     return True
 
 
-def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
+def cpu_first(results_dir: str | Path | None = None,
+              units_left: bool = False) -> list[lu.LongChunk]:
     """The legs a CPU takes before its 200-epoch units, in order: every leg short of its
-    target that resumes from a checkpoint in the tree, then :data:`CPU_FIRST`; none a lease
-    has taken (:func:`~lstpe.experiments.long_units.unresumable`), none at its target."""
+    target that resumes from a checkpoint in the tree, then :data:`CPU_FIRST` (only the sigmas
+    of :data:`CPU_BEFORE_UNITS` while ``units_left``, 200-epoch units still to train); none a
+    lease has taken (:func:`~lstpe.experiments.long_units.unresumable`), none at its target."""
     out: list[lu.LongChunk] = []
     for c in lu.LONG_PLAN:
         if c.name in {x.name for x in out} or not lu.resume_checkpoint(c, results_dir).exists():
@@ -154,7 +164,8 @@ def cpu_first(results_dir: str | Path | None = None) -> list[lu.LongChunk]:
             out.append(c)
     out += sorted((c for c in lu.LONG_PLAN if c.name in CPU_FIRST and c.target == 1000
                    and c not in out and reached(c, results_dir) < c.target
-                   and not lu.unresumable(c, results_dir)),
+                   and not lu.unresumable(c, results_dir)
+                   and not (units_left and c.units[0].pe not in CPU_BEFORE_UNITS)),
                   key=lambda c: CPU_FIRST.index(c.name))
     return out
 
@@ -201,12 +212,13 @@ def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip
     (``seconds(leg, time left)``: :func:`lstpe.experiments.campaign_run.leg_seconds`, the
     probe's estimate) to finish in the time left, so that a leg ends where it starts: first
     :func:`lstpe.experiments.long_plan.cpu_first` (a leg resuming from its checkpoint, then
-    Table 4's SGD at seed 1), then, once no 200-epoch unit is left, the plan's other legs in
-    order. A leg that does not fit, or whose final state would take the resume state past
-    its budget, is named and added to ``skip`` for the rest of the run."""
+    Table 4's SGD at seed 1: its other sigmas only once no 200-epoch unit is left), then, once
+    no 200-epoch unit is left, the plan's other legs in order. A leg that does not fit, or
+    whose final state would take the resume state past its budget, is named and added to
+    ``skip`` for the rest of the run."""
     if on_gpu:
         return lu.next_chunk(results_dir, skip=skip)
-    first = [c for c in cpu_first(results_dir) if c.name not in skip]
+    first = [c for c in cpu_first(results_dir, units_left) if c.name not in skip]
     while True:
         chunk = first.pop(0) if first else None if units_left else \
             lu.next_chunk(results_dir, skip=skip)
@@ -334,7 +346,10 @@ def long_plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> 
                      f"from epoch 0 in this order ({len(LEASE_ORDER)}; legs whose final state "
                      "the plan keeps train where it stays: campaign run)")
     else:
-        lines.append("a CPU (campaign run): " + ", ".join(c.name for c in cpu_first(
-            results_dir)) + ", each when predicted to finish in the budget, one model at a "
-            "time; then the 200-epoch units; then the legs above that finish in the budget")
+        now = cpu_first(results_dir, units_left=True)
+        later = [c for c in cpu_first(results_dir) if c not in now]
+        lines.append("a CPU (campaign run): " + ", ".join(c.name for c in now) + ", each when "
+                     "predicted to finish in the budget, one model at a time; then the "
+                     "200-epoch units; then " + "".join(f"{c.name}, " for c in later)
+                     + "and the legs above that finish in the budget")
     return "\n".join(lines)
