@@ -271,6 +271,38 @@ def test_allow_partial_fills_the_budget_with_a_full_chunk(tmp_path, tiny, monkey
     assert started == [] and "no further unit fits" in lines[-1]
 
 
+@pytest.mark.parametrize("per_extra, n", [(0.5, 2), (-1 / 3, 4)])
+def test_a_chunk_larger_than_the_probe_is_probed_again_at_its_size(tmp_path, tiny, monkeypatch,
+                                                                    per_extra, n):
+    """A chunk of more models than the first probe held is probed at its own size and sized
+    by that rate: where a model costs more beside three others (as on the project's 2-core
+    CPUs), only 2 finish at its rate (2 x 2 epochs x 60 s + 120 s <= 390 s < 3 x 120 s +
+    120 s); where it costs less, all 4 (never more than the first probe fitted)."""
+    probed: list[int] = []
+
+    def rate(models: int) -> float:
+        return 30.0 * (1 + per_extra * (models - 2))
+
+    def probe(head, dev, **o):
+        probed.append(len(head))
+        return {"models": len(head), "step_s": 1.0, "eval_s": 1.0, "n_train": 64,
+                "s_per_model_epoch": rate(len(head))}
+
+    monkeypatch.setattr(cr, "probe", probe)
+    monkeypatch.setattr(cr, "floor_of", lambda *a, **k: {})
+    started: list[list[str]] = []
+    monkeypatch.setattr(cr, "_train_chunk",
+                        lambda chunk, *a: started.append([u.key for u in chunk]) or [])
+    lines: list[str] = []
+    # 6.5 min = 390 s: at 30 s per model-epoch (2 epochs) 4 units fit (240 s + 120 s)
+    cr.run(6.5, tmp_path, device="cpu", max_units=4, log=lines.append)
+    assert probed[-2:] == [2, 4]  # (before them: one SGD leg of the long plan, 1 model)
+    assert started == [[u.key for u in cp.plan()[:n]]]
+    assert f"probe: 4 model(s) -> {rate(4)} s per model-epoch (2: 30.0)" in lines
+    assert f"probe: 4 model(s), 1.0 s/step, eval 1.0 s -> {rate(4)} s per model-epoch" in \
+        "".join(lines)  # the chunk is priced (and its manifest records) the probe at 4
+
+
 def test_publish_never_overwrites(tmp_path, tiny):
     results = tmp_path / "results"
     key = "table2/learn-1.5/2235"

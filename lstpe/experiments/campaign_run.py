@@ -18,10 +18,11 @@
    and passed over for the rest of the run
    (:func:`lstpe.experiments.long_train.train_or_pass`).
 
-The estimate is made as follows: seconds per model-epoch = (median step time x steps per
-epoch + evaluation time x evaluations per epoch) / models in the probe, times the chunk's
-models and epochs, plus the evaluations and noise test after training. Each fragment's manifest
-keeps the estimate beside the measured wall time (``campaign.estimate_s``, ``unit_wall_s``).
+The estimate (:mod:`lstpe.experiments.campaign_probe`): seconds per model-epoch measured by
+:func:`probe`, times the chunk's models and epochs, plus the evaluations and noise test after
+training; a chunk of more models than the first probe is probed again at its size
+(:func:`fit_chunk`). Each fragment's manifest keeps the estimate beside the measured wall time
+(``campaign.estimate_s``, ``unit_wall_s``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import shutil
-import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,15 +44,13 @@ from lstpe.experiments import fragments as fr
 from lstpe.experiments import long_plan as lp
 from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
-from lstpe.runtime import cpu_flags, pick_device
+from lstpe.experiments.campaign_probe import estimate_s, floor_of, machine, probe
+from lstpe.runtime import pick_device
 from lstpe.store import results as res
 from lstpe.store.storage import read_json_object
 
 MAX_UNITS = 8
 """At most this many units per chunk (they all finish together at the end)."""
-
-MARGIN_S = 120.0
-"""Seconds kept free at the end of a budget (final evaluation, noise test, publishing)."""
 
 MIN_PARTIAL_EPOCHS = 5
 """``allow_partial`` starts a chunk that cannot finish only if this many of its epochs fit
@@ -70,90 +67,32 @@ def choose_precision(device: torch.device, results_dir: str | Path | None = None
     return name, why
 
 
-def machine() -> dict[str, Any]:
-    """What the manifest records of the machine: processor, threads, CPU flags."""
-    return {"processor": platform.processor() or platform.machine(),
-            "cpu_model": _cpu_model(), "threads": torch.get_num_threads(),
-            "cpu_flags": cpu_flags()}
+def fit_chunk(free: Sequence[cp.Unit], p: dict[str, Any], dev: torch.device, deadline: float,
+              epochs: int, overrides: dict, log) -> tuple[int, dict[str, Any]]:
+    """How many of ``free`` to train as one chunk, and the probe that priced it.
 
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-# --------------------------------------------------------------------------- probe
-
-
-def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
-          **overrides: Any) -> dict[str, Any]:
-    """Time real training steps and one evaluation of ``units`` batched together.
-
-    Returns:
-        ``models``, ``n_train`` (training puzzles per epoch), ``step_s`` (median of
-        ``steps`` timed steps after 2 warm-up steps),
-        ``eval_s``, ``epoch_s`` (steps per epoch x step_s), ``evals_per_epoch`` and
-        ``s_per_model_epoch`` (training and evaluation, per model).
+    ``p`` is :func:`probe` of the first few; a chunk of more models than it held is probed
+    again at that size and sized by that rate (never above the first count), since a model's
+    cost can grow with the models beside it: the stored 2-core CPU chunks of 3-4 models took
+    a median 1.25x, up to 2x, what a 2-model probe predicted, and 5 models started on 8.7 s
+    per model-epoch against a 2-model probe's 6.7 would have run past its budget.
     """
-    from lstpe.training.engine import EagerStep, Running
-    from lstpe.training.task import one_model_chunk
+    def fits(rate: float) -> int:
+        left, n = deadline - time.monotonic(), 0
+        while n < len(free) and estimate_s(n + 1, rate, epochs) <= left:
+            n += 1
+        return n
 
-    cfgs = [u.config(device=str(device), **overrides) for u in units]
-    base = cfgs[0]
-    task, opt = one_model_chunk(cfgs, device)
-    splits = task.splits
-    step = EagerStep(task, opt, task.model, Running.zeros(len(units), device), device, False)
-    times = []
-    task.model.train()
-    epoch = 0
-    while len(times) < steps:  # (tiny test recipes have one step per epoch)
-        epoch += 1
-        for s, batch in task.batches(epoch):
-            t0 = time.perf_counter()
-            step(batch, task.dropout_keys(epoch, s))
-            if epoch > 1 or s >= 2:  # two warm-up steps
-                times.append(time.perf_counter() - t0)
-            if len(times) >= steps:
-                break
-    task.model.eval()
-    t0 = time.perf_counter()
-    task.evaluate(1, False, None)
-    eval_s = time.perf_counter() - t0
-    n_steps = -(-len(splits["train"]) // base.batch_size)
-    evals = len(base.schedule()) / base.epochs
-    step_s = statistics.median(times)
-    per = (step_s * n_steps + eval_s * evals) / len(units)
-    return {"models": len(units), "n_train": len(splits["train"]),
-            "step_s": round(step_s, 4), "eval_s": round(eval_s, 3),
-            "epoch_s": round(step_s * n_steps, 2), "evals_per_epoch": round(evals, 3),
-            "s_per_model_epoch": round(per, 3)}
-
-
-def floor_of(cfg: Any, models: int, n_train: int, device: torch.device) -> dict[str, Any]:
-    """This machine's fp32 matmul floor at the chunk's shapes
-    (:func:`lstpe.training.floor.measure_floor`; ``n_train``: training puzzles per epoch, as
-    the probe read them): GFLOP/s and model-epochs/s, for the manifest beside the measured
-    rate."""
-    from lstpe.training.floor import measure_floor
-
-    fl = measure_floor(cfg.model, cfg.batch_size, max(1, models), n_train, device, repeats=3)
-    return {"gflops": round(fl["gflops"], 1),
-            "model_epochs_per_s": round(fl["model_epochs_per_s"], 4),
-            "flops_per_model_epoch": fl["flops_per_model_epoch"]}
-
-
-def estimate_s(n_units: int, s_per_model_epoch: float, epochs: int) -> float:
-    """Seconds for a chunk of ``n_units`` (per-model cost taken as constant in the chunk size,
-    which the probe's batch of models supports on 2 cores)."""
-    return n_units * epochs * s_per_model_epoch + MARGIN_S
-
-
-# --------------------------------------------------------------------------- run
+    n = fits(p["s_per_model_epoch"])
+    if n > p["models"]:
+        q = probe(free[:n], dev, **overrides)
+        log(f"probe: {q['models']} model(s) -> {q['s_per_model_epoch']} s per model-epoch "
+            f"({p['models']}: {p['s_per_model_epoch']})")
+        n, p = min(n, fits(q["s_per_model_epoch"])), q
+    log(f"probe: {p['models']} model(s), {p['step_s']} s/step, eval {p['eval_s']} s -> "
+        f"{p['s_per_model_epoch']} s per model-epoch; "
+        f"{(deadline - time.monotonic()) / 60:.1f} min left: {n} unit(s) fit")
+    return n, p
 
 
 def free_units(results_dir: str | Path | None = None, only: Sequence[str] | None = None
@@ -266,14 +205,9 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
             return published
         p = probe(head, dev, **fresh)
         measured = p["s_per_model_epoch"]
-        left = deadline - time.monotonic()  # the probe counts against the budget
-        n = 0
-        while n < min(max_units, len(free)) and \
-                estimate_s(n + 1, p["s_per_model_epoch"], epochs) <= left:
-            n += 1
-        log(f"probe: {p['models']} model(s), {p['step_s']} s/step, eval {p['eval_s']} s -> "
-            f"{p['s_per_model_epoch']} s per model-epoch; {left / 60:.1f} min left: "
-            f"{n} unit(s) fit")
+        n, p = fit_chunk(free[:min(max_units, len(free))], p, dev, deadline, epochs, fresh,
+                         log)
+        left = deadline - time.monotonic()  # the probes count against the budget
         want = min(max_units, len(free))
         if n < want and allow_partial:
             if left < estimate_s(want, p["s_per_model_epoch"], min(MIN_PARTIAL_EPOCHS, epochs)):
