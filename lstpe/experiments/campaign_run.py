@@ -74,7 +74,7 @@ def fit_chunk(free: Sequence[cp.Unit], p: dict[str, Any], dev: torch.device, dea
     ``p`` is :func:`probe` of the first few; a chunk of more models than it held is probed
     again at that size and sized by that rate (never above the first count), since a model's
     cost can grow with the models beside it: the stored 2-core CPU chunks of 3-4 models took
-    a median 1.25x, up to 2x, what a 2-model probe predicted, and 5 models started on 8.7 s
+    a median 1.25x, up to 2x, what a 2-model probe predicted, and 5 models started on 8.6 s
     per model-epoch against a 2-model probe's 6.7 would have run past its budget.
     """
     def fits(rate: float) -> int:
