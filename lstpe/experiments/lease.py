@@ -182,19 +182,31 @@ def choose(groups: Sequence[lu.LongChunk], fit: dict[str, float], seconds: float
     n, top, taken = 0, 0, []
     for i, g in enumerate(groups):
         e = max(top, legs[i] if legs is not None else epochs)
-        if predict_seconds(n + len(g.units), fit, round(n_evals * e / epochs), e,
-                           steps_per_epoch) <= seconds:
+        if _priced(n + len(g.units), fit, n_evals, e, epochs, steps_per_epoch) <= seconds:
             n, top = n + len(g.units), e
             taken.append(i)
     return taken
 
 
-def legs_of(groups: Sequence[lu.LongChunk], sources: Sequence[lu.LongChunk],
-            results_dir: str | Path | None) -> list[int]:
-    """Each group's epochs in a lease: a paused chunk's from its checkpoint to its lease
-    target, a new one's to its target."""
-    return [g.target - (lu.resume_epoch(g, results_dir) if g in sources else 0)
-            for g in groups]
+def _priced(n_models: int, fit: dict[str, float], n_evals: int, leg: int, epochs: int,
+                steps_per_epoch: int) -> float:
+    """:func:`~lstpe.experiments.lease_fit.predict_seconds` of a chunk whose longest leg is
+    ``leg`` epochs, ``n_evals`` (those of an ``epochs``-long leg) in proportion."""
+    return predict_seconds(n_models, fit, round(n_evals * leg / epochs), leg, steps_per_epoch)
+
+
+def resume_epochs(sources: Sequence[lu.LongChunk], results_dir: str | Path | None
+                  ) -> dict[lu.LongChunk, int]:
+    """Each paused chunk's checkpoint epoch, read once (each read loads the checkpoint: the
+    mechanism's is 49 MB)."""
+    return {c: lu.resume_epoch(c, results_dir) for c in sources}
+
+
+def legs_of(groups: Sequence[lu.LongChunk], at: dict[lu.LongChunk, int]) -> list[int]:
+    """Each group's epochs in a lease: a paused chunk's (one of ``at``:
+    :func:`resume_epochs`) from its checkpoint to its lease target, a new one's to its
+    target."""
+    return [g.target - at.get(g, 0) for g in groups]
 
 
 # --------------------------------------------------------------------------- the lease
@@ -290,13 +302,15 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
         evals = n_evals(cfgs_all[0], 0, epochs)
         spe = -(-_n_train(cfgs_all[0]) // cfgs_all[0].batch_size)
         left = end - time.monotonic() - LEASE_MARGIN_S
-        legs = legs_of(todo, srcs, results)
+        at = resume_epochs(srcs, results)
+        legs = legs_of(todo, at)
         taken = [todo[i] for i in choose(todo, fit, left, evals, spe, epochs, legs)]
         if not taken and srcs:  # a call too short for a group: the paused chunks towards
             # their own targets, paused at the deadline with their checkpoints written back
             n = sum(len(c.units) for c in srcs)
             summary["predicted_epochs"] = affordable_epochs(n, fit, left, spe, evals / epochs)
             srcs = taken = paused_sources(results, lu.LONG_EPOCHS)
+            at = resume_epochs(srcs, results)
         summary.update({"fit": fit, "measured": [small, large], "seconds_for_training": left,
                         "groups": [g.name for g in taken]})
         log(f"lease: step {fit['a'] * 1e3:.2f} ms + {fit['b'] * 1e3:.3f} ms/model; "
@@ -311,9 +325,9 @@ def lease(minutes: float, out: str | Path, results_dir: str | Path | None = None
                                  fresh_snapshots="sparse")
         units = packed.units
         n = len(units)
-        top = max(legs_of(taken, srcs, results))  # (the fallback above replaced srcs)
-        summary["predicted_s"] = predict_seconds(n, fit, round(evals * top / epochs), top, spe)
-        start = {c.name: lu.resume_epoch(c, results) for c in paused}
+        top = max(legs_of(taken, at))  # (the fallback above replaced srcs and at)
+        summary["predicted_s"] = _priced(n, fit, evals, top, epochs, spe)
+        start = {c.name: at[c] for c in paused}
         t0 = time.monotonic()
         with tf32_mode(dev, variant.tf32):
             done = pk.train_packed(packed, end - LEASE_MARGIN_S / 3, results, dev, log=log,
@@ -399,7 +413,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
                    kept_out)
     rows: list[dict[str, Any]] = []
     taken: list[int] = []
-    legs = legs_of(groups, srcs, results_dir)
+    legs = legs_of(groups, resume_epochs(srcs, results_dir))
     pair = lp.plan_pair(rec, results_dir, minutes * 60 - SETUP_S - LEASE_MARGIN_S * pair_first,
                         1.0 if pair_first else lp.SHARE) if pair else None
     pair_s = pair["predicted_s"] if pair and pair["runs"] else 0.0
@@ -413,8 +427,7 @@ def lease_plan(minutes: float, results_dir: str | Path | None = None,
         m = n + len(g.units)  # the chunk's models if this group joins the ones taken before it
         e = max(top, legs[i])  # and its longest leg
         rows.append({"chunk": g.name, "units": ", ".join(u.key for u in g.units), "models": m,
-                     "predicted_s": round(predict_seconds(m, rec["fit"],
-                                                          round(evals * e / TARGET), e, spe)),
+                     "predicted_s": round(_priced(m, rec["fit"], evals, e, TARGET, spe)),
                      "fits": i in taken, "state": "trains" if i in taken else "waits",
                      "why": (f"continues from its checkpoint at epoch "
                              f"{g.target - legs[i]} to {g.target}: "
