@@ -19,16 +19,17 @@ from scipy import stats  # noqa: E402
 
 from lstpe.analysis import pe_structure as ps  # noqa: E402
 from lstpe.analysis import procrustes  # noqa: E402
+from lstpe.experiments import fragments  # noqa: E402
+from lstpe.experiments.campaign import find_unit  # noqa: E402
 from lstpe.figures import pe_plots  # noqa: E402
 from lstpe.lst import puzzles  # noqa: E402
 from lstpe.nn import encodings as enc  # noqa: E402
-from lstpe.runtime import default_results_dir  # noqa: E402
 from lstpe.store import results as res  # noqa: E402
 
 SINUSOID = enc.sinusoid_2d(4, 4, 160).double().numpy()
 SINUSOID_SCORE = 0.8642
 """Grid score of ``sinusoid_2d(4, 4, 160)``, measured (by the loop in :func:`loop_score`)."""
-UNIT = default_results_dir() / "paper" / "table2" / "learn-0.1" / "2235"
+UNIT = "table2/learn-0.1/2235"
 
 
 @pytest.fixture(autouse=True)
@@ -51,8 +52,9 @@ def loop_score(pe: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def unit() -> res.Run:
-    """A stored 200-epoch unit of the paper's recipe (learn-0.1, seed 2235)."""
-    return res.load(UNIT)
+    """A stored 200-epoch unit of the paper's recipe (learn-0.1, seed 2235), its attention
+    maps at initialisation recomputed."""
+    return fragments.load_fragment(find_unit(UNIT))
 
 
 # --------------------------------------------------------------------------- the grid

@@ -69,7 +69,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                                "error": "", "at_epoch": 0}
         if (u.path(results_dir) / "manifest.json").exists():
             try:
-                f = load_fragment(u, results_dir, artifacts=verify) if verify else \
+                f = load_fragment(u, results_dir, artifacts=verify, restore=False) if verify else \
                     res.Run(pd.DataFrame(), res.read_manifest(u.path(results_dir),
                                                                  verify=False))
                 man = f.manifest

@@ -3,8 +3,9 @@
 A **fragment** is an ordinary run folder (:func:`lstpe.store.results.load` verifies every file
 against the SHA-256 in its manifest) of a one-model configuration, with a ``campaign`` entry in
 its manifest: the unit, the chunk it trained in (units, wall time, the estimate made before),
-the precision and why, the CPU's flags. No weights are stored: about 0.63 MB a fragment
-(history 0.1 MB, attention maps and PEs at start and end 0.53 MB)::
+the precision and why, the CPU's flags. No weights are stored: about 0.4 MB a fragment
+(history 0.1 MB; the PEs at start and end and the attention maps after training, 0.3 MB; the
+maps at initialisation are recomputed on load, :mod:`lstpe.experiments.init_maps`)::
 
     results/paper/<run>/<pe>/<seed>/   history.csv, manifest.json, artifacts.pt, tables/noise.csv
 
@@ -29,6 +30,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from lstpe.experiments import init_maps
 from lstpe.experiments.campaign import IGNORED_KEYS, RecipeMismatch, Unit, _work, plan
 from lstpe.store import results as res
 from lstpe.store.history import history_problems, nonfinite_problems
@@ -44,14 +46,18 @@ def recipe_diff(config: dict, unit: Unit, **overrides: Any) -> list[str]:
 
 
 def load_fragment(unit: Unit, results_dir: str | Path | None = None, artifacts: bool = True,
-                  **overrides: Any) -> res.Run:
-    """Load and verify ``unit``'s fragment.
+                  restore: bool = True, **overrides: Any) -> res.Run:
+    """Load and verify ``unit``'s fragment (with ``restore``, its attention maps at
+    initialisation recomputed if it dropped them: :mod:`lstpe.experiments.init_maps`).
 
     Raises:
         FileNotFoundError: no fragment (naming the folder).
         lstpe.store.results.DamagedFileError: a file differs from the manifest (naming it).
         RecipeMismatch: the fragment was trained with another recipe (naming the keys), or it
             holds another unit (a folder moved by hand).
+        lstpe.experiments.init_maps.InitMismatch: this code no longer initialises the
+            fragment's model as the code that trained it did (its dropped maps cannot be
+            recomputed).
     """
     path = unit.path(results_dir)
     run = res.load(path, artifacts=artifacts)
@@ -75,6 +81,8 @@ def load_fragment(unit: Unit, results_dir: str | Path | None = None, artifacts: 
         raise res.DamagedFileError(f"the fragment {path} of {unit.key} is not what its "
                                    f"manifest says: {wrong[0]}; restore it (git checkout -- "
                                    f"{path}), or delete the folder to retrain the unit")
+    if artifacts and restore:
+        init_maps.restore([run])
     run.name = unit.run
     return run
 
@@ -128,7 +136,8 @@ def fragments_of(run: str, pes: Sequence[str], results_dir: str | Path | None = 
                 f"the fragment {path} has no manifest.json (deleted?): it cannot be verified "
                 f"and is not used; restore it (git checkout -- {path}), or delete the folder "
                 "to retrain the unit (lstpe campaign status lists it)")
-        out[(u.pe, u.seed)] = load_fragment(u, results_dir, **overrides)
+        out[(u.pe, u.seed)] = load_fragment(u, results_dir, restore=False, **overrides)
+    init_maps.restore(list(out.values()))  # one batched model for the maps at initialisation
     # the run's own units first wins: load them before borrowed ones of the same (pe, seed)
     order = sorted(out.values(), key=lambda r: (pes.index(r.config["pes"][0]),
                                                 r.config["seeds"][0]))
@@ -327,6 +336,7 @@ def publish(stage: Path, unit: Unit, results_dir: str | Path | None = None) -> P
         FileExistsError: the fragment is already stored (the staging folder is kept).
         DamagedFileError: the staged files fail verification.
     """
+    init_maps.compact(stage)  # drops the maps at initialisation if this code recomputes them
     res.load(stage)  # verify every file against the manifest before publishing
     (stage / ".lock").unlink(missing_ok=True)
     dest = unit.path(results_dir)
@@ -336,3 +346,39 @@ def publish(stage: Path, unit: Unit, results_dir: str | Path | None = None) -> P
     dest.parent.mkdir(parents=True, exist_ok=True)
     stage.rename(dest)
     return dest
+
+
+def compact_stored(unit: Unit, results_dir: str | Path | None = None) -> float | None:
+    """Drop a stored fragment's attention maps at initialisation if this code recomputes them
+    (:func:`lstpe.experiments.init_maps.compact`), for fragments published before
+    :func:`publish` did so.
+
+    The fragment is compacted in a copy under the campaign's staging folder, then swapped in
+    by two renames (the original kept aside until the new folder is in place), under the
+    unit's claim: a unit in training or being imported is not touched.
+
+    Returns:
+        The largest |difference| between stored and recomputed maps, or None if the maps stay
+        (already dropped, or not recomputed within tolerance).
+    Raises:
+        FileNotFoundError / DamagedFileError / RecipeMismatch: as :func:`load_fragment`.
+        lstpe.store.results.RunLockedError: the unit is claimed by a campaign run.
+    """
+    dest = unit.path(results_dir)
+    load_fragment(unit, results_dir, restore=False)  # verified, and of its recipe
+    work = _work(results_dir) / "staging"
+    new, old = work / f"compact-{unit.slug}", work / f"compacted-{unit.slug}"
+    with RunLock(_work(results_dir) / "claims" / unit.slug):
+        for d in (new, old):
+            if d.exists():
+                shutil.rmtree(d)
+        work.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(dest, new)
+        diff = init_maps.compact(new)
+        if diff is None:
+            shutil.rmtree(new)
+            return None
+        dest.rename(old)
+        new.rename(dest)
+        shutil.rmtree(old)
+    return diff

@@ -1,0 +1,136 @@
+"""A published fragment drops its attention maps at initialisation and gets them back on load.
+
+The independent fact: training computes the maps at initialisation itself, from the model it
+then trains (``val_attention_init`` of :func:`lstpe.training.train.train`'s artefacts). What a
+fragment gives back after dropping them must be those maps, and a change of the package's
+initialisation must be refused, not read.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+import torch
+
+from lstpe.experiments import campaign as cp
+from lstpe.experiments import campaign_run as cr
+from lstpe.experiments import fragments as fr
+from lstpe.experiments import init_maps as im
+from lstpe.experiments.runs import get_run
+from lstpe.store import results as res
+from lstpe.store.rundir import RunLock
+from lstpe.training.train import train
+from tests.test_campaign import tiny  # noqa: F401 (the fixture)
+
+KEYS = ["table2/2d-fixed/2235", "table2/learn-0.2/6312"]
+
+
+@pytest.fixture
+def published(tmp_path, tiny):  # noqa: F811
+    results = tmp_path / "results"
+    cr.run(5, results, device="cpu", units=KEYS, log=lambda m: None)
+    return results
+
+
+def _stored(results, key):
+    return torch.load(cp.find_unit(key).path(results) / "artifacts.pt", weights_only=False)
+
+
+def test_published_fragments_drop_the_maps_and_load_gives_trainings_own_back(published):
+    for key in KEYS:
+        unit = cp.find_unit(key)
+        stored = _stored(published, key)
+        assert im.KEY not in stored
+        assert stored[im.HEAD_KEY].shape == (1, im.HEAD, 1, 16, 16)  # TINY has 1 block
+        man = json.loads((unit.path(published) / "manifest.json").read_text())
+        assert man["init_maps"]["stored"] is False
+        assert man["init_maps"]["max_abs_diff"] == 0.0  # recomputed on the CPU that trained it
+        alone = train(unit.config(), progress=False)  # training's own maps at initialisation
+        got = fr.load_fragment(unit, published).artifacts[im.KEY]
+        assert torch.equal(got, alone.artifacts[im.KEY])
+    merged = get_run("table2", "preview", results_dir=published)  # one batched recomputation
+    for m, key in enumerate(KEYS):
+        one = fr.load_fragment(cp.find_unit(key), published).artifacts[im.KEY][0]
+        assert (merged.artifacts[im.KEY][m].float() - one.float()).abs().max() <= im.MAP_ATOL
+
+
+@pytest.mark.parametrize("what", ["pe", "maps"])
+def test_a_changed_initialisation_is_refused_naming_the_fragment(published, monkeypatch, what):
+    real = im.initial_maps
+
+    def changed(cfg, models=None):  # the PE by a hair, or the other weights: another seed
+        if what == "pe":
+            pe, maps = real(cfg, models)
+            return pe + 1e-6, maps
+        return real(cfg, [(spec, seed + 1) for spec, seed in models])
+
+    monkeypatch.setattr(im, "initial_maps", changed)
+    unit = cp.find_unit(KEYS[0])  # 2d-fixed: its PE does not depend on the seed
+    with pytest.raises(im.InitMismatch, match=str(unit.path(published))):
+        fr.load_fragment(unit, published)
+    with pytest.raises(im.InitMismatch):
+        get_run("table2", "preview", results_dir=published)
+
+
+def test_maps_this_code_does_not_recompute_stay_stored(tmp_path, tiny, monkeypatch):  # noqa: F811
+    unit = cp.find_unit(KEYS[0])
+    run = train(unit.config(), run_dir=tmp_path / "run", progress=False)
+    before = res.sha256_file(run.path / "artifacts.pt")
+    real = im.initial_maps
+    monkeypatch.setattr(im, "initial_maps", lambda cfg, models=None: (
+        real(cfg, models)[0], (real(cfg, models)[1].float() + 2 * im.MAP_ATOL).half()))
+    assert im.compact(run.path) is None
+    assert res.sha256_file(run.path / "artifacts.pt") == before
+    monkeypatch.setattr(im, "initial_maps", real)
+    assert im.compact(run.path) == 0.0
+    assert im.compact(run.path) is None  # nothing left to drop
+    back = res.load(run.path)
+    im.restore([back])
+    assert torch.equal(back.artifacts[im.KEY], run.artifacts[im.KEY])
+
+
+def test_every_stored_fragment_holds_its_maps_or_says_it_recomputes_them():
+    for u in fr.done_units():
+        rec = res.read_manifest(u.path(), verify=False).get("init_maps")
+        if rec is None:  # Table 4's and Tables 5-6's runs store no attention maps at all
+            config = res.read_manifest(u.path(), verify=False)["config"]
+            assert (im.KEY in _stored(None, u.key)) == config["save_attention"], u.key
+        else:
+            assert rec["stored"] is False and 0.0 <= rec["max_abs_diff"] <= im.MAP_ATOL, u.key
+
+
+def test_fragments_stored_before_are_compacted_in_place_and_read_the_same(tmp_path, tiny,  # noqa: F811
+                                                                          monkeypatch):
+    results = tmp_path / "results"
+    with monkeypatch.context() as m:  # published as before this change: maps kept
+        m.setattr(im, "compact", lambda run_dir: None)
+        cr.run(5, results, device="cpu", units=KEYS, log=lambda msg: None)
+    unit = cp.find_unit(KEYS[1])
+    before = fr.load_fragment(unit, results)
+    assert im.KEY in _stored(results, KEYS[1])
+    held, release = threading.Event(), threading.Event()
+
+    def claim():  # a campaign run's claim on the unit (another thread is refused like it)
+        with RunLock(cp._work(results) / "claims" / unit.slug):
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=claim)
+    t.start()
+    try:
+        assert held.wait(30)
+        with pytest.raises(res.RunLockedError):
+            fr.compact_stored(unit, results)
+    finally:
+        release.set()
+        t.join()
+    assert fr.compact_stored(unit, results) == 0.0
+    assert im.KEY not in _stored(results, KEYS[1])
+    after = fr.load_fragment(unit, results)
+    for key in (im.KEY, "val_attention", "pe_final", "val_logits"):
+        assert torch.equal(after.artifacts[key], before.artifacts[key])
+    assert after.history.equals(before.history)
+    assert fr.compact_stored(unit, results) is None  # nothing left to drop
+    assert sorted(p.name for p in (cp._work(results) / "staging").iterdir()) == []
