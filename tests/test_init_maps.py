@@ -134,3 +134,14 @@ def test_fragments_stored_before_are_compacted_in_place_and_read_the_same(tmp_pa
     assert after.history.equals(before.history)
     assert fr.compact_stored(unit, results) is None  # nothing left to drop
     assert sorted(p.name for p in (cp._work(results) / "staging").iterdir()) == []
+
+
+def test_a_stored_whole_run_gets_its_maps_back_too():
+    """The 12-epoch CPU-scale Table 2 (15 models) dropped its maps like a fragment."""
+    run = get_run("table2", "cpu", require_stored=True, epochs=12)
+    assert run.config["epochs"] == 12 and run.manifest["init_maps"]["stored"] is False
+    maps, head = run.artifacts[im.KEY], run.artifacts[im.HEAD_KEY]
+    assert maps.shape == (15, 108, 4, 16, 16) and maps.dtype == torch.float16
+    assert (maps[:, :im.HEAD].float() - head.float()).abs().max() <= im.MAP_ATOL
+    rows = maps.float().sum(-1)  # attention rows are distributions
+    assert (rows - 1).abs().max() < 1e-2

@@ -49,6 +49,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from lstpe.experiments import init_maps
 from lstpe.experiments.registry import BRAIN_RUN, REGISTRY, run_config
 from lstpe.store import results as res
 from lstpe.store.storage import dotted_get
@@ -231,6 +232,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
                 print(f"the stored run {run.path} does not fit what was asked "
                       f"({'; '.join(mine)}); not used", flush=True)
             continue
+        init_maps.restore([run])  # its attention maps at initialisation, if it dropped them
         run.name = name
         return run
     return None
