@@ -27,6 +27,15 @@ from tests.test_campaign import tiny  # noqa: F401 (the fixture)
 KEYS = ["table2/2d-fixed/2235", "table2/learn-0.2/6312"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_memo():
+    """Each test recomputes: the memo of maps already checked starts empty (identical tiny
+    fragments of two tests have the same artefact file)."""
+    im._MEMO.clear()
+    yield
+    im._MEMO.clear()
+
+
 @pytest.fixture
 def published(tmp_path, tiny):  # noqa: F811
     results = tmp_path / "results"
@@ -38,7 +47,8 @@ def _stored(results, key):
     return torch.load(cp.find_unit(key).path(results) / "artifacts.pt", weights_only=False)
 
 
-def test_published_fragments_drop_the_maps_and_load_gives_trainings_own_back(published):
+def test_published_fragments_drop_the_maps_and_load_gives_trainings_own_back(published,
+                                                                              monkeypatch):
     for key in KEYS:
         unit = cp.find_unit(key)
         stored = _stored(published, key)
@@ -50,7 +60,15 @@ def test_published_fragments_drop_the_maps_and_load_gives_trainings_own_back(pub
         alone = train(unit.config(), progress=False)  # training's own maps at initialisation
         got = fr.load_fragment(unit, published).artifacts[im.KEY]
         assert torch.equal(got, alone.artifacts[im.KEY])
+    calls = []
+    real = im.initial_maps
+    monkeypatch.setattr(im, "initial_maps", lambda cfg, models=None: calls.append(
+        len(models or [])) or real(cfg, models))
+    im._MEMO.clear()
     merged = get_run("table2", "preview", results_dir=published)  # one batched recomputation
+    assert calls == [2]
+    assert get_run("table2", "preview", results_dir=published).artifacts[im.KEY].shape[0] == 2
+    assert calls == [2]  # asked again in the same process: not recomputed
     for m, key in enumerate(KEYS):
         one = fr.load_fragment(cp.find_unit(key), published).artifacts[im.KEY][0]
         assert (merged.artifacts[im.KEY][m].float() - one.float()).abs().max() <= im.MAP_ATOL
