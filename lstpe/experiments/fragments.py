@@ -365,7 +365,8 @@ def compact_stored(unit: Unit, results_dir: str | Path | None = None) -> float |
         lstpe.store.results.RunLockedError: the unit is claimed by a campaign run.
     """
     dest = unit.path(results_dir)
-    load_fragment(unit, results_dir, restore=False)  # verified, and of its recipe
+    if init_maps.KEY not in load_fragment(unit, results_dir, restore=False).artifacts:
+        return None  # verified, of its recipe, and nothing to drop
     work = _work(results_dir) / "staging"
     new, old = work / f"compact-{unit.slug}", work / f"compacted-{unit.slug}"
     with RunLock(_work(results_dir) / "claims" / unit.slug):
