@@ -99,11 +99,11 @@ def test_maps_this_code_does_not_recompute_stay_stored(tmp_path, tiny, monkeypat
     real = im.initial_maps
     monkeypatch.setattr(im, "initial_maps", lambda cfg, models=None: (
         real(cfg, models)[0], (real(cfg, models)[1].float() + 2 * im.MAP_ATOL).half()))
-    assert im.compact(run.path) is None
+    assert im.drop_maps(run.path) is None
     assert res.sha256_file(run.path / "artifacts.pt") == before
     monkeypatch.setattr(im, "initial_maps", real)
-    assert im.compact(run.path) == 0.0
-    assert im.compact(run.path) is None  # nothing left to drop
+    assert im.drop_maps(run.path) == 0.0
+    assert im.drop_maps(run.path) is None  # nothing left to drop
     back = res.load(run.path)
     im.restore([back])
     assert torch.equal(back.artifacts[im.KEY], run.artifacts[im.KEY])
@@ -123,7 +123,7 @@ def test_fragments_stored_before_are_compacted_in_place_and_read_the_same(tmp_pa
                                                                           monkeypatch):
     results = tmp_path / "results"
     with monkeypatch.context() as m:  # published as before this change: maps kept
-        m.setattr(im, "compact", lambda run_dir: None)
+        m.setattr(im, "drop_maps", lambda run_dir: None)
         cr.run(5, results, device="cpu", units=KEYS, log=lambda msg: None)
     unit = cp.find_unit(KEYS[1])
     before = fr.load_fragment(unit, results)

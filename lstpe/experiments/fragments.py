@@ -336,7 +336,7 @@ def publish(stage: Path, unit: Unit, results_dir: str | Path | None = None) -> P
         FileExistsError: the fragment is already stored (the staging folder is kept).
         DamagedFileError: the staged files fail verification.
     """
-    init_maps.compact(stage)  # drops the maps at initialisation if this code recomputes them
+    init_maps.drop_maps(stage)  # drops the maps at initialisation if this code recomputes them
     res.load(stage)  # verify every file against the manifest before publishing
     (stage / ".lock").unlink(missing_ok=True)
     dest = unit.path(results_dir)
@@ -350,7 +350,7 @@ def publish(stage: Path, unit: Unit, results_dir: str | Path | None = None) -> P
 
 def compact_stored(unit: Unit, results_dir: str | Path | None = None) -> float | None:
     """Drop a stored fragment's attention maps at initialisation if this code recomputes them
-    (:func:`lstpe.experiments.init_maps.compact`), for fragments published before
+    (:func:`lstpe.experiments.init_maps.drop_maps`), for fragments published before
     :func:`publish` did so.
 
     The fragment is compacted in a copy under the campaign's staging folder, then swapped in
@@ -375,7 +375,7 @@ def compact_stored(unit: Unit, results_dir: str | Path | None = None) -> float |
                 shutil.rmtree(d)
         work.mkdir(parents=True, exist_ok=True)
         shutil.copytree(dest, new)
-        diff = init_maps.compact(new)
+        diff = init_maps.drop_maps(new)
         if diff is None:
             shutil.rmtree(new)
             return None

@@ -5,11 +5,11 @@ Before its first step a model is a function of its PE, its seed and the model's 
 its validation attention maps at initialisation (``val_attention_init``, (1, 108, L, 16, 16)
 float16: about 170 kB of a fragment's 450 kB once compressed) need not travel with every clone.
 
-* :func:`compact` (run by :func:`lstpe.experiments.fragments.publish` before a fragment is put in
+* :func:`drop_maps` (run by :func:`lstpe.experiments.fragments.publish` before a fragment is put in
   place, and once over the fragments stored before) recomputes the maps from the fragment's own
   config; only if they agree with the stored ones within :data:`MAP_ATOL` (the float16 rounding
-  of the same maps computed on another CPU: 0 on the same CPU, 2.4e-4 at most between the
-  CPUs that trained the stored fragments) does it drop them. It keeps two witnesses:
+  of the same maps computed on another CPU: 0 on the same kind of CPU, 4.9e-4 at most between
+  the CPUs that trained the stored fragments) does it drop them. It keeps two witnesses:
   ``pe_init`` (the PE at initialisation, compared exactly) and ``val_attention_init_head``
   ((M, 4, L, 16, 16) float16, the maps of the first :data:`HEAD` puzzles: those of two seeds
   of the paper's model differ there by 0.10 or more). Maps that do not agree (e.g.
@@ -85,7 +85,7 @@ def _pe_differs(stored: torch.Tensor, pe: torch.Tensor) -> bool:
     return tuple(stored.shape) != tuple(pe.shape) or not torch.equal(stored.float(), pe)
 
 
-def compact(run_dir: str | Path) -> float | None:
+def drop_maps(run_dir: str | Path) -> float | None:
     """Drop a saved run's ``val_attention_init`` if this code recomputes it (module docstring).
 
     The artefacts and the manifest are written again (atomically each, the manifest last and
@@ -124,9 +124,10 @@ def compact(run_dir: str | Path) -> float | None:
 
 
 def restore(runs: Sequence[res.Run], batch: int = 32) -> None:
-    """Put back the ``val_attention_init`` the fragments among ``runs`` dropped, recomputed
-    (``batch`` models at a time, one batched model per config) and checked, in place. Maps
-    once checked are reused for the rest of the process (keyed by the artefact file's SHA-256).
+    """Put back the ``val_attention_init`` the runs among ``runs`` dropped (fragments, or a
+    stored whole run), recomputed (``batch`` models at a time, one batched model per config)
+    and checked, in place. Maps once checked are reused for the rest of the process (keyed by
+    the artefact file's SHA-256).
 
     Raises:
         InitMismatch: a recomputed PE differs from its ``pe_init``, or the maps of the first
@@ -137,7 +138,7 @@ def restore(runs: Sequence[res.Run], batch: int = 32) -> None:
     for r in runs:
         if not r.artifacts or KEY in r.artifacts or HEAD_KEY not in r.artifacts:
             continue
-        done = _MEMO.get(_sha(r))
+        done = _MEMO.get(_sha(r) or "")
         if done is not None:
             r.artifacts[KEY] = done
         else:
@@ -165,8 +166,9 @@ _MEMO: dict[str, torch.Tensor] = {}
 they were checked against (a chapter asks for Table 2 more than once)."""
 
 
-def _sha(run: res.Run) -> str:
-    return str(((run.manifest.get("files") or {}).get("artifacts.pt") or {}).get("sha256"))
+def _sha(run: res.Run) -> str | None:
+    """The SHA-256 of the run's artefact file as its manifest records it (verified on load)."""
+    return ((run.manifest.get("files") or {}).get("artifacts.pt") or {}).get("sha256")
 
 
 def _check(run: res.Run, pe: torch.Tensor, maps: torch.Tensor) -> None:
@@ -183,5 +185,6 @@ def _check(run: res.Run, pe: torch.Tensor, maps: torch.Tensor) -> None:
                            f"{gap:.3g} > {MAP_ATOL}); "
                            "restore lstpe's initialisation (git log lstpe/nn)")
     arts[KEY] = maps
-    if run.path is not None and _sha(run) != "None":
-        _MEMO[_sha(run)] = maps
+    sha = _sha(run)
+    if sha:
+        _MEMO[sha] = maps
