@@ -22,18 +22,18 @@ float16: about 170 kB of a fragment's 450 kB once compressed) need not travel wi
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
+from lstpe.lst import validation_split
 from lstpe.nn.encodings import PESpec
 from lstpe.nn.model import BatchedLSTTransformer
 from lstpe.store import results as res
 from lstpe.store.storage import utc_now
-from lstpe.training.config import TrainConfig, load_data
+from lstpe.training.config import TrainConfig
 from lstpe.training.task import predict
 
 KEY, HEAD_KEY = "val_attention_init", "val_attention_init_head"
@@ -55,17 +55,10 @@ def config_of(manifest: dict) -> TrainConfig:
     return TrainConfig(**{k: v for k, v in (manifest.get("config") or {}).items() if k in known})
 
 
-@functools.lru_cache(maxsize=4)
-def _val_x(data: str, seed: int, n_train: int | None, rule: str) -> torch.Tensor:
-    from lstpe import lst
-
-    return lst.load_split(data, seed=seed, n_train=n_train, rule=rule)["val"].x
-
-
 def initial_maps(cfg: TrainConfig, models: Sequence[tuple[PESpec, int]] | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The PEs and validation attention maps of ``cfg``'s models (or of ``models``, (PE,
-    seed) pairs of ``cfg``'s shape and data) before training, computed on the CPU in float32
+    seed) pairs of ``cfg``'s shape) before training, computed on the CPU in float32
     as training computes them.
 
     Returns:
@@ -74,10 +67,8 @@ def initial_maps(cfg: TrainConfig, models: Sequence[tuple[PESpec, int]] | None =
     if models is None:
         models = [(sp, sd) for sp in cfg.specs for sd in cfg.seeds]
     model = BatchedLSTTransformer([m[0] for m in models], [m[1] for m in models], cfg.model)
-    x = _val_x(cfg.data, cfg.split_seed, cfg.n_train, cfg.split) if cfg.data == "paper" \
-        else load_data(cfg)["val"].x
-    with torch.no_grad():
-        _, maps = predict(model, x, return_attention=True)
+    with torch.no_grad():  # every split's val is the 108 human puzzles
+        _, maps = predict(model, validation_split().x, return_attention=True)
     return model.pe().detach().cpu(), maps.to(torch.float16).cpu()
 
 
@@ -143,19 +134,18 @@ def restore(runs: Sequence[res.Run], batch: int = 32) -> None:
             r.artifacts[KEY] = done
         else:
             todo.append(r)
-    groups: dict[str, list[res.Run]] = {}
-    for r in todo:  # models of one shape and data go in one batched model
+    groups: dict[str, list[tuple[res.Run, TrainConfig]]] = {}
+    for r in todo:  # models of one shape go in one batched model
         cfg = config_of(r.manifest)
         key = json.dumps({**cfg.to_dict(), "pes": None, "seeds": None}, sort_keys=True)
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(key, []).append((r, cfg))
     for group in groups.values():
         for i in range(0, len(group), batch):
             part = group[i:i + batch]
-            cfgs = [config_of(r.manifest) for r in part]
-            pe, maps = initial_maps(cfgs[0], [(s, sd) for c in cfgs
-                                              for s in c.specs for sd in c.seeds])
+            pe, maps = initial_maps(part[0][1], [(s, sd) for _, c in part
+                                                 for s in c.specs for sd in c.seeds])
             at = 0
-            for r, c in zip(part, cfgs, strict=True):
+            for r, c in part:
                 n = len(c.specs) * len(c.seeds)
                 _check(r, pe[at:at + n], maps[at:at + n])
                 at += n
