@@ -132,6 +132,15 @@ def find_results(start: Path | None = None) -> tuple[Path, str]:
     return Path("results"), "none"
 
 
+def cache_dir() -> Path:
+    """Where this package keeps what it can compute again: ``$LSTPE_CACHE``, else
+    ``~/.cache/lstpe``. Runs trained for a chapter (:mod:`lstpe.experiments.runs`, keyed by
+    their config and code) and the attention maps at initialisation recomputed for stored
+    fragments (:mod:`lstpe.experiments.init_maps`, keyed by the fragment's artefact file) live
+    there; deleting the folder loses nothing but time."""
+    return Path(os.environ.get("LSTPE_CACHE") or Path.home() / ".cache" / "lstpe")
+
+
 def default_results_dir() -> Path:
     """The results folder of :func:`find_results`: ``$LSTPE_RESULTS``, else the repository's
     ``results/`` (above the current folder, then the installed package's), else a clone's

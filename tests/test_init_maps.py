@@ -9,6 +9,7 @@ initialisation must be refused, not read.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 
 import pytest
@@ -19,6 +20,7 @@ from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import init_maps as im
 from lstpe.experiments.runs import get_run
+from lstpe.runtime import cache_dir
 from lstpe.store import results as res
 from lstpe.store.rundir import RunLock
 from lstpe.training.train import train
@@ -28,12 +30,19 @@ KEYS = ["table2/2d-fixed/2235", "table2/learn-0.2/6312"]
 
 
 @pytest.fixture(autouse=True)
-def _fresh_memo():
-    """Each test recomputes: the memo of maps already checked starts empty (identical tiny
-    fragments of two tests have the same artefact file)."""
+def _fresh_memo(tmp_path, monkeypatch):
+    """Each test recomputes: the memo of maps already checked and the cache folder start empty
+    (identical tiny fragments of two tests have the same artefact file)."""
+    monkeypatch.setenv("LSTPE_CACHE", str(tmp_path / "cache"))
     im._MEMO.clear()
     yield
     im._MEMO.clear()
+
+
+def _forget() -> None:
+    """Forget every map checked so far: in this process and in the cache folder."""
+    im._MEMO.clear()
+    shutil.rmtree(cache_dir() / im.CACHE, ignore_errors=True)
 
 
 @pytest.fixture
@@ -64,7 +73,7 @@ def test_published_fragments_drop_the_maps_and_load_gives_trainings_own_back(pub
     real = im.initial_maps
     monkeypatch.setattr(im, "initial_maps", lambda cfg, models=None: calls.append(
         len(models or [])) or real(cfg, models))
-    im._MEMO.clear()
+    _forget()
     merged = get_run("table2", "preview", results_dir=published)  # one batched recomputation
     assert calls == [2]
     assert get_run("table2", "preview", results_dir=published).artifacts[im.KEY].shape[0] == 2
@@ -163,3 +172,38 @@ def test_a_stored_whole_run_gets_its_maps_back_too():
     assert (maps[:, :im.HEAD].float() - head.float()).abs().max() <= im.MAP_ATOL
     rows = maps.float().sum(-1)  # attention rows are distributions
     assert (rows - 1).abs().max() < 1e-2
+
+
+def test_a_second_kernel_reads_the_checked_maps_from_the_cache_and_never_a_wrong_file(
+        published, tmp_path, monkeypatch):
+    unit = cp.find_unit(KEYS[1])
+    first = fr.load_fragment(unit, published).artifacts[im.KEY]
+    sha = res.read_manifest(unit.path(published))["files"]["artifacts.pt"]["sha256"]
+    cached = tmp_path / "cache" / im.CACHE / f"{sha}.pt"
+    assert torch.equal(torch.load(cached, weights_only=True), first)
+    assert cached.stat().st_size < 2 * first.numel() * 2  # its own maps, not the whole batch's
+    calls = []
+    real = im.initial_maps
+    monkeypatch.setattr(im, "initial_maps", lambda cfg, models=None: calls.append(1) or real(
+        cfg, models))
+    im._MEMO.clear()  # a new kernel: the maps come from the cache, not from a model
+    assert torch.equal(fr.load_fragment(unit, published).artifacts[im.KEY], first)
+    assert calls == []
+    wrong = {"other maps": (first.float() + 2 * im.MAP_ATOL).half(),  # fails the witness
+             "other shape": first[:, :-1].clone(), "float32": first.float(),
+             "not a tensor": {"maps": first}}
+    for what, content in [*wrong.items(), ("damaged", None)]:
+        if content is None:
+            cached.write_bytes(b"not a torch file")
+        else:
+            torch.save(content, cached)
+        im._MEMO.clear()
+        got = fr.load_fragment(unit, published).artifacts[im.KEY]
+        assert torch.equal(got, first), what
+        assert len(calls) == 1, what  # recomputed ...
+        assert torch.equal(torch.load(cached, weights_only=True), first), what  # ... rewritten
+        calls.clear()
+    monkeypatch.setenv("LSTPE_CACHE", str(cached))  # a file: no cache, the maps all the same
+    im._MEMO.clear()
+    assert torch.equal(fr.load_fragment(unit, published).artifacts[im.KEY], first)
+    assert calls == [1]

@@ -17,6 +17,11 @@ float16: about 170 kB of a fragment's 450 kB once compressed) need not travel wi
 * :func:`restore` (run by :func:`lstpe.experiments.fragments.load_fragment`) recomputes the maps
   of a fragment that has dropped them and checks both witnesses, so a change of this package's
   initialisation cannot pass unnoticed: it raises :class:`InitMismatch` naming the fragment.
+  Maps once checked are kept for the rest of the process and on disk, under
+  ``<cache>/init_maps/<sha256 of the artefact file>.pt`` (:func:`lstpe.runtime.cache_dir`), so
+  the next kernel (another chapter, the book build) reads them instead of recomputing them;
+  a cached file is used only if its shape fits the fragment and its first puzzles' maps agree
+  with the fragment's witness, else it is recomputed and written again.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -31,6 +37,7 @@ import torch
 from lstpe.lst import validation_split
 from lstpe.nn.encodings import PESpec
 from lstpe.nn.model import BatchedLSTTransformer
+from lstpe.runtime import cache_dir
 from lstpe.store import results as res
 from lstpe.store.storage import utc_now
 from lstpe.training.config import TrainConfig
@@ -117,8 +124,8 @@ def drop_maps(run_dir: str | Path) -> float | None:
 def restore(runs: Sequence[res.Run], batch: int = 32) -> None:
     """Put back the ``val_attention_init`` the runs among ``runs`` dropped (fragments, or a
     stored whole run), recomputed (``batch`` models at a time, one batched model per config)
-    and checked, in place. Maps once checked are reused for the rest of the process (keyed by
-    the artefact file's SHA-256).
+    and checked, in place. Maps once checked are reused (keyed by the artefact file's SHA-256):
+    for the rest of the process, and from the cache folder (module docstring).
 
     Raises:
         InitMismatch: a recomputed PE differs from its ``pe_init``, or the maps of the first
@@ -130,6 +137,8 @@ def restore(runs: Sequence[res.Run], batch: int = 32) -> None:
         if not r.artifacts or KEY in r.artifacts or HEAD_KEY not in r.artifacts:
             continue
         done = _MEMO.get(_sha(r) or "")
+        if done is None:
+            done = _from_disk(r)
         if done is not None:
             r.artifacts[KEY] = done
         else:
@@ -156,6 +165,52 @@ _MEMO: dict[str, torch.Tensor] = {}
 they were checked against (a chapter asks for Table 2 more than once)."""
 
 
+CACHE = "init_maps"
+"""The cache's subfolder for recomputed maps (:func:`lstpe.runtime.cache_dir`)."""
+
+
+def _cache_file(sha: str) -> Path:
+    return cache_dir() / CACHE / f"{sha}.pt"
+
+
+def _from_disk(run: res.Run) -> torch.Tensor | None:
+    """The cached maps of ``run``, if a file for its artefacts is cached and fits: float16, the
+    run's models and blocks, the 108 validation puzzles, and its first puzzles' maps within
+    :data:`MAP_ATOL` of the run's witness; else None (missing, unreadable or not fitting: the
+    maps are recomputed, and the file written again)."""
+    sha = _sha(run)
+    if not sha or not _cache_file(sha).is_file():
+        return None
+    try:
+        maps = torch.load(_cache_file(sha), map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 (a damaged cache file of any kind: recomputed)
+        return None
+    head = run.artifacts[HEAD_KEY]
+    if not (torch.is_tensor(maps) and maps.dtype == torch.float16 and maps.dim() == 5
+            and maps.shape[0] == head.shape[0] and maps.shape[2:] == head.shape[2:]
+            and maps.shape[1] == _n_val()):
+        return None
+    if float((maps[:, :HEAD].float() - head.float()).abs().max()) > MAP_ATOL:
+        return None
+    _MEMO[sha] = maps
+    return maps
+
+
+@lru_cache(maxsize=1)
+def _n_val() -> int:
+    return len(validation_split().x)
+
+
+def _to_disk(sha: str, maps: torch.Tensor) -> None:
+    """Cache ``maps`` (atomically; a cache folder that cannot be written is passed over)."""
+    try:
+        path = _cache_file(sha)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        res.save_torch(maps.clone(), path)  # a clone: not the storage of the whole batch
+    except (OSError, RuntimeError):
+        pass
+
+
 def _sha(run: res.Run) -> str | None:
     """The SHA-256 of the run's artefact file as its manifest records it (verified on load)."""
     return ((run.manifest.get("files") or {}).get("artifacts.pt") or {}).get("sha256")
@@ -178,3 +233,4 @@ def _check(run: res.Run, pe: torch.Tensor, maps: torch.Tensor) -> None:
     sha = _sha(run)
     if sha:
         _MEMO[sha] = maps
+        _to_disk(sha, maps)

@@ -28,7 +28,11 @@ unpacked pack; ``cpu/<name>/`` a run of the paper's model trained on a CPU):
    passed over with a message (the caller asked for another run). If it differs in anything
    else, it is refused with a :class:`StoredRunMismatch` naming the keys: the registry changed
    since it was trained, and its numbers would be shown as something they are not.
-3. a **cached** run of exactly this config and code (:func:`cache_dir`).
+3. a **cached** run of exactly this config and code (:func:`lstpe.runtime.cache_dir`): keyed by
+   its full configuration *and* a hash of the code and data training depends on
+   (:data:`TRAINING_SOURCES`), so a cached run is what training would produce now (training
+   on the CPU is deterministic); chapters that need the same run, and a second execution of
+   the book (nbmake, then the book build), train it once.
 4. otherwise the run is **trained** now (``live``) and saved: at ``paper`` or ``cpu`` scale,
    into :func:`full_run_dir` (``cpu/<name>``, ``paper-e<E>/<name>``) when the caller set
    nothing and no run is there (resumable from checkpoints), else into the cache. The folder
@@ -43,7 +47,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
@@ -51,6 +54,7 @@ from typing import Any
 
 from lstpe.experiments import init_maps
 from lstpe.experiments.registry import BRAIN_RUN, REGISTRY, run_config
+from lstpe.runtime import cache_dir
 from lstpe.store import results as res
 from lstpe.store.storage import dotted_get
 from lstpe.training.config import SCALES
@@ -70,17 +74,6 @@ chapter shows the PEs it asks for out of a run that has more)."""
 
 class StoredRunMismatch(ValueError):
     """A stored run whose config is not the registry's: refused, naming the keys."""
-
-
-def cache_dir() -> Path:
-    """Where trained runs are cached: ``$LSTPE_CACHE`` or ``~/.cache/lstpe``.
-
-    A run is keyed by its full configuration *and* a hash of the code and data training
-    depends on (:data:`TRAINING_SOURCES`), so a cached run is what training would produce now
-    (training on the CPU is deterministic). Chapters that need the same run, and a second
-    execution of the book (nbmake, then the book build), train it once.
-    """
-    return Path(os.environ.get("LSTPE_CACHE") or Path.home() / ".cache" / "lstpe")
 
 
 TRAINING_SOURCES = ("runtime.py", "lst/*.py", "nn/*.py", "store/*.py", "training/*.py",
