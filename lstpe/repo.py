@@ -21,6 +21,7 @@ command where the ``lstpe`` script is not installed)::
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import re
 import sys
@@ -112,6 +113,20 @@ def install_cell(nb_path: Path) -> str | None:
         return None
     src = "".join(code[0]["source"])
     return src if INSTALL_MARK in src else None
+
+
+def clone_command(cell: str, url: str, branch: str, home: str) -> str:
+    """The shell command an install cell (``cell``'s source) runs to clone the repository
+    (its ``clone = (...)`` expression) for ``url``, ``branch`` and the folder ``home``.
+
+    Raises:
+        ValueError: the cell assigns no ``clone`` command.
+    """
+    for node in ast.walk(ast.parse(cell)):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "clone":
+            code = compile(ast.Expression(node.value), "install cell", "eval")
+            return str(eval(code, {}, {"url": url, "branch": branch, "home": home}))
+    raise ValueError("the install cell assigns no clone command (clone = ...)")
 
 
 def check(root: Path) -> list[str]:

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import shutil
@@ -93,14 +92,6 @@ def test_the_install_cell_is_short_and_hidden_on_the_page() -> None:
         assert tags & {"remove-input", "hide-input", "remove-cell"}, nb.name
 
 
-def _clone_command(src: str) -> ast.expr:
-    """The ``clone = (...)`` expression of an install cell."""
-    for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "clone":
-            return node.value
-    raise AssertionError("the install cell assigns no clone command")
-
-
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_the_install_cell_clones_the_stored_runs_without_the_resume_state(tmp_path: Path) -> None:
     """Every chapter has the same install cell, and its clone command, run against a local
@@ -122,8 +113,7 @@ def test_the_install_cell_clones_the_stored_runs_without_the_resume_state(tmp_pa
     for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "x"],
                 ["config", "uploadpack.allowFilter", "true"]):
         subprocess.run([*git, "-C", str(origin), *cmd], check=True)
-    env = {"url": f"file://{origin}", "branch": "main", "home": str(home)}
-    command = eval(compile(ast.Expression(_clone_command(src)), "cell", "eval"), {}, env)
+    command = repo.clone_command(src, f"file://{origin}", "main", str(home))
     subprocess.run(command, shell=True, check=True, cwd=tmp_path)
     assert (home / "lstpe/__init__.py").exists()
     assert (home / "results/long/table2/x/e0200/manifest.json").exists()
