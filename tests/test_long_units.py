@@ -45,6 +45,35 @@ def test_snapshot_schedule():
     assert att == [0, 1, 3, 10, 30, *range(100, 1001, 100)]
 
 
+def test_a_chunk_resumed_under_the_sparse_schedule_publishes_what_it_took_then_thins(
+        short, tmp_path):
+    """As the mechanism, paused under the dense schedule and resumed under the sparse one: the
+    segments published before stay, the snapshot its checkpoint held (epoch 3) is published,
+    then only the sparse schedule's (the PE at segment ends); the chain joins."""
+    assert train(3, tmp_path)
+    sparse = lu.LongChunk("t", UNITS, 6, 2, "test", "sparse")
+    assert lt.train_chunk(sparse, time.monotonic() + 600, tmp_path, log=lambda m: None, **TINY)
+    for u in UNITS:
+        whole = lu.load_long(u, tmp_path)
+        assert whole["epoch"] == 6
+        assert whole["pe_epochs"] == [0, 1, 2, 3, 4, 6]  # dense: 0, 1, 2, 3, 5
+        assert whole["attention_epochs"] == [0, 1, 3]
+        assert whole["pe"].shape[0] == 6 and whole["val_attention"].shape[0] == 3
+
+
+def test_the_mechanisms_last_leg_keeps_a_shallow_clone_small():
+    """Its 1183 epochs from the checkpoint at 2817 to 4000 publish about 2 MB of snapshots for
+    its 3 models (dense, they would be 11 MB: a shallow clone past the issue's 100 MB)."""
+    leg = lu.find_chunk("mechanism", 4000)
+    pe_at, att_at = (lu.sparse_snapshot_epochs if leg.snapshots == "sparse"
+                     else lu.snapshot_epochs)()
+    pes = [e for e in pe_at if 2817 < e <= 4000]
+    atts = [e for e in att_at if 2817 < e <= 4000 and e in pe_at]
+    assert pes == list(range(3000, 4001, 200)) and atts == [3000, 4000]
+    per_pe, per_maps = 4 * 16 * 160 * 4, 108 * 4 * 16 * 16 * 2  # float32 PE, float16 maps
+    assert len(leg.units) * (len(pes) * per_pe + len(atts) * per_maps) < 2.2e6
+
+
 def test_segments_join_into_the_whole_run(short, tmp_path):
     assert train(6, tmp_path)
     for u in UNITS:

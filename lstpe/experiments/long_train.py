@@ -71,6 +71,7 @@ class SegmentWriter:
         self.pe_at = [set(a[0]) for a in at]  # each unit's snapshot epochs (own)
         self.att_at = [set(a[1]) & set(a[0]) for a in at]  # taken with a PE snapshot only
         self.snaps: dict[int, dict[str, torch.Tensor]] = {}  # loop epoch -> (M, ...) each
+        self.held: set[int] = set()  # loop epochs of the snapshots the checkpoint held
         self.t_last = [time.perf_counter()] * n  # each unit's clock, since its last segment
         self.timed_from: list[int | None] = [None] * n  # own epoch each clock starts at
         self.epoch = 0  # the last loop epoch seen
@@ -119,6 +120,7 @@ class SegmentWriter:
         # resumes on a CPU and the other way round, and its snapshots are stacked together
         self.snaps = {e: {k: v.cpu() for k, v in s.items()}
                       for e, s in state.get("snaps", {}).items()}
+        self.held = set(self.snaps)
         self.published = {k: dict(v) for k, v in (state.get("published") or {}).items()}
         per = state.get("unit_processes")
         self.earlier = [[dict(p) for p in (per[i] if per is not None else
@@ -180,14 +182,17 @@ class SegmentWriter:
     def snapshots_of(self, i: int, lo: int, epoch: int, key: str, at: set[int]
                   ) -> dict[int, torch.Tensor]:
         """Unit ``i``'s snapshots ``key`` in its segment (``lo``, ``epoch``] (and at 0 in
-        the first), by own epoch: carried in, then taken here."""
-        def inside(e: int) -> bool:
-            return e in at and (lo < e <= epoch or (lo == 0 and e == 0))
+        the first), by own epoch: carried in, then taken here. Those at epochs of its schedule
+        ``at``, and every one taken before this process resumed the chunk (carried in, or held
+        in the checkpoint): a chunk resumed under another schedule publishes what it took."""
+        def inside(e: int, taken: bool = False) -> bool:
+            return (taken or e in at) and (lo < e <= epoch or (lo == 0 and e == 0))
 
         out = {e: s[key] for e, s in (self.carried.get(i) or {}).get("snaps", {}).items()
-               if key in s and inside(e)}
+               if key in s and inside(e, True)}
         for e, s in self.snaps.items():
-            if key in s and (e > 0 or self.offsets[i] == 0) and inside(self.own(i, e)):
+            if key in s and (e > 0 or self.offsets[i] == 0) and \
+                    inside(self.own(i, e), e in self.held):
                 out[self.own(i, e)] = s[key][i]
         return dict(sorted(out.items()))
 

@@ -14,8 +14,9 @@ Every :data:`SEGMENT` epochs each unit publishes a **segment**, an ordinary veri
 
 ``artifacts.pt`` holds the unit's PE snapshots (``pe``: (k, blocks, 16, d) at ``pe_epochs``) and
 validation attention maps (``val_attention``: (k', 108, blocks, 16, 16) float16 at
-``attention_epochs``) of the segment's epochs (:func:`snapshot_epochs`, dense early, then every
-50 epochs; attention every 100). Each segment's manifest names the previous segment's
+``attention_epochs``) of the segment's epochs: :func:`snapshot_epochs` (dense) to the
+mechanism's epoch 2800, then :func:`sparse_snapshot_epochs` for every leg, so that a shallow
+clone stays small. Each segment's manifest names the previous segment's
 manifest checksum, so :func:`load_long` checks the chain when it joins them.
 
 **Resume state across machines.** The chunk's checkpoint (weights and Adam moments of every
@@ -101,8 +102,8 @@ class LongChunk:
     item: int
     reason: str
     snapshots: str = "dense"
-    """``dense``: :func:`snapshot_epochs`; ``sparse``: :func:`sparse_snapshot_epochs` (a lease
-    of many units, whose segments must come back in a few MiB)."""
+    """``dense``: :func:`snapshot_epochs`; ``sparse``: :func:`sparse_snapshot_epochs`, from the
+    epoch the chunk resumes at (what a checkpoint holds is published as taken)."""
 
     @property
     def key(self) -> str:
@@ -145,7 +146,7 @@ def _long_plan() -> tuple[LongChunk, ...]:
             LongChunk("weight-decay", (LongUnit("tables56", "learn-0.2", 2235),
                                        LongUnit("tables56", "learn-2", 2235)), 1000, 5,
                       "AdamW's decay shrinks the init to 0.53 of its size by epoch 1000"),
-            LongChunk("mechanism", _mech(), 4000, 6, "the paper's length")]
+            LongChunk("mechanism", _mech(), 4000, 6, "the paper's length", "sparse")]
     t1 = "Table 1 at its own length: its PEs are still training at epoch 200"
     for seed in s13:  # table1-2235 and -6312 hold the six others (stored); then the two more
         both = seed in PAPER_SEEDS[:2]
@@ -243,11 +244,15 @@ def snapshot_epochs(upto: int | None = None) -> tuple[list[int], list[int]]:
     return pe, att
 
 
+SPARSE_ATTENTION_EVERY = 1000
+"""A ``sparse`` chunk's attention maps: every this many epochs (taken with a PE snapshot)."""
+
+
 def sparse_snapshot_epochs(upto: int | None = None) -> tuple[list[int], list[int]]:
     """(PE epochs, attention epochs) of a ``sparse`` chunk: the PE at 0 and at every segment's
-    end, the attention maps at 0 and every 500 epochs."""
+    end, the attention maps at 0 and every :data:`SPARSE_ATTENTION_EVERY` epochs."""
     upto = LONG_EPOCHS if upto is None else upto
-    return list(range(0, upto + 1, SEGMENT)), list(range(0, upto + 1, 500))
+    return list(range(0, upto + 1, SEGMENT)), list(range(0, upto + 1, SPARSE_ATTENTION_EVERY))
 
 
 def segments(unit: LongUnit, results_dir: str | Path | None = None) -> list[Path]:
