@@ -1,4 +1,4 @@
-"""Where the package runs: the device, the repository root and the results folder.
+"""Where the package runs: the device, the repository root, the results folder and the cache.
 
 The bottom of the package: every other module may import from here, this one from none.
 """
