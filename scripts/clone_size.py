@@ -18,10 +18,7 @@ import tempfile
 from pathlib import Path
 
 from lstpe import repo
-
-
-def _bytes(folder: Path) -> int:
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+from lstpe.training.compiled import folder_bytes
 
 
 def _run(cmd: str | list[str], **kw) -> None:
@@ -55,8 +52,8 @@ def main() -> None:
         _run(repo.clone_command(cell, f"file://{srv}", branch, str(colab)), shell=True,
              cwd=tmp)
         sizes = {"plain shallow clone (git clone --depth 1), .git/objects/pack":
-                 _bytes(plain / ".git" / "objects" / "pack"),
-                 "the chapters' clone (install cell), .git": _bytes(colab / ".git")}
+                 folder_bytes(plain / ".git" / "objects" / "pack"),
+                 "the chapters' clone (install cell), .git": folder_bytes(colab / ".git")}
     print(f"{branch} at {commit}:")
     for what, n in sizes.items():
         print(f"  {what}: {n / 1e6:.1f} MB ({n / 2**20:.1f} MiB)")

@@ -185,12 +185,10 @@ def _from_disk(run: res.Run) -> torch.Tensor | None:
         maps = torch.load(_cache_file(sha), map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 (a damaged cache file of any kind: recomputed)
         return None
-    head = run.artifacts[HEAD_KEY]
     if not (torch.is_tensor(maps) and maps.dtype == torch.float16 and maps.dim() == 5
-            and maps.shape[0] == head.shape[0] and maps.shape[2:] == head.shape[2:]
             and maps.shape[1] == _n_val()):
         return None
-    if float((maps[:, :HEAD].float() - head.float()).abs().max()) > MAP_ATOL:
+    if _witness_gap(run, maps) > MAP_ATOL:  # also inf for other models or blocks
         return None
     _MEMO[sha] = maps
     return maps
@@ -216,14 +214,20 @@ def _sha(run: res.Run) -> str | None:
     return ((run.manifest.get("files") or {}).get("artifacts.pt") or {}).get("sha256")
 
 
+def _witness_gap(run: res.Run, maps: torch.Tensor) -> float:
+    """Largest |difference| between ``maps`` of the first :data:`HEAD` puzzles and the run's
+    stored witness of them (inf where their shapes differ)."""
+    head, kept = maps[:, :HEAD].float(), run.artifacts[HEAD_KEY].float()
+    return float((head - kept).abs().max()) if head.shape == kept.shape else float("inf")
+
+
 def _check(run: res.Run, pe: torch.Tensor, maps: torch.Tensor) -> None:
     arts, where = run.artifacts, f"the fragment {run.path}"
     if _pe_differs(arts["pe_init"], pe):
         raise InitMismatch(f"{where}: this code's initial PE differs from the stored pe_init, "
                            "so its attention maps at initialisation cannot be recomputed; "
                            "restore lstpe's initialisation (git log lstpe/nn)")
-    head, kept = maps[:, :HEAD].float(), arts[HEAD_KEY].float()
-    gap = float((head - kept).abs().max()) if head.shape == kept.shape else float("inf")
+    gap = _witness_gap(run, maps)
     if gap > MAP_ATOL:
         raise InitMismatch(f"{where}: the attention maps this code computes at initialisation "
                            f"differ from the stored ones of the first {HEAD} puzzles (by "
