@@ -55,10 +55,17 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
     ``state``: ``done`` (fragment stored, and verified when ``verify``), ``damaged`` (it fails
     verification: the ``error`` column says why), ``claimed`` (a live process trains it),
     ``paused`` (a checkpoint waits for it: ``at_epoch``, :func:`paused_epoch`), ``todo``.
+
+    Verifying checks what a chapter checks before it reads a fragment: its files, its recipe,
+    its history, and the witnesses of its maps at initialisation against this code's
+    initialisation (:func:`lstpe.experiments.init_maps.witness_errors`: the PE and the maps of
+    the first puzzles, recomputed in one batched model per shape), so a unit the chapters
+    refuse is never counted done.
     """
     from lstpe.store.rundir import RunLock
 
     rows = []
+    loaded: list[tuple[dict[str, Any], res.Run]] = []  # verified fragments, for the witnesses
     work = _work(results_dir)
     paused = paused_units(results_dir)
     at: dict[Path, tuple[int, int]] = {}  # one checkpoint read per paused chunk
@@ -85,6 +92,8 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                            commit=_commits(man),
                            epochs=man["config"].get("epochs"), measured="probe" in camp,
                            threads=unit_threads(man))
+                if verify:
+                    loaded.append((row, f))
             except (ValueError, OSError, TypeError, ArithmeticError) as e:
                 row.update(state="damaged", error=brief(str(e)))
             if row["error"] and row["state"] == "done":  # never in the rate or the hours
@@ -115,7 +124,18 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                     at[chunk] = paused_epoch(chunk)
                 row["at_epoch"], row["epochs"] = at[chunk]
         rows.append(row)
+    _refuse_witnesses(loaded)
     return pd.DataFrame(rows)
+
+
+def _refuse_witnesses(loaded: list[tuple[dict[str, Any], res.Run]]) -> None:
+    """Mark ``damaged`` (in place) the rows whose fragment a chapter would refuse for its
+    maps at initialisation (:func:`lstpe.experiments.init_maps.witness_errors`)."""
+    from lstpe.experiments import init_maps
+
+    row_of = {id(f): row for row, f in loaded}
+    for f, e in init_maps.witness_errors([f for _, f in loaded]):
+        row_of[id(f)].update(state="damaged", seconds=0.0, error=brief(str(e)))
 
 
 def check_long_root(results_dir: str | Path | None = None) -> None:

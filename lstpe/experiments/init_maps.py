@@ -18,17 +18,28 @@ float16: about 170 kB of a fragment's 450 kB once compressed) need not travel wi
   of a fragment that has dropped them and checks both witnesses, so a change of this package's
   initialisation cannot pass unnoticed: it raises :class:`InitMismatch` naming the fragment.
   Maps once checked are kept for the rest of the process and on disk, under
-  ``<cache>/init_maps/<sha256 of the artefact file>.pt`` (:func:`lstpe.runtime.cache_dir`), so
-  the next kernel (another chapter, the book build) reads them instead of recomputing them;
-  a cached file is used only if its shape fits the fragment and its first puzzles' maps agree
-  with the fragment's witness, else it is recomputed and written again.
+  ``<cache>/init_maps/<sha256 of the artefact file>.pt`` (:func:`lstpe.runtime.cache_dir`),
+  with a record beside it (``.json``: the SHA-256 of the maps' values and what produced them,
+  :func:`producer`), so the next kernel (another chapter, the book build) reads them instead of
+  recomputing them. The cache is a folder anything may have written, so a cached file is read
+  only if it is what this code wrote: its values hash to its record's digest, the record's
+  producer is this one, the maps are finite attention distributions of the fragment's shape
+  whose first puzzles agree with its witness (:func:`_fits`); else it is recomputed and written
+  again. A cache hit still rebuilds the fragment's models and computes their PE and the maps of
+  the first :data:`HEAD` puzzles (about a tenth of a full recomputation: 2.9 s against 23.6 s
+  for 30 paper-size models on one core), checked against both witnesses as a recomputation is
+  (:func:`witness_errors`), so a changed initialisation (the PE or any other weight) raises
+  :class:`InitMismatch` with a warm cache as with a cold one.
+
+Every comparison with a tolerance is written ``not gap <= atol``: a NaN is never within it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -49,6 +60,9 @@ HEAD = 4
 MAP_ATOL = 1e-3
 """Largest |difference| accepted between stored and recomputed maps (entries in [0, 1]; two
 float16 steps near 1 are 9.8e-4)."""
+ROW_ATOL = 1e-2
+"""Largest |row sum - 1| of a cached map read (an attention row is a distribution over the 16
+keys; 16 float16 roundings of entries near 1/16 stay far below this)."""
 
 
 class InitMismatch(res.DamagedFileError):
@@ -62,6 +76,18 @@ def config_of(manifest: dict) -> TrainConfig:
     return TrainConfig(**{k: v for k, v in (manifest.get("config") or {}).items() if k in known})
 
 
+def _initial(cfg: TrainConfig, models: Sequence[tuple[PESpec, int]] | None,
+             n_puzzles: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    if models is None:
+        models = [(sp, sd) for sp in cfg.specs for sd in cfg.seeds]
+    model = BatchedLSTTransformer([m[0] for m in models], [m[1] for m in models], cfg.model)
+    x = validation_split().x  # every split's val is the 108 human puzzles
+    with torch.no_grad():
+        _, maps = predict(model, x if n_puzzles is None else x[:n_puzzles],
+                          return_attention=True)
+    return model.pe().detach().cpu(), maps.to(torch.float16).cpu()
+
+
 def initial_maps(cfg: TrainConfig, models: Sequence[tuple[PESpec, int]] | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The PEs and validation attention maps of ``cfg``'s models (or of ``models``, (PE,
@@ -71,12 +97,20 @@ def initial_maps(cfg: TrainConfig, models: Sequence[tuple[PESpec, int]] | None =
     Returns:
         ``(pe, maps)``: (M, L, n, d) float32 and (M, N, L, n, n) float16, models PE-major.
     """
-    if models is None:
-        models = [(sp, sd) for sp in cfg.specs for sd in cfg.seeds]
-    model = BatchedLSTTransformer([m[0] for m in models], [m[1] for m in models], cfg.model)
-    with torch.no_grad():  # every split's val is the 108 human puzzles
-        _, maps = predict(model, validation_split().x, return_attention=True)
-    return model.pe().detach().cpu(), maps.to(torch.float16).cpu()
+    return _initial(cfg, models, None)
+
+
+def initial_witness(cfg: TrainConfig, models: Sequence[tuple[PESpec, int]] | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`initial_maps` of the first :data:`HEAD` puzzles only: what a fragment's
+    witnesses are checked against when its full maps need not be computed (a cache hit,
+    ``lstpe campaign status``). The same models, built the same way: the PE and every other
+    weight of this code's initialisation enter it.
+
+    Returns:
+        ``(pe, maps)``: (M, L, n, d) float32 and (M, HEAD, L, n, n) float16.
+    """
+    return _initial(cfg, models, HEAD)
 
 
 def _pe_differs(stored: torch.Tensor, pe: torch.Tensor) -> bool:
@@ -107,7 +141,7 @@ def drop_maps(run_dir: str | Path) -> float | None:
     if _pe_differs(arts["pe_init"], pe) or tuple(maps.shape) != tuple(arts[KEY].shape):
         return None
     diff = float((maps.float() - arts[KEY].float()).abs().max())
-    if diff > MAP_ATOL:
+    if not diff <= MAP_ATOL:  # NaN included
         return None
     kept = {k: v for k, v in arts.items() if k != KEY}
     kept[HEAD_KEY] = arts[KEY][:, :HEAD].clone()
@@ -121,43 +155,134 @@ def drop_maps(run_dir: str | Path) -> float | None:
     return diff
 
 
-def restore(runs: Sequence[res.Run], batch: int = 32) -> None:
-    """Put back the ``val_attention_init`` the runs among ``runs`` dropped (fragments, or a
-    stored whole run), recomputed (``batch`` models at a time, one batched model per config)
-    and checked, in place. Maps once checked are reused (keyed by the artefact file's SHA-256):
-    for the rest of the process, and from the cache folder (module docstring).
+def _where(run: res.Run) -> str:
+    kind = "fragment" if "campaign" in run.manifest else "run"
+    return f"the {kind} {run.path}"
+
+
+def dropped(run: res.Run) -> bool:
+    """Whether ``run`` dropped its maps at initialisation and keeps the witnesses to recompute
+    them (its artefacts loaded, ``val_attention_init`` not among them).
 
     Raises:
-        InitMismatch: a recomputed PE differs from its ``pe_init``, or the maps of the first
-            puzzles from ``val_attention_init_head`` by more than :data:`MAP_ATOL` (naming the
-            fragment).
+        lstpe.store.results.DamagedFileError: it dropped them (its manifest says so, or it
+            keeps their witness) but lacks a witness, ``pe_init`` or
+            ``val_attention_init_head`` (naming the run's folder and what is missing).
     """
-    todo = []
-    for r in runs:
-        if not r.artifacts or KEY in r.artifacts or HEAD_KEY not in r.artifacts:
-            continue
-        done = _MEMO.get(_sha(r) or "")
-        if done is None:
-            done = _from_disk(r)
-        if done is not None:
-            r.artifacts[KEY] = done
-        else:
-            todo.append(r)
+    arts = run.artifacts
+    if not arts or KEY in arts:
+        return False
+    said = (run.manifest.get("init_maps") or {}).get("stored") is False
+    if not said and HEAD_KEY not in arts:
+        return False  # a run that never stored maps at initialisation
+    missing = [k for k in ("pe_init", HEAD_KEY) if k not in arts]
+    if missing:
+        raise res.DamagedFileError(
+            f"{_where(run)} dropped its attention maps at initialisation ({KEY}) but its "
+            f"artifacts.pt holds no {' and no '.join(missing)}, the witness they are recomputed "
+            f"and checked against; restore the folder (git checkout -- {run.path}), or delete "
+            "it to retrain the unit")
+    return True
+
+
+def _batches(runs: Sequence[res.Run], batch: int
+             ) -> Iterator[tuple[list[tuple[res.Run, int]], TrainConfig,
+                                 list[tuple[PESpec, int]]]]:
+    """Runs of one model shape, ``batch`` at a time: (each run with its number of models),
+    the config of the first, and every (PE, seed) of the part, runs in order."""
     groups: dict[str, list[tuple[res.Run, TrainConfig]]] = {}
-    for r in todo:  # models of one shape go in one batched model
+    for r in runs:  # models of one shape go in one batched model
         cfg = config_of(r.manifest)
         key = json.dumps({**cfg.to_dict(), "pes": None, "seeds": None}, sort_keys=True)
         groups.setdefault(key, []).append((r, cfg))
     for group in groups.values():
         for i in range(0, len(group), batch):
             part = group[i:i + batch]
-            pe, maps = initial_maps(part[0][1], [(s, sd) for _, c in part
-                                                 for s in c.specs for sd in c.seeds])
-            at = 0
-            for r, c in part:
-                n = len(c.specs) * len(c.seeds)
-                _check(r, pe[at:at + n], maps[at:at + n])
-                at += n
+            yield ([(r, len(c.specs) * len(c.seeds)) for r, c in part], part[0][1],
+                   [(s, sd) for _, c in part for s in c.specs for sd in c.seeds])
+
+
+def witness_errors(runs: Sequence[res.Run], batch: int = 32
+                   ) -> list[tuple[res.Run, res.DamagedFileError]]:
+    """What this code's initialisation says of the runs among ``runs`` that dropped their
+    maps (:func:`dropped`): their PE and the maps of their first :data:`HEAD` puzzles
+    recomputed (:func:`initial_witness`, ``batch`` runs per batched model) and compared to
+    their witnesses as :func:`restore` compares them. No full recomputation: what ``lstpe
+    campaign status`` checks, and a cache hit.
+
+    Returns:
+        (run, error) for each run refused, in the order of ``runs``: an
+        :class:`InitMismatch` (naming the run's folder) or a
+        :class:`~lstpe.store.results.DamagedFileError` (a witness missing); empty when all
+        agree.
+    """
+    errors: dict[int, res.DamagedFileError] = {}
+    need = []
+    for i, r in enumerate(runs):
+        try:
+            if dropped(r):
+                need.append(r)
+        except res.DamagedFileError as e:
+            errors[i] = e
+    at_of = {id(r): i for i, r in enumerate(runs)}
+    for part, cfg, models in _batches(need, batch):
+        try:
+            pe, head = initial_witness(cfg, models)
+        except (ValueError, RuntimeError, TypeError) as e:  # not a model this code builds
+            for r, _ in part:
+                errors[at_of[id(r)]] = InitMismatch(
+                    f"{_where(r)}: this code cannot build its models ({e}), so its attention "
+                    "maps at initialisation cannot be recomputed")
+            continue
+        at = 0
+        for r, n in part:
+            try:
+                _check_witness(r, pe[at:at + n], head[at:at + n])
+            except InitMismatch as e:
+                errors[at_of[id(r)]] = e
+            at += n
+    return [(runs[i], errors[i]) for i in sorted(errors)]
+
+
+def restore(runs: Sequence[res.Run], batch: int = 32) -> None:
+    """Put back the ``val_attention_init`` the runs among ``runs`` dropped (fragments, or a
+    stored whole run), recomputed (``batch`` models at a time, one batched model per config)
+    and checked, in place. Maps once checked are reused (keyed by the artefact file's SHA-256):
+    for the rest of the process, and from the cache folder once the witnesses are checked
+    against this code's initialisation (:func:`witness_errors`; module docstring).
+
+    Raises:
+        InitMismatch: a recomputed PE differs from its ``pe_init``, or the maps of the first
+            puzzles from ``val_attention_init_head`` by more than :data:`MAP_ATOL`, or this
+            code computes maps that are not finite (naming the fragment).
+        lstpe.store.results.DamagedFileError: a run that dropped its maps lacks a witness
+            (:func:`dropped`).
+    """
+    todo, hits = [], []
+    for r in runs:
+        if not dropped(r):
+            continue
+        done = _MEMO.get(_sha(r) or "")
+        if done is not None:  # checked in this process
+            r.artifacts[KEY] = done
+            continue
+        cached = _from_disk(r)
+        if cached is None:
+            todo.append(r)
+        else:
+            hits.append((r, cached))
+    refused = witness_errors([r for r, _ in hits], batch)
+    if refused:
+        raise refused[0][1]
+    for r, maps in hits:
+        r.artifacts[KEY] = maps
+        _MEMO[_sha(r) or ""] = maps
+    for part, cfg, models in _batches(todo, batch):
+        pe, maps = initial_maps(cfg, models)
+        at = 0
+        for r, n in part:
+            _check(r, pe[at:at + n], maps[at:at + n])
+            at += n
 
 
 _MEMO: dict[str, torch.Tensor] = {}
@@ -173,25 +298,66 @@ def _cache_file(sha: str) -> Path:
     return cache_dir() / CACHE / f"{sha}.pt"
 
 
-def _from_disk(run: res.Run) -> torch.Tensor | None:
-    """The cached maps of ``run``, if a file for its artefacts is cached and fits: float16, the
-    run's models and blocks, the 108 validation puzzles, and its first puzzles' maps within
-    :data:`MAP_ATOL` of the run's witness; else None (missing, unreadable or not fitting: the
-    maps are recomputed, and the file written again)."""
-    sha = _sha(run)
-    if not sha or not _cache_file(sha).is_file():
-        return None
-    try:
-        maps = torch.load(_cache_file(sha), map_location="cpu", weights_only=True)
-    except Exception:  # noqa: BLE001 (a damaged cache file of any kind: recomputed)
-        return None
+def digest(maps: torch.Tensor) -> str:
+    """The SHA-256 of a tensor's dtype, shape and values (not of the file that holds it)."""
+    h = hashlib.sha256(f"{maps.dtype} {tuple(maps.shape)}\n".encode())
+    h.update(maps.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def producer() -> dict[str, str]:
+    """What produces the maps this code caches: torch's version, the SHA-256 of the sources
+    that build and run the model (``lstpe/nn/*.py``, ``lstpe/training/task.py``) and that of
+    the 108 validation puzzles. A cached file of another producer is recomputed."""
+    import lstpe
+
+    root = Path(lstpe.__file__).resolve().parent
+    src = hashlib.sha256()
+    for f in sorted([*(root / "nn").glob("*.py"), root / "training" / "task.py"]):
+        src.update(f.name.encode() + b"\0" + f.read_bytes())
+    return {"torch": torch.__version__, "code": src.hexdigest(),
+            "puzzles": digest(validation_split().x)}
+
+
+def _fits(run: res.Run, maps: object) -> bool:
+    """Whether ``maps`` can be ``run``'s maps at initialisation: a float16 (M, 108, L, 16, 16)
+    tensor of finite entries in [0, 1], every row summing to 1 within :data:`ROW_ATOL`, whose
+    first :data:`HEAD` puzzles agree with the run's witness within :data:`MAP_ATOL` (NaN
+    never does)."""
     if not (torch.is_tensor(maps) and maps.dtype == torch.float16 and maps.dim() == 5
             and maps.shape[1] == _n_val()):
+        return False
+    m = maps.float()
+    if not (bool(torch.isfinite(m).all()) and float(m.min()) >= 0 and float(m.max()) <= 1):
+        return False
+    if not float((m.sum(-1) - 1).abs().max()) <= ROW_ATOL:
+        return False
+    return _witness_gap(run, maps) <= MAP_ATOL  # inf for other models or blocks
+
+
+def _from_disk(run: res.Run) -> torch.Tensor | None:
+    """The cached maps of ``run``, if its artefacts' file is cached as this code writes it:
+    a record beside it (``.json``) naming this file, this :func:`producer` and the digest of
+    the maps' values, and maps that :func:`_fits` the run; else None (missing, unreadable,
+    of another producer, altered or not fitting: the maps are recomputed, and written
+    again). The caller still checks the witnesses against this code (:func:`witness_errors`)."""
+    sha = _sha(run)
+    if not sha:
         return None
-    if _witness_gap(run, maps) > MAP_ATOL:  # also inf for other models or blocks
+    path = _cache_file(sha)
+    try:
+        if not path.is_file():
+            return None
+        rec = json.loads(path.with_suffix(".json").read_text())
+        maps = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 (a damaged or missing cache file of any kind: recomputed)
         return None
-    _MEMO[sha] = maps
-    return maps
+    if not (isinstance(rec, dict) and rec.get("artifacts_sha256") == sha
+            and rec.get("producer") == producer() and torch.is_tensor(maps)
+            and rec.get("maps_sha256") == digest(maps)):
+        return None
+    return maps if _fits(run, maps) else None
 
 
 @lru_cache(maxsize=1)
@@ -200,11 +366,17 @@ def _n_val() -> int:
 
 
 def _to_disk(sha: str, maps: torch.Tensor) -> None:
-    """Cache ``maps`` (atomically; a cache folder that cannot be written is passed over)."""
+    """Cache ``maps`` (atomically, then its record; a cache folder that cannot be written is
+    passed over)."""
     try:
         path = _cache_file(sha)
         path.parent.mkdir(parents=True, exist_ok=True)
-        res.save_torch(maps.clone(), path)  # a clone: not the storage of the whole batch
+        maps = maps.clone()  # a clone: not the storage of the whole batch
+        res.save_torch(maps, path)
+        res.save_json({"artifacts_sha256": sha, "maps_sha256": digest(maps),
+                       "producer": producer(), "written_at": utc_now(),
+                       "what": "attention maps at initialisation (lstpe.experiments.init_maps)"},
+                      path.with_suffix(".json"))
     except (OSError, RuntimeError):
         pass
 
@@ -216,24 +388,38 @@ def _sha(run: res.Run) -> str | None:
 
 def _witness_gap(run: res.Run, maps: torch.Tensor) -> float:
     """Largest |difference| between ``maps`` of the first :data:`HEAD` puzzles and the run's
-    stored witness of them (inf where their shapes differ)."""
+    stored witness of them (inf where their shapes differ, NaN where either holds a NaN)."""
     head, kept = maps[:, :HEAD].float(), run.artifacts[HEAD_KEY].float()
-    return float((head - kept).abs().max()) if head.shape == kept.shape else float("inf")
+    if head.shape != kept.shape:
+        return float("inf")
+    gap = (head - kept).abs()
+    return float("nan") if bool(gap.isnan().any()) else float(gap.max())
 
 
-def _check(run: res.Run, pe: torch.Tensor, maps: torch.Tensor) -> None:
-    arts, where = run.artifacts, f"the fragment {run.path}"
+def _check_witness(run: res.Run, pe: torch.Tensor, head: torch.Tensor) -> None:
+    """Refuse ``run`` if this code's initial PE is not its ``pe_init`` exactly, or the maps of
+    its first puzzles (``head``: those puzzles or more) not its witness within
+    :data:`MAP_ATOL`."""
+    arts, where = run.artifacts, _where(run)
     if _pe_differs(arts["pe_init"], pe):
         raise InitMismatch(f"{where}: this code's initial PE differs from the stored pe_init, "
                            "so its attention maps at initialisation cannot be recomputed; "
                            "restore lstpe's initialisation (git log lstpe/nn)")
-    gap = _witness_gap(run, maps)
-    if gap > MAP_ATOL:
+    gap = _witness_gap(run, head)
+    if not gap <= MAP_ATOL:
         raise InitMismatch(f"{where}: the attention maps this code computes at initialisation "
                            f"differ from the stored ones of the first {HEAD} puzzles (by "
-                           f"{gap:.3g} > {MAP_ATOL}); "
+                           f"{gap:.3g}, more than {MAP_ATOL}); "
                            "restore lstpe's initialisation (git log lstpe/nn)")
-    arts[KEY] = maps
+
+
+def _check(run: res.Run, pe: torch.Tensor, maps: torch.Tensor) -> None:
+    _check_witness(run, pe, maps)
+    if not bool(torch.isfinite(maps).all()):
+        raise InitMismatch(f"{_where(run)}: the attention maps this code computes at "
+                           "initialisation are not all finite, so they are not the ones it "
+                           "was trained from; restore lstpe's initialisation (git log lstpe/nn)")
+    run.artifacts[KEY] = maps
     sha = _sha(run)
     if sha:
         _MEMO[sha] = maps
