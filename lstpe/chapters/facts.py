@@ -15,7 +15,7 @@ import pandas as pd
 
 from lstpe.analysis import long_runs
 from lstpe.chapters import findings as fd
-from lstpe.evidence.tables import MARGIN
+from lstpe.claims.verdicts import NO_DIFFERENCE_MARGIN
 from lstpe.references.authors_logs import lagging_seeds
 from lstpe.stats.seed_stats import tau_text
 from lstpe.stats.seed_tests import ALPHA
@@ -424,14 +424,15 @@ def contrast_facts(rows: pd.DataFrame, b: str, prefix: str) -> dict[str, str]:
 def reference_facts(rows: pd.DataFrame, b: str = "2d-fixed") -> dict[str, str]:
     """``gt_abs``, ``gt_side`` and ``gt_p``: learn-0.2 against ``b`` in Table 1's contrast
     ``rows``; ``gt_equiv``: the equivalence test beside it, in words ("equivalent within
-    ±0.05 (TOST p = ...)" or "not shown equivalent ..."), where the paper finds no
+    ±0.03 (ours; TOST p = ...)" or "not shown equivalent ..."), where the paper finds no
     difference; each ``"<b> not trained yet"`` without a unit of ``b``."""
     if b not in rows.index:
         return dict.fromkeys(("gt_abs", "gt_side", "gt_p", "gt_equiv"), f"{b} {UNTRAINED}")
     r = rows.loc[b]
     pe = r.get("p_equiv", float("nan"))
     equiv = ("no equivalence test at these seeds" if pd.isna(pe) else
-             f"{'equivalent' if pe < ALPHA else 'not shown equivalent'} within ±{MARGIN:g} "
-             f"(TOST {fd.pval(pe)})")
+             f"{'equivalent' if pe < ALPHA else 'not shown equivalent'} within "
+             f"±{NO_DIFFERENCE_MARGIN:g} "
+             f"(ours; TOST {fd.pval(pe)})")
     return {"gt_abs": f"{abs(r['diff']):.3f}", "gt_side": "below" if r["diff"] < 0 else "above",
             "gt_p": fd.pval(r["p_perm"]), "gt_equiv": equiv}

@@ -44,11 +44,12 @@ from lstpe.claims import (
     weight_decay,
 )
 from lstpe.claims.inputs import Inputs
-from lstpe.claims.verdicts import SCORE_VERDICTS, Test, Verdict, weigh
+from lstpe.claims.verdicts import EXPLANATIONS, RESULTS, SCORE_VERDICTS, Check, Test, Verdict, weigh
 from lstpe.evidence.tables import contrast_table
 
-__all__ = ["CLAIMS", "SCORE_VERDICTS", "Inputs", "Test", "Verdict", "weigh", "judge", "judge_all",
-           "scorecard", "verdict_counts", "SCORECARD_COLUMNS"]
+__all__ = ["CLAIMS", "SCORE_VERDICTS", "RESULTS", "EXPLANATIONS", "Inputs", "Check", "Test",
+           "Verdict", "weigh", "judge", "judge_all", "scorecard", "verdict_counts",
+           "SCORECARD_COLUMNS", "CHECK_COLUMNS", "paper_checks", "result_counts"]
 
 CLAIMS = (table1, sigma, attention, procrustes, structure, noise, humans, optimizers,
           weight_decay, brain)
@@ -56,6 +57,40 @@ CLAIMS = (table1, sigma, attention, procrustes, structure, noise, humans, optimi
 ``QUOTES`` and ``judge(inputs) -> Verdict``."""
 
 SCORECARD_COLUMNS = ("claim", "verdict", "label", "at", "part", "evidence", "where", "id")
+
+
+CHECK_COLUMNS = ("id", "claim", "what", "sentence", "version", "where_in_paper", "paper", "ours",
+                 "result", "explanation", "our_analyses", "where")
+"""The columns of :func:`paper_checks`: one row per sentence of the paper a claim tests."""
+
+
+def paper_checks(verdicts: list[Verdict]) -> pd.DataFrame:
+    """The scorecard a reviewer reads: one row per sentence each claim tests (its
+    :class:`~lstpe.claims.verdicts.Check`), :data:`CHECK_COLUMNS`: the sentence verbatim with
+    its version and place, the paper's number, ours (epoch, n), the ``result`` and
+    ``explanation`` words, our analyses' verdict (``our_analyses``, labelled as ours) and the
+    chapter. A claim without checks (previews) gives one row for its first sentence, not
+    testable yet."""
+    rows = []
+    for v in verdicts:
+        checks = v.checks or [Check(q, "", v.evidence, "not testable yet")
+                              for q in v.quotes[:1]]
+        for c in checks:
+            rows.append({"id": v.claim, "claim": v.line, "what": c.what,
+                         "sentence": c.quote.text,
+                         "version": c.quote.version, "where_in_paper": c.quote.where,
+                         "paper": c.paper, "ours": c.ours, "result": c.result,
+                         "explanation": c.explained, "our_analyses": v.label,
+                         "where": v.where})
+    out = pd.DataFrame(rows, columns=list(CHECK_COLUMNS))
+    out["result"] = pd.Categorical(out["result"], categories=list(RESULTS))
+    return out
+
+
+def result_counts(checks: pd.DataFrame) -> dict[str, int]:
+    """How many of the paper's tested sentences have each result (zeros included)."""
+    counts = checks["result"].value_counts()
+    return {v: int(counts.get(v, 0)) for v in RESULTS}
 
 
 def judge(claim: Any, x: Inputs) -> Verdict:

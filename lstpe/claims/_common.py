@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 
 from lstpe.claims.paper import Quote
-from lstpe.claims.verdicts import INHERITED, Test, no_difference, ordering
-from lstpe.evidence.tables import MARGIN
+from lstpe.claims.verdicts import INHERITED, NO_DIFFERENCE_MARGIN, Test, no_difference, ordering
 from lstpe.stats.seed_stats import holm, p_text, tau_text
 from lstpe.stats.seed_tests import (
     ALPHA,
@@ -21,6 +20,8 @@ from lstpe.stats.seed_tests import (
     permutation_test,
 )
 
+KEYS: list[str] = ["pe", "sigma", "seed"]
+"""What names one learnable-PE model in the per-model frames."""
 SMALL_SIGMAS: tuple[float, ...] = (0.1, 0.2)
 """The paper's small sigmas (its Table 3's 'sigma <= 0.2')."""
 
@@ -36,7 +37,7 @@ def adjust(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_equivalence(rows: pd.DataFrame, vals: Mapping[str, np.ndarray],
-                     margin: float = MARGIN) -> pd.DataFrame:
+                     margin: float = NO_DIFFERENCE_MARGIN) -> pd.DataFrame:
     """``rows`` with ``p_equiv``, the TOST p of ``|mean_a - mean_b| < margin``, and
     ``equiv_floor``, the smallest p that TOST can give (NaN where a cell has fewer than 2
     values). Welch's TOST (floor 0); where neither cell has a spread Welch's is undefined
@@ -82,7 +83,8 @@ def contrast(r: pd.Series, want: int, name: str = "", note: str = "",
     caveat = ""
     if want == 0 and pd.notna(pe):
         floor = min(floor, r.get("equiv_floor", 0.0))
-        outcome, clause, caveat = no_difference(float(r["diff"]), float(p), float(pe), MARGIN)
+        outcome, clause, caveat = no_difference(float(r["diff"]), float(p), float(pe),
+                                                NO_DIFFERENCE_MARGIN)
         text = (f"{head}): {clause}" + (f", exact {p_text(r['p_perm'])} before Holm"
                                         if held else ""))
     else:
@@ -152,3 +154,58 @@ def _ordered(name: str, text: str, stat: float, p: float, want: int, stat0: floa
         elif outcome == "supports":
             text += ": made by training"
     return Test(name, outcome, text, floor, quote, inherited)
+
+
+def n_of(vals: Mapping[str, np.ndarray], *pes: str) -> str:
+    """``n = 5 + 4``: the models behind ``pes`` (one count per PE; ``n = 5 each`` for more
+    than two PEs with the same count)."""
+    counts = [len(vals.get(p, ())) for p in pes]
+    if len(counts) > 2 and len(set(counts)) == 1:
+        return f"n = {counts[0]} each"
+    return "n = " + " + ".join(str(c) for c in counts)
+
+
+def student(a: np.ndarray, b: np.ndarray) -> dict[str, float] | None:
+    """The paper's two-sample t-test (Student's, pooled variance: its ``t(13)`` is a pooled
+    test's integer df) of ``a`` (n_a,) against ``b`` (n_b,), with the difference's 95%
+    interval and the smallest difference the n resolves (``mdd``: alpha 0.05, power 0.8, at
+    the pooled SD). None below 2 values a side."""
+    from scipy import stats
+
+    from lstpe.stats.power import mdd
+    from lstpe.stats.seed_stats import ttest
+
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.size < 2 or b.size < 2:
+        return None
+    t = ttest(a, b, "student")
+    df = a.size + b.size - 2
+    sp = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / df)
+    half = stats.t.ppf(0.975, df) * sp * math.sqrt(1 / a.size + 1 / b.size)
+    return {"t": t.statistic, "df": df, "p": t.pvalue, "diff": t.diff, "lo": t.diff - half,
+            "hi": t.diff + half, "mdd": mdd(sp, int(a.size), int(b.size)) if sp > 0 else 0.0}
+
+
+def t_text(a: str, b: str, t: dict[str, float] | None, at: int, n: str) -> str:
+    """``learn-0.2 − relative = +0.031 [−0.01, +0.07], Student's t(8) = 1.62, p = 0.14; the
+    smallest difference this n resolves: 0.058 (epoch 200, n = 5 + 5)``."""
+    if t is None:
+        return f"{a} − {b}: fewer than 2 models a side (epoch {at}, {n})"
+    stat = ("t undefined (no spread)" if not math.isfinite(t["t"]) else
+            f"Student's t({t['df']:g}) = {t['t']:.2f}, {p_text(t['p'])}")
+    return (f"{a} − {b} = {t['diff']:+.3f} [{t['lo']:+.3f}, {t['hi']:+.3f}], {stat}; the "
+            f"smallest difference this n resolves: {t['mdd']:.3f} (epoch {at}, {n})")
+
+
+def means_text(vals: Mapping[str, np.ndarray], pes: list[str]) -> str:
+    """``2d-fixed 0.962, learn-0.2 0.931, ...``: the seed means of ``pes`` in that order."""
+    return ", ".join(f"{p} {vals[p].mean():.3f}" for p in pes if p in vals)
+
+
+def rho_text(rho: dict | None, what: str, at: int) -> str:
+    """``ρ = +0.96 over 9 sigmas (p < 0.0001; epoch 200)``: a Spearman correlation of
+    per-sigma means, as the paper computes it."""
+    if rho is None or not math.isfinite(rho.get("rho", math.nan)):
+        return f"{what}: no ranking (fewer than 3 sigmas or one side constant)"
+    return (f"{what} ρ = {rho['rho']:+.2f} over {rho['n']} sigmas ({p_text(rho['pvalue'])}; "
+            f"epoch {at})")

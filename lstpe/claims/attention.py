@@ -31,13 +31,20 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.claims._common import SMALL_SIGMAS, correlation, trend
+from lstpe.claims._common import SMALL_SIGMAS, correlation, rho_text, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
-from lstpe.claims.verdicts import Verdict, untestable, weigh
+from lstpe.claims.verdicts import (
+    Check,
+    Verdict,
+    explanation_of_ordering,
+    result_of_contrast,
+    untestable,
+    weigh,
+)
 from lstpe.evidence import tables as ev
 from lstpe.references.paper_tables import load_paper_tables
-from lstpe.stats.seed_stats import rank_correlation
+from lstpe.stats.seed_stats import p_text, rank_correlation
 
 CLAIM = "attention"
 LINE = ("small-sigma models learn to attend like 2d-fixed, and the similarity tracks accuracy "
@@ -86,6 +93,47 @@ def _why_near_one(x: Inputs) -> str:
             "attention is near uniform, so the cosine starts near 1 whatever the weights")
 
 
+def _sigma_rho(t: pd.DataFrame, col: str) -> dict | None:
+    """Spearman of the per-sigma mean ``col`` with sigma (the paper's Table 3 read as an
+    ordering over sigma); None below 3 sigmas."""
+    if t is None or t["sigma"].nunique() < 3:
+        return None
+    return rank_correlation(t.assign(_s=t["sigma"]), col, "_s")
+
+
+def checks(x: Inputs, rho: dict | None = None, rho0: dict | None = None) -> list[Check]:
+    """The paper's own analysis: its Table 3 read as an ordering of the per-sigma mean cosine
+    over sigma (Spearman over sigmas), and its Fig. 2B, Spearman of the per-sigma mean cosine
+    with the per-sigma mean accuracy (``rho``); the first sentence credits training
+    ("learned"), so it is judged at initialisation too."""
+    p = paper_table3()
+    paper_rho = rank_correlation(p.rename(columns={"mean": "cos"}).assign(_s=p["sigma"]),
+                                 "cos", "_s")
+    t = x.table3.dropna(subset=["cosine_paper"]) if have(x.table3) else None
+    t0 = x.table3_init.dropna(subset=["cosine_paper"]) if have(x.table3_init) else None
+    if t is None or t["sigma"].nunique() < 3:
+        return [Check(q, "", "fewer than three stored sigmas", "not testable yet")
+                for q in QUOTES[:2]]
+    r, r0 = _sigma_rho(t, "cosine_paper"), _sigma_rho(t0, "cosine_paper")
+    small = t[t["sigma"].isin(SMALL_SIGMAS)]["cosine_paper"].mean()
+    order = Check(
+        QUOTES[0], f"Table 3: {p.loc[p['sigma'] == 0.2, 'mean'].iloc[0]:.3f} at σ = 0.2 down to "
+        f"{p.loc[p['sigma'] == 2.0, 'mean'].iloc[0]:.3f} at σ = 2 (ρ with σ "
+        f"{paper_rho['rho']:+.2f}, 4000 epochs)",
+        rho_text(r, "cosine against σ:", x.epoch) + f"; σ ≤ 0.2: {small:.3f}"
+        + (f"; at initialisation ρ = {r0['rho']:+.2f} ({p_text(r0['pvalue'])})" if r0 else ""),
+        result_of_contrast(r["rho"], r["pvalue"], -1) if r else "not testable yet",
+        *explanation_of_ordering(r["rho"], r["pvalue"], -1,
+                                 r0["rho"] if r0 else None, r0["pvalue"] if r0 else None))
+    tracks = Check(QUOTES[1], "ρ = 0.96, p < 0.0001 (Fig. 2B, over σ)",
+                   rho_text(rho, "cosine against accuracy:", x.epoch)
+                   + (f"; at initialisation ρ = {rho0['rho']:+.2f} ({p_text(rho0['pvalue'])})"
+                      if rho0 else ""),
+                   result_of_contrast(rho["rho"], rho["pvalue"], +1) if rho else
+                   "not testable yet")
+    return [order, tracks]
+
+
 def judge(x: Inputs) -> Verdict:
     """The verdict (module docstring); ``numbers``: ``change`` (per small-sigma model, shown),
     ``level`` (our cells against Table 3, shown), ``rho`` and ``rho_init``, ``trend`` and
@@ -120,7 +168,7 @@ def judge(x: Inputs) -> Verdict:
             for r in level.itertuples()) + _long(x)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
                    {"change": ch, "level": level, "rho": rho, "rho_init": rho0, "trend": tr,
-                    "trend_init": tr0}, QUOTES)
+                    "trend_init": tr0}, QUOTES, checks(x, rho, rho0))
 
 
 def _level(t: pd.DataFrame) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from lstpe.claims.inputs import Inputs
 from lstpe.claims.paper import Quote, label
-from lstpe.claims.verdicts import Verdict, untestable
+from lstpe.claims.verdicts import Check, Verdict, untestable
 
 CLAIM = "brain"
 LINE = ("learnable PEs recover the brain's network modularity when initialised small "
@@ -26,8 +26,9 @@ WHERE = "10_brain.ipynb"
 
 def judge(x: Inputs) -> Verdict:
     """``not testable yet`` without paper-scale brain runs."""
-    if not x.brain_runs:
-        return untestable(CLAIM, LINE, WHERE, "preview runs only: they show the analysis on "
-                          "real HCP data, not the claim", quotes=QUOTES)
-    return untestable(CLAIM, LINE, WHERE, f"{x.brain_runs} paper-scale runs stored; their "
-                      "evidence is not scored here yet", quotes=QUOTES)
+    why = ("preview runs only: they show the analysis on real HCP data, not the claim"
+           if not x.brain_runs else
+           f"{x.brain_runs} paper-scale runs stored; their evidence is not scored here yet")
+    checks = [Check(QUOTES[0], "learn-0.1 and learn-0.2 the most modular (Fig. 4C,D)", why,
+                    "not testable yet")]
+    return untestable(CLAIM, LINE, WHERE, why, quotes=QUOTES, checks=checks)

@@ -28,9 +28,9 @@ import pandas as pd
 
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
-from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
+from lstpe.claims.verdicts import Check, Test, Verdict, result_of_contrast, untestable, weigh
 from lstpe.evidence import claim_tables as ct
-from lstpe.stats.seed_stats import p_text
+from lstpe.stats.seed_stats import holm, p_text
 from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "humans"
@@ -53,13 +53,17 @@ def _highest(con: pd.DataFrame, best: str, which: str, quote: Quote) -> Test | N
     """``best`` above each PE of ``con`` (its contrasts with them), as one conjunction."""
     if con.empty:
         return None
-    up = con[(con["p_perm"] < ALPHA) & (con["diff"] > 0)]
-    down = con[(con["p_perm"] < ALPHA) & (con["diff"] < 0)]
+    con = con.assign(p_holm=holm(con["p_perm"].to_numpy(float)))
+    up = con[(con["p_perm"] < ALPHA) & (con["diff"] > 0)]  # a conjunction: each at alpha
+    down = con[(con["p_holm"] < ALPHA) & (con["diff"] < 0)]  # one of many: Holm over them
+    low = con[(con["p_perm"] < ALPHA) & (con["diff"] < 0) & ~(con["p_holm"] < ALPHA)]
     outcome = ("contradicts" if len(down) else "supports" if len(up) == len(con) else "open")
     return Test(f"{best} closest of the {which}", outcome,
                 f"{best}'s r above {len(up)} of the {len(con)} {which} with an r (exact p < "
-                f"{ALPHA:g} each)" + (f", below {', '.join(down['b'])}" if len(down) else ""),
-                float(con["p_floor"].max()), quote)
+                f"{ALPHA:g} each)"
+                + (f", below {', '.join(down['b'])} (Holm over {len(con)})" if len(down) else "")
+                + (f"; below {', '.join(low['b'])} before Holm only" if len(low) else ""),
+                float(con["p_floor"].max()), quote, ours_only=True)
 
 
 def _papers_measure(sim: pd.DataFrame | None, best: str) -> str:
@@ -72,6 +76,42 @@ def _papers_measure(sim: pd.DataFrame | None, best: str) -> str:
     return (f"; the paper's measure (Spearman of the seed-mean accuracy), shown, not tested: "
             f"{best} ρ = {mine:.2f} (the paper: {PAPER_RHO})"
             + (f", highest {top['pe']} ρ = {top['spearman']:.2f}" if top is not None else ""))
+
+
+def checks(x: Inputs, best: str = "learn-0.2") -> list[Check]:
+    """The paper's own analysis (Fig. 6 of the first version): per PE, Spearman's rho of its
+    seed-mean accuracy with people's accuracy over the 108 puzzles; learn-0.2's rho against
+    the paper's 0.45 (its p over puzzles), and whether it is the highest of the learnable
+    PEs and of the common PEs."""
+    sim = x.similarity
+    if not have(sim) or best not in set(sim["pe"]):
+        return [Check(q, "ρ = 0.45 (learn-0.2)", f"no stored {best} model", "not testable yet")
+                for q in QUOTES]
+    s = sim.set_index("pe")
+    mine, p = float(s.loc[best, "spearman"]), float(s.loc[best, "spearman_p"])
+    n = int(s.loc[best, "n_seeds"]) if "n_seeds" in s else 0
+    rho = Check(QUOTES[0], "ρ = 0.45, cos = 0.99 (Fig. 6D of the first version)",
+                f"{best} ρ = {mine:+.2f} over 108 puzzles ({p_text(p)}; seed mean of {n} "
+                f"models, epoch {x.epoch})",
+                result_of_contrast(mine, p, +1) if pd.notna(mine) else "not testable yet",
+                what="learn-0.2's rank correlation with people")
+    out = [rho]
+    for which, keep, q in (("learnable PEs", True, QUOTES[0]), ("common PEs", False, QUOTES[1])):
+        idx = [pe for pe in s.index if str(pe).startswith("learn-") == keep and pe != best
+               and (keep or pe != "2d-fixed")]
+        others = s.loc[idx, "spearman"].dropna()
+        if others.empty or pd.isna(mine):
+            out.append(Check(q, "learn-0.2 the highest", f"no {which} with a ρ stored",
+                             "not testable yet"))
+            continue
+        top = others.idxmax()
+        out.append(Check(q, f"learn-0.2 the highest of the {which} (Fig. 6"
+                         f"{'D' if keep else 'G'} of the first version)",
+                         f"{best} ρ = {mine:+.2f}; the highest other of the {len(others)} "
+                         f"{which}: {top} ρ = {others.max():+.2f}",
+                         "reproduced" if mine > others.max() else "not reproduced",
+                         what=f"learn-0.2 closest to people of the {which}"))
+    return out
 
 
 def judge(x: Inputs, best: str = "learn-0.2") -> Verdict:
@@ -95,7 +135,7 @@ def judge(x: Inputs, best: str = "learn-0.2") -> Verdict:
     tests = [Test(f"{best} follows people", outcome,
                   f"{best} r = {mine['mean']:+.3f} over its {int(mine['n'])} models (one-sample "
                   f"{p_text(mine['p_diff'])}, Holm over {int(tested['p_diff'].notna().sum())} "
-                  f"PEs {p_text(ph)})", quote=QUOTES[0])]
+                  f"PEs {p_text(ph)})", quote=QUOTES[0], ours_only=True)]
     learnable = con["b"].astype(str).str.startswith("learn-")
     for part, which, q in ((con[learnable], "learnable PEs", QUOTES[0]),
                            (con[~learnable], "common PEs", QUOTES[1])):
@@ -108,4 +148,4 @@ def judge(x: Inputs, best: str = "learn-0.2") -> Verdict:
             + f"; {n_diff} of {int(tested['p_diff'].notna().sum())} PEs' r differs from 0 "
               "after Holm" + _papers_measure(x.similarity, best))
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
-                   {"cells": cells, "contrasts": con, "n_differs": n_diff}, QUOTES)
+                   {"cells": cells, "contrasts": con, "n_differs": n_diff}, QUOTES, checks(x))

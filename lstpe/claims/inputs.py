@@ -20,7 +20,8 @@ __all__ = ["Inputs"]
 
 _ACCURACIES: dict[str, tuple[str, ...]] = {
     "final": ("accuracy",), "adam4": ("accuracy",), "sgd4": ("accuracy",),
-    "witness": ("accuracy",), "noise": ("clean", "noisy")}
+    "witness": ("accuracy",), "noise": ("clean", "noisy"),
+    "noise_levels": ("accuracy",)}
 """The fields of :class:`Inputs` that hold accuracies, and their columns: each value must lie
 in [0, 1]."""
 
@@ -45,6 +46,9 @@ class Inputs:
             ``pe, sigma, seed, distance, distance_normalized``.
         noise: :func:`lstpe.evidence.claim_tables.noise_loss_per_model` of Tables 1-2:
             ``pe, seed, clean, noisy, loss`` (``attrs["noise_max"]``).
+        noise_levels: accuracy under every stored noise std, Tables 1-2, all puzzles: one
+            row per (model, std), ``pe, seed, noise, accuracy`` (the paper's measure, Fig.
+            A9).
         similarity: :func:`lstpe.analysis.humans.human_similarity`, one row per PE:
             ``pe, spearman, spearman_p`` (the paper's measure, shown beside the humans claim).
         agreement: :func:`lstpe.evidence.claim_tables.model_human_agreement`, one row per
@@ -74,6 +78,7 @@ class Inputs:
     procrustes: pd.DataFrame | None = None
     procrustes_init: pd.DataFrame | None = None
     noise: pd.DataFrame | None = None
+    noise_levels: pd.DataFrame | None = None
     similarity: pd.DataFrame | None = None
     agreement: pd.DataFrame | None = None
     table1_long: pd.DataFrame | None = None

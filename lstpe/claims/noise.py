@@ -23,15 +23,17 @@ measure and are left out of every test; the text names them.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
-from lstpe.claims._common import adjust, contrast, trend, values_by_pe
+from lstpe.claims._common import adjust, contrast, rho_text, trend, values_by_pe
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.table1 import COMMON  # the common PEs; 2d-fixed set apart, as the paper does
-from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
+from lstpe.claims.verdicts import Check, Test, Verdict, result_of_contrast, untestable, weigh
 from lstpe.evidence import tables as ev
-from lstpe.stats.seed_stats import holm, p_text, tau_text
+from lstpe.stats.seed_stats import holm, p_text, rank_correlation, tau_text
 from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "noise"
@@ -100,6 +102,71 @@ def _band(kept: pd.DataFrame) -> tuple[list[Test], pd.DataFrame]:
     return tests, band
 
 
+PAPER_LEVELS: tuple[float, ...] = (0.02, 0.04, 0.06, 0.08, 0.1)
+"""The noise stds of the paper (first version, §3.5)."""
+
+
+def noisy_accuracy(levels: pd.DataFrame) -> pd.DataFrame:
+    """The paper's measure (Fig. A9D, first version Fig. 5D): per model, the accuracy
+    averaged over :data:`PAPER_LEVELS` (``noisy``) and at the largest (``at_max``): ``pe,
+    seed, sigma, noisy, at_max`` (``sigma`` NaN for a fixed PE)."""
+    r = levels[levels["noise"].round(6).isin([round(v, 6) for v in PAPER_LEVELS])]
+    g = r.groupby(["pe", "seed"])
+    out = g["accuracy"].mean().rename("noisy").to_frame()
+    out["at_max"] = r[r["noise"].round(6) == round(max(PAPER_LEVELS), 6)].set_index(
+        ["pe", "seed"])["accuracy"]
+    out = out.reset_index()
+    return out.assign(sigma=pd.to_numeric(out["pe"].astype(str).str.extract(
+        r"^learn-([0-9.]+)$")[0], errors="coerce"))
+
+
+def checks(x: Inputs) -> list[Check]:
+    """The paper's own analysis, on its measure (accuracy under noise, averaged over its noise
+    stds, seed means per PE): the ordering over sigma of the learnable PEs (Spearman of the
+    per-sigma means with sigma), the most robust sigma against the first version's range
+    [0.1, 0.6], and learn-0.2 above every common PE (the paper reads its figure's means)."""
+    if not have(x.noise_levels):
+        return [Check(q, "", "no noise evaluation stored", "not testable yet")
+                for q in (QUOTES[0], QUOTES[1], QUOTES[3])]
+    m = noisy_accuracy(x.noise_levels)
+    learn = m.dropna(subset=["sigma"])
+    rho = (rank_correlation(learn.assign(_s=learn["sigma"]), "noisy", "_s")
+           if learn["sigma"].nunique() >= 3 else None)
+    at = x.epoch
+    mean = m.groupby("pe")[["noisy", "at_max"]].mean()
+    n = m.groupby("pe").size()
+    low = Check(QUOTES[0], "Fig. A9B,D: accuracy under noise highest at small σ (no number)",
+                rho_text(rho, "accuracy under noise against σ:", at)
+                + " (mean over std 0.02-0.1)",
+                result_of_contrast(rho["rho"], rho["pvalue"], -1) if rho else
+                "not testable yet")
+    by_sigma = learn.groupby("sigma")["noisy"].mean()
+    best = float(by_sigma.idxmax()) if len(by_sigma) else float("nan")
+    band = Check(QUOTES[1], f"the most robust σ in [{BAND[0]:g}, {BAND[1]:g}] (Fig. 5B,D of the "
+                 "first version)",
+                 f"the most robust σ: {best:g} ({by_sigma.max():.3f} averaged over the noise "
+                 f"stds; epoch {at}, {len(by_sigma)} sigmas)" if len(by_sigma) else
+                 "no learnable PE stored",
+                 ("reproduced" if BAND[0] <= best <= BAND[1] else "not reproduced")
+                 if len(by_sigma) >= 3 else "not testable yet")
+    pes = [p for p in ("learn-0.2", *COMMON) if p in mean.index]
+    if "learn-0.2" in mean.index and len(pes) > 1:
+        order = sorted(pes, key=lambda p: -mean.loc[p, "noisy"])
+        above = order[0] == "learn-0.2"
+        common = Check(QUOTES[3], "Fig. A9E: learn-0.2 the most robust after 2d-fixed (no "
+                       "number)",
+                       "averaged over std 0.02-0.1: " + ", ".join(
+                           f"{p} {mean.loc[p, 'noisy']:.2f}" for p in order)
+                       + "; at std 0.1: " + ", ".join(
+                           f"{p} {mean.loc[p, 'at_max']:.2f}" for p in order)
+                       + f" (epoch {at}, n = {int(n.loc['learn-0.2'])} for learn-0.2)",
+                       "reproduced" if above else "not reproduced")
+    else:
+        common = Check(QUOTES[3], "Fig. A9E", "learn-0.2 or the common PEs not stored",
+                       "not testable yet")
+    return [low, band, common]
+
+
 def judge(x: Inputs) -> Verdict:
     """The verdict (module docstring); ``numbers``: ``rows`` (learn-0.2 against the common PEs,
     relative loss, Holm's p), ``band`` (the sigmas of :data:`BAND` against those above),
@@ -113,16 +180,17 @@ def judge(x: Inputs) -> Verdict:
     pairs = [("learn-0.2", b) for b in COMMON if b in vals]
     rows = adjust(ev.contrast_rows(vals, pairs, claim=CLAIM)) if "learn-0.2" in vals and pairs \
         else pd.DataFrame(columns=list(ev.CONTRAST_COLUMNS))
-    tests = [contrast(r, -1, f"learn-0.2 loses less than {r['b']}", quote=QUOTES[2])
-             for _, r in rows.iterrows() if r["verdict"] != "not run"]
+    tests = [replace(contrast(r, -1, f"learn-0.2 loses less than {r['b']}", quote=QUOTES[2]),
+                     ours_only=True) for _, r in rows.iterrows() if r["verdict"] != "not run"]
     band_tests, band = _band(kept)
     learn = kept.dropna(subset=["sigma"])
     tr = ev.trend_row(learn["sigma"], learn["rel_loss"], claim=CLAIM).iloc[0] \
         if learn["sigma"].nunique() >= 2 else None
     if tr is not None:
-        tests.insert(0, trend(tr, "rises", "the loss rises with sigma",
-                              "the learnable PEs' relative loss over σ", QUOTES[0]))
-    tests[1:1] = band_tests
+        tests.insert(0, replace(trend(tr, "rises", "the relative loss grows with σ (ours)",
+                                      "the learnable PEs' relative loss over σ", QUOTES[0]),
+                                ours_only=True))
+    tests[1:1] = [replace(t, ours_only=True) for t in band_tests]
     if not tests:
         return untestable(CLAIM, LINE, WHERE, "none of the compared PEs stored above chance",
                           quotes=QUOTES)
@@ -144,4 +212,4 @@ def judge(x: Inputs) -> Verdict:
     verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
                    {"rows": rows, "band": band, "trend": tr, "worst": worst, "left_out": left,
-                    "vs_2d": vs_2d}, QUOTES)
+                    "vs_2d": vs_2d}, QUOTES, checks(x))

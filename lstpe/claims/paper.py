@@ -4,10 +4,11 @@
 The paper has two versions: ``v1``, *The Importance of Positional Encoding Initialization in
 Transformers for Relational Reasoning* (the workshop version, arXiv HTML), and ``v2``,
 *Learning positional encodings in transformers depends on initialization* (the later one this
-book reproduces). Their numbers differ (v1's Fig. 5 is v2's Fig. A9); the book labels every
-result with v2's number unless it says "of the first version", and takes each label from
-:data:`NUMBERING` (:func:`label`), which the intro shows as a table
-(:func:`numbering_markdown`).
+book reproduces). Their numbers differ (v1's Fig. 5 is v2's Fig. A9; v1's Tables 2-6 are v2's
+appendix Tables A2-A6). The book's rule, stated in the intro: tables keep the first version's
+numbers (1-6), figures the later version's unless a label says "of the first version"; every
+label comes from :data:`NUMBERING` (:func:`label`), which the intro shows as a table
+(:func:`numbering_markdown`), and a quote names its own version and place.
 
 A quote is verbatim: every piece of its ``text`` between the ellipses `` … `` occurs, in
 order, in the version it names (whitespace aside). The ellipsis drops what the plain text of

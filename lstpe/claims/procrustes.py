@@ -27,10 +27,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.claims._common import SMALL_SIGMAS, correlation, trend
+from lstpe.claims._common import SMALL_SIGMAS, correlation, rho_text, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
-from lstpe.claims.verdicts import Test, Verdict, untestable, weigh
+from lstpe.claims.verdicts import (
+    Check,
+    Test,
+    Verdict,
+    explanation_of_ordering,
+    result_of_contrast,
+    untestable,
+    weigh,
+)
 from lstpe.evidence import tables as ev
 from lstpe.stats.seed_stats import p_text, rank_correlation, sign_flip_test
 from lstpe.stats.seed_tests import ALPHA
@@ -82,6 +90,48 @@ def _change(t: pd.DataFrame, i: pd.DataFrame) -> Test | None:
                 f"sign-flip {p_text(p)})", 2 / 2 ** len(ch), QUOTES[2])
 
 
+def sigma_rho(d: pd.DataFrame | None) -> dict | None:
+    """Spearman of the per-sigma mean distance with sigma (Fig. 2E read as an ordering over
+    sigma); None below 3 sigmas."""
+    if d is None or d["sigma"].nunique() < 3:
+        return None
+    return rank_correlation(d.assign(_s=d["sigma"]), "distance", "_s")
+
+
+def checks(x: Inputs, rho: dict | None, rho0: dict | None) -> list[Check]:
+    """The paper's own analysis: Fig. 2E read as an ordering of the per-sigma mean distance
+    over sigma, and Fig. 2F's Spearman of the per-sigma mean distance with the per-sigma mean
+    accuracy (``rho``, ``rho0`` at initialisation); the first version's "via the feature
+    learning regime" credits training, so its ordering is read at initialisation too."""
+    t = x.procrustes.dropna(subset=["sigma", "distance"]) if have(x.procrustes) else None
+    i = x.procrustes_init.dropna(subset=["sigma", "distance"]) if have(x.procrustes_init) \
+        else None
+    r, r0 = sigma_rho(t), sigma_rho(i)
+    if r is None:
+        return [Check(q, "", "fewer than three stored sigmas", "not testable yet")
+                for q in QUOTES[:3]]
+    init = (f"; at initialisation ρ = {r0['rho']:+.2f} ({p_text(r0['pvalue'])})" if r0
+            else "")
+    order = Check(QUOTES[0], "Fig. 2E: the distance grows with σ (no number in the text)",
+                  rho_text(r, "distance against σ:", x.epoch) + init,
+                  result_of_contrast(r["rho"], r["pvalue"], +1))
+    tracks = Check(QUOTES[1], "ρ = −0.98, p < 0.0001 (Fig. 2F, over σ)",
+                   rho_text(rho, "distance against accuracy:", x.epoch)
+                   + (f"; at initialisation ρ = {rho0['rho']:+.2f}" if rho0 else ""),
+                   result_of_contrast(rho["rho"], rho["pvalue"], -1) if rho else
+                   "not testable yet")
+    regime = Check(QUOTES[2], "ρ = −0.977 (Fig. 10C of the first version), "
+                   "by feature learning",
+                   rho_text(rho, "distance against accuracy:", x.epoch)
+                   + f"; the distance against σ{init or ': not measured at initialisation'}",
+                   result_of_contrast(rho["rho"], rho["pvalue"], -1) if rho else
+                   "not testable yet",
+                   *explanation_of_ordering(r["rho"], r["pvalue"], +1,
+                                            r0["rho"] if r0 else None,
+                                            r0["pvalue"] if r0 else None))
+    return [order, tracks, regime]
+
+
 def judge(x: Inputs) -> Verdict:
     """The verdict (module docstring); ``numbers``: ``by_sigma`` (mean distance per sigma,
     trained and at init), ``rho`` and ``rho_init``, ``trend`` and ``trend_init``."""
@@ -112,4 +162,4 @@ def judge(x: Inputs) -> Verdict:
     verdict, part = weigh(tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
                    {"by_sigma": by, "rho": rho, "rho_init": rho0, "trend": tr,
-                    "trend_init": tr0}, QUOTES)
+                    "trend_init": tr0}, QUOTES, checks(x, rho, rho0))

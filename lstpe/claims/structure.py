@@ -22,11 +22,22 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.claims._common import SMALL_SIGMAS, trend
+from lstpe.claims._common import KEYS, SMALL_SIGMAS, rho_text, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
-from lstpe.claims.verdicts import INHERITED, Test, Verdict, untestable, weigh
+from lstpe.claims.procrustes import sigma_rho
+from lstpe.claims.verdicts import (
+    INHERITED,
+    Check,
+    Test,
+    Verdict,
+    explanation_of_ordering,
+    result_of_contrast,
+    untestable,
+    weigh,
+)
 from lstpe.evidence import tables as ev
+from lstpe.stats.seed_stats import p_text, sign_flip_test
 from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "structure"
@@ -73,6 +84,40 @@ def _trained_pe(t: pd.DataFrame) -> Test:
                 quote=QUOTES[0], inherited=bool(kept) and outcome == "open")
 
 
+def checks(x: Inputs) -> list[Check]:
+    """The paper's own evidence for these sentences is Fig. 2D-E, the Procrustes distance of
+    the learned PE to 2d-fixed, read as an ordering over sigma (Spearman of the per-sigma
+    means with sigma). "Uncover" credits training, so that sentence's explanation is judged
+    at initialisation too; the change at sigma <= 0.2 from initialisation (sign-flip over
+    models) is given beside it."""
+    t = x.procrustes.dropna(subset=["sigma", "distance"]) if have(x.procrustes) else None
+    i = x.procrustes_init.dropna(subset=["sigma", "distance"]) if have(x.procrustes_init) \
+        else None
+    r, r0 = sigma_rho(t), sigma_rho(i)
+    if r is None:
+        return [Check(q, "Fig. 2D-E", "fewer than three stored sigmas", "not testable yet")
+                for q in QUOTES[:2]]
+    ours = rho_text(r, "distance to 2d-fixed against σ:", x.epoch) + (
+        f"; at initialisation ρ = {r0['rho']:+.2f} ({p_text(r0['pvalue'])})" if r0 else "")
+    ch = t[KEYS + ["distance"]].merge(i[KEYS + ["distance"]], on=KEYS, suffixes=("", "_0")) \
+        if i is not None else pd.DataFrame()
+    ch = ch[ch["sigma"].isin(SMALL_SIGMAS)] if len(ch) else ch
+    moved = ""
+    if len(ch) >= 2:
+        mean, p = sign_flip_test(ch["distance_0"] - ch["distance"])
+        moved = (f"; σ ≤ 0.2: {ch['distance_0'].mean():.2f} at initialisation → "
+                 f"{ch['distance'].mean():.2f} trained (sign-flip over {len(ch)} models, "
+                 f"{p_text(p)})")
+    result = result_of_contrast(r["rho"], r["pvalue"], +1)
+    uncover = Check(QUOTES[0], "Fig. 2D-E: small-σ PEs closest to 2d-fixed (no number)",
+                    ours + moved, result,
+                    *explanation_of_ordering(r["rho"], r["pvalue"], +1,
+                                             r0["rho"] if r0 else None,
+                                             r0["pvalue"] if r0 else None))
+    depends = Check(QUOTES[1], "Fig. 2E: the distance grows with σ", ours, result)
+    return [uncover, depends]
+
+
 def judge(x: Inputs, block: int = 0) -> Verdict:
     """The verdict (module docstring) of ``block``; ``numbers``: ``dpe``, ``final`` (units
     2-D), ``n`` (small-sigma units) and ``trend`` (the learned part's score over sigma)."""
@@ -101,4 +146,4 @@ def judge(x: Inputs, block: int = 0) -> Verdict:
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
                    {"dpe": int((t["p_dpe"] < ALPHA).sum()),
                     "final": int((t["p_final"] < ALPHA).sum()), "n": len(t), "trend": tr},
-                   QUOTES)
+                   QUOTES, checks(x))

@@ -18,10 +18,27 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.claims._common import adjust, contrast, values_by_pe, with_equivalence
+from lstpe.claims._common import (
+    adjust,
+    contrast,
+    means_text,
+    n_of,
+    student,
+    t_text,
+    values_by_pe,
+    with_equivalence,
+)
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
-from lstpe.claims.verdicts import Verdict, untestable, weigh
+from lstpe.claims.verdicts import (
+    Check,
+    Verdict,
+    result_of_contrast,
+    result_of_no_difference,
+    result_of_order,
+    untestable,
+    weigh,
+)
 from lstpe.evidence import tables as ev
 from lstpe.stats.seed_tests import ALPHA
 
@@ -44,6 +61,11 @@ QUOTES: tuple[Quote, ...] = (
           "2d-fixed model (97.7%) and the learn-0.2 model (95.6%) (2d-fixed vs. learn-0.2, "
           "t-test, … there was a significant difference between the learn-0.2 model with the "
           "next highest-performing model (relative)", "v1", "§3.2"),
+    Quote("While we did not find a robust statistical difference between the ground truth "
+          "`2d-fixed` model (97.7%) and the `learn-0.2` model (95.6%) (`2d-fixed` vs. "
+          "`learn-0.2`, t-test, $t(13) = 0.96$, $p = 0.35$)", "v2", "§3.2"),
+    Quote("there was a significant difference between the `learn-0.2` model with the next "
+          "highest-performing model (`relative`) ($t(13) = 2.51$, $p = 0.03$).", "v2", "§3.2"),
 )
 """The paper's sentences this claim tests, from each version."""
 WHERE = "05_training.ipynb"
@@ -72,6 +94,43 @@ def still_rising(x: Inputs, best: float | None = None) -> dict[str, str]:
                          + (f", {abs(best - r.val_last):.3f} "
                             f"{'below' if best > r.val_last else 'above'} learn-0.2's "
                             "epoch-200 mean" if best is not None else ""))
+    return out
+
+
+PAPER_ORDER: tuple[str, ...] = ("2d-fixed", "learn-0.2", "relative", "random", "rope",
+                                 "1d-fixed")
+"""The order of the paper's sentence (Table 1's means: 0.977, 0.956, 0.920, 0.888, 0.805,
+0.781)."""
+
+
+def checks(x: Inputs) -> list[Check]:
+    """The paper's own analysis of its sentences, on our models: the order of the seed means
+    (it reads the order off Table 1), and its two t-tests (Student's, pooled: the paper's
+    ``t(13)``), each with the difference's interval and the smallest difference our n
+    resolves."""
+    vals = values_by_pe(x.final)
+    at = x.epoch
+    have_all = [p for p in PAPER_ORDER if p in vals]
+    ours = sorted(have_all, key=lambda p: -vals[p].mean())
+    order = Check(QUOTES[0], "2d-fixed 0.977, learn-0.2 0.956, relative 0.920, random 0.888, "
+                  "rope 0.805, 1d-fixed 0.781 (Table 1, 4000 epochs, n = 15 each)",
+                  f"{means_text(vals, ours)} (epoch {at}, {n_of(vals, *ours)})",
+                  result_of_order(ours, have_all) if len(have_all) == len(PAPER_ORDER)
+                  else "not testable yet")
+    out = [order]
+    for (a, b), paper, want, q, what in (
+            (("2d-fixed", "learn-0.2"), "t(13) = 0.96, p = 0.35: no robust difference (0.977 "
+             "against 0.956)", 0, QUOTES[4], "no difference between learn-0.2 and 2d-fixed"),
+            (("learn-0.2", "relative"), "t(13) = 2.51, p = 0.03 (0.956 against 0.920)", +1,
+             QUOTES[5], "learn-0.2 above relative")):
+        t = student(vals.get(a, ()), vals.get(b, ()))
+        if t is None:
+            result = "not testable yet"
+        elif want == 0:
+            result = result_of_no_difference(t["p"])
+        else:
+            result = result_of_contrast(t["diff"], t["p"], want)
+        out.append(Check(q, paper, t_text(a, b, t, at, n_of(vals, a, b)), result, what=what))
     return out
 
 
@@ -105,4 +164,5 @@ def judge(x: Inputs) -> Verdict:
         part = f"above {len(above)} of {len(common)} fixed PEs"
     text = "; ".join(t.text for t in tests)
     return Verdict(CLAIM, LINE, WHERE, verdict, x.epoch, part, tests, text,
-                   {"contrasts": shown, "rows": c, "rising": rising, "above": above}, QUOTES)
+                   {"contrasts": shown, "rows": c, "rising": rising, "above": above}, QUOTES,
+                   checks(x))
