@@ -595,3 +595,43 @@ def test_reader_pages_define_the_projects_words(built_book: Path) -> None:
     problems = [p for c in pages for p in reader_word_problems(
         article_text((built_book / f"{c}.html").read_text(encoding="utf-8")), c)]
     assert not problems, "\n".join(problems)
+
+
+PAPER_QUOTE = re.compile(r"“([^”]{12,}?)” \((v1|v2), ")
+"""A sentence of the paper as every page quotes it: in curly quotes, then its version."""
+
+
+def _plain(text: str) -> str:
+    """Text as the paper's plain copy and the rendered page can both be compared: math
+    delimiters and code marks dropped, apostrophes straightened, whitespace collapsed."""
+    for mark in ("\\(", "\\)", "$", "`"):
+        text = text.replace(mark, "")
+    return re.sub(r"\s+", " ", text.replace("’", "'")).strip()
+
+
+def _paper_text(version: str) -> str:
+    lines = (ROOT / "tests" / "data" / "paper" / f"{version}_quoted.txt").read_text(
+        encoding="utf-8").splitlines()
+    return _plain(" ".join(ln for ln in lines if not ln.startswith("# ")))
+
+
+def test_every_quoted_sentence_is_the_papers_verbatim(built_book: Path) -> None:
+    """Every sentence a page puts in quotation marks and attributes to a version of the paper
+    is in that version, word for word (pieces between ellipses in order): no page misquotes
+    the paper, and the scorecard quotes at least one sentence per claim."""
+    texts = {v: _paper_text(v) for v in ("v1", "v2")}
+    found, problems = 0, []
+    for chapter in _chapters():
+        page = html.unescape(re.sub(r"<[^>]+>", "", (built_book / f"{chapter}.html").read_text(
+            encoding="utf-8")))
+        for quote, version in PAPER_QUOTE.findall(page):
+            found += 1
+            pos = 0
+            for piece in (_plain(p) for p in quote.split("…") if p.strip()):
+                i = texts[version].find(piece, pos)
+                if i < 0:
+                    problems.append(f"{chapter}: not in {version}: {piece[:100]!r}")
+                    break
+                pos = i + len(piece)
+    assert not problems, "\n".join(problems)
+    assert found >= 20, f"only {found} quoted sentences of the paper found on the pages"

@@ -47,6 +47,12 @@ class Claims:
     mechanism_long: LongMechanism  # the mechanism's long units at epochs 0, 200 and their last
 
     @property
+    def checks(self) -> pd.DataFrame:
+        """The paper's own analysis, one row per sentence tested
+        (:func:`lstpe.claims.paper_checks`)."""
+        return C.paper_checks(self.verdicts)
+
+    @property
     def final(self) -> pd.DataFrame:
         """One row per stored model of Tables 1-2 (``pe, seed, accuracy, epoch``)."""
         return self.inputs.final
@@ -73,6 +79,14 @@ def runs_human_similarity(runs: Iterable[Run]) -> pd.DataFrame:
     from the first run that has it."""
     sims = [humans.human_similarity(r.artifacts) for r in runs]
     return pd.concat(sims).drop_duplicates("pe").reset_index(drop=True)
+
+
+def noise_levels(noise: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy under each noise std, one row per (model, std), all puzzles (``pe, seed,
+    noise, accuracy``), from the runs' noise tables; a model two runs share counts once."""
+    r = noise[noise["condition"].astype(str) == "all"]
+    return r.drop_duplicates(["noise", "pe", "seed"])[["pe", "seed", "noise", "accuracy"]] \
+        .reset_index(drop=True)
 
 
 def _learn(t: pd.DataFrame) -> pd.DataFrame:
@@ -114,6 +128,7 @@ def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.
         for s in ("final", "init"))
     noise = [r.tables["noise"] for r in (t1, t2) if "noise" in r.tables]
     x.noise = noise_loss_per_model(pd.concat(noise)) if noise else None
+    x.noise_levels = noise_levels(pd.concat(noise)) if noise else None
     correct = pd.concat([humans.model_correct(r.artifacts) for r in (t1, t2)])
     x.agreement = model_human_agreement(correct.drop_duplicates(["pe", "seed", "id"]),
                                         lst.human_accuracy())
@@ -134,6 +149,71 @@ def claims_markdown(card: pd.DataFrame, evidence: bool = True) -> str:
     head = ("| the paper's claim | verdict | evidence | where |\n| --- | --- | --- | --- |\n"
             if evidence else "| the paper's claim | verdict | where |\n| --- | --- | --- |\n")
     return head + "\n".join(rows)
+
+
+def _cell(text: str) -> str:
+    """``text`` safe inside a Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _chapter(where: str) -> str:
+    """``[chapter 7b](07b_alignment.ipynb)``."""
+    return f"[chapter {where.split('_', 1)[0].lstrip('0')}]({where})"
+
+
+def checks_markdown(checks: pd.DataFrame, chapter: bool = True, ours: bool = False) -> str:
+    """The paper's own analysis (:func:`lstpe.claims.paper_checks`) as a Markdown table, one
+    row per sentence: the sentence verbatim in quotation marks with its version and place,
+    the paper's number, ours, the result and explanation words in bold and, with
+    ``chapter``, the chapter that shows it; ``ours`` adds our analyses' verdict (labelled
+    as ours)."""
+    head = ["the paper's sentence", "the paper", "ours", "result", "explanation"]
+    head += ["our analyses (ours)"] * ours + ["where"] * chapter
+    rows = []
+    for r in checks.itertuples():
+        cells = [f"“{_cell(r.sentence)}” ({r.version}, {_cell(r.where_in_paper)})",
+                 _cell(r.paper) or "–", _cell(r.ours), f"**{r.result}**",
+                 f"**{_cell(r.explanation)}**"]
+        cells += [_cell(r.our_analyses)] * ours + [_chapter(r.where)] * chapter
+        rows.append("| " + " | ".join(cells) + " |")
+    return ("| " + " | ".join(head) + " |\n|" + " --- |" * len(head) + "\n"
+            + "\n".join(rows))
+
+
+def page_checks(*verdicts: C.Verdict) -> str:
+    """A results page's table of the paper's sentences its claims test, from the page's own
+    ``verdicts`` (:func:`checks_markdown` without the chapter column, our analyses' verdict
+    beside, labelled as ours)."""
+    return checks_markdown(C.paper_checks(list(verdicts)), chapter=False, ours=True)
+
+
+NAMES: dict[str, str] = {
+    "table1": "Table 1's ranking", "sigma": "the σ sweep", "attention": "attention similarity",
+    "procrustes": "the Procrustes distance", "structure": "the 2-D structure",
+    "noise": "noise robustness", "humans": "models against people", "sgd": "SGD against Adam",
+    "weight_decay": "weight decay", "brain": "the brain experiment"}
+"""Each claim in the reader's words, as the openings name them."""
+
+
+def opening_facts(cl: Claims) -> dict[str, str]:
+    """What the intro's and chapter 11's openings glue in, every result named, the negative
+    ones included: ``at`` (the models' epoch), ``n`` (sentences tested), per result word the
+    count (``n_rep``, ``n_dir``, ``n_not``, ``n_open``) and what has it (``rep``, ``dir``,
+    ``not``, ``open``: the claims' names; for a sentence that keeps only its direction or does
+    not reproduce, its point in a few words), and ``at_init``: the claims whose explanation
+    is not supported because the ordering is already present at initialisation."""
+    t = cl.checks
+    out = {"at": str(cl.inputs.epoch), "n": str(len(t))}
+    for key, word in (("rep", "reproduced"), ("dir", "same direction, smaller"),
+                      ("not", "not reproduced"), ("open", "not testable yet")):
+        rows = t[t["result"] == word]
+        out[f"n_{key}"] = str(len(rows))
+        names = [w if key in ("dir", "not") and w else NAMES.get(i, i)
+                 for i, w in zip(rows["id"], rows["what"], strict=True)]
+        out[key] = ", ".join(dict.fromkeys(names)) or "none"
+    init = t[t["explanation"].str.endswith(C.verdicts.AT_INIT)]
+    out["at_init"] = ", ".join(NAMES.get(i, i) for i in dict.fromkeys(init["id"])) or "none"
+    return out
 
 
 def report_facts(cl: Claims) -> dict[str, str] | None:
