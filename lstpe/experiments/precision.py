@@ -5,12 +5,15 @@ Precision is decided here and only here (:func:`decide`), with one reason string
 * a CUDA device: fp32 with TF32 off, as the authors' V100 trained (no precision pair has
   been run on a GPU, and a stored result earns bf16 only through one); a GPU lease trains
   long units, which then continue on CPUs in fp32 without a change of precision;
-* a CPU without bf16 instructions (AMD EPYC, avx2 only): fp32 -- bf16 is emulated there,
-  about 50x slower;
-* a CPU with bf16 instructions (Intel Xeon with ``avx512_bf16`` / ``amx_bf16``): bf16 autocast
-  only once the **precision pair** stored for that kind of CPU (:func:`pair_dir`) shows that
-  bf16 leaves validation accuracy within the seed-to-seed spread (:func:`pair_verdict`);
-  fp32 until then.
+* a CPU without bf16 instructions (AVX2 only: older AMD EPYCs and Intel Xeons): fp32 --
+  bf16 is emulated there, many times slower;
+* a CPU with bf16 instructions (``avx512_bf16``: AMD EPYC Zen 4, most of this project's
+  machines; ``amx_bf16``: recent Intel Xeons): bf16 autocast only once the **precision pair**
+  stored for that kind of CPU (:func:`pair_dir`) shows that bf16 leaves validation accuracy
+  within the seed-to-seed spread (:func:`pair_verdict`); fp32 until then. On a 2-core Zen 4
+  EPYC at the paper's size, bf16 autocast trains the batched engine about 2x faster than fp32
+  (``benchmarks/train_throughput.py``: 0.277 against 0.136 model-epochs/s at 4 models, on
+  oneDNN's avx512_core_bf16 matmuls).
 
 The precision pair (:func:`run_pair`, ``lstpe campaign pair``): :data:`PAIR_PES` x
 :data:`PAIR_SEEDS`, the paper's recipe for :data:`PAIR_EPOCHS` epochs, once in fp32 and once
