@@ -11,7 +11,8 @@ second of wall time) of
   :func:`lstpe.training.train.train` (per-model data permutations from ``(seed, epoch)``, loss =
   sum of
   the per-model mean losses, one optimizer over the stacked weights), optionally with bf16
-  autocast (``--amp``) and ``torch.compile`` (``--compile``),
+  autocast (``--amp``) and a compiled step (``--mode compile``: the forward; ``--mode
+  compiled``: the whole step),
 
 on the same training puzzles. Only training steps are timed (no evaluation). Each engine runs
 ``--warmup`` untimed steps, then ``--steps`` timed steps (default 6; or ``--epochs`` full
@@ -66,9 +67,10 @@ from lstpe.nn.encodings import parse_pe
 from lstpe.nn.model import LSTTransformer
 from lstpe.runtime import PAPER_SEEDS, PRECISION_FLAGS, cpu_flags, pick_device
 from lstpe.store import results as res
+from lstpe.training.compiled import CompiledStep
 from lstpe.training.config import PAPER_SIGMAS, load_data, preset
 from lstpe.training.cost import flops_per_model_epoch
-from lstpe.training.engine import EagerStep, GraphStep, Running, resolve_mode
+from lstpe.training.engine import STEP_MODES, EagerStep, GraphStep, Running, resolve_mode
 from lstpe.training.floor import (  # noqa: F401  (the floor lives in the package; tests use these names)
     FLOOR_REPEATS,
     Gemm,
@@ -157,18 +159,34 @@ MIXES = {"sweep": sweep_models, "table1": mixed_models}
 """Which models a batch holds: the learn-sigma sweep, or every PE of Table 1 mixed."""
 
 
+BUILT_MODES: tuple[str, ...] = tuple(m for m in STEP_MODES if m != "auto")
+"""The step modes :func:`batched_step_fn` builds: every mode of the engine once ``auto`` is
+resolved (:func:`lstpe.training.engine.resolve_mode`); each is timed under its own name."""
+
+
 def batched_step_fn(m: int, cfg, splits: dict, device: torch.device, amp: bool = False,
                     mode: str = "eager", mix: str = "sweep") -> Callable[[], None]:
     """One step of the engine (:mod:`lstpe.training.engine`) over ``m`` stacked models per call: the
     LST task's per-model batches and dropout keys, the per-model optimizer, the running
-    metrics, as :func:`lstpe.training.train.train` runs them; ``mode`` eager, compile or graph."""
+    metrics, as :func:`lstpe.training.train.train` runs them; ``mode`` a resolved step mode
+    (:data:`BUILT_MODES`), built as :func:`lstpe.training.engine.run_chunk` builds it.
+
+    Raises:
+        ValueError: a mode not in :data:`BUILT_MODES` (``auto``: resolve it first), naming it.
+    """
+    if mode not in BUILT_MODES:
+        raise ValueError(f"step mode {mode!r} is not one the benchmark builds; valid: "
+                         f"{', '.join(BUILT_MODES)} (auto is resolved first by run())")
     pes, seeds = MIXES[mix](m)
     slots = [ModelSlot(0, i, parse_pe(p), sd) for i, (p, sd) in enumerate(zip(pes, seeds,
                                                                               strict=True))]
     task = LSTTask(cfg, slots, ["adam"] * m, splits, {}, device)
     opt = StackedOptimizer(task.model.parameters(), ["adam"] * m, [cfg.lr] * m, [0.0] * m)
     running = Running.zeros(m, device)
-    if mode == "graph":
+    if mode == "compiled":
+        stepper: Callable[[torch.Tensor, torch.Tensor | None], None] = CompiledStep(
+            task, opt, running, device, amp)
+    elif mode == "graph":
         stepper = GraphStep(task, opt, running, device, amp)
     else:
         fwd = torch.compile(task.model) if mode == "compile" else task.model
@@ -200,7 +218,8 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
 
     Timed steps per engine: ``epochs`` epochs of the training split if given, else ``steps``,
     else :data:`DEFAULT_STEPS`. Warm-up: ``warmup`` steps, default 3 (one epoch + 2 with
-    ``compile``, so that recompiling for the short last batch of an epoch is not timed).
+    ``compile`` or ``compiled``, so that recompiling for the short last batch of an epoch is
+    not timed).
 
     Raises:
         ValueError: unknown size, a model count < 1, a non-positive number of steps or of
@@ -216,6 +235,7 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
     dev = pick_device(device)
     mode = resolve_mode(mode, dev)
     compile = mode == "compile"
+    compiles = mode in ("compile", "compiled")  # a compilation per batch shape: not timed
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -228,7 +248,7 @@ def run(size: str = "preview", models: Sequence[int] = (1, 4, 15, 30),
     else:
         n_steps = steps if steps is not None else DEFAULT_STEPS
     if warmup is None:
-        warmup = steps_per_epoch + 2 if compile else 3
+        warmup = steps_per_epoch + 2 if compiles else 3
     if n_steps < 1 or warmup < 0:
         raise ValueError(f"need steps >= 1 and warmup >= 0, got {n_steps}, {warmup}")
     if floor_repeats < 1:
@@ -380,14 +400,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--steps", type=int, help="timed steps per engine, extrapolated to epochs "
                    f"(default {DEFAULT_STEPS})")
     p.add_argument("--warmup", type=int,
-                   help="untimed warm-up steps (default 3; one epoch + 2 with --compile)")
+                   help="untimed warm-up steps (default 3; one epoch + 2 with --mode compile "
+                   "or compiled)")
     p.add_argument("--device", default="auto")
     p.add_argument("--threads", type=int, help="torch CPU threads (default: torch's); 1 gives "
                    "steadier numbers on a machine shared with other jobs")
     p.add_argument("--amp", action="store_true", help="bf16 autocast (CUDA or CPU) for batched")
     p.add_argument("--compile", action="store_true", help="same as --mode compile")
-    p.add_argument("--mode", default="eager", help="step mode of the engine: eager, compile, "
-                   "graph (CUDA graph of the whole step) or auto (graph on CUDA)")
+    p.add_argument("--mode", default="eager", help="step mode of the engine: eager, compile "
+                   "(the forward compiled), compiled (forward, backward and optimizer as one "
+                   "inductor graph, under a CUDA graph on CUDA), graph (CUDA graph of the whole "
+                   "step) or auto (graph on CUDA)")
     p.add_argument("--mix", default="sweep", help="models in the batch: sweep (Table 2's "
                    "learn-sigma) or table1 (Table 1's 10 PEs mixed)")
     p.add_argument("--no-plain", action="store_true", help="skip the plain loop")

@@ -5,9 +5,14 @@ The bottom of the package: every other module may import from here, this one fro
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 
 import torch
@@ -126,19 +131,57 @@ def find_results(start: Path | None = None) -> tuple[Path, str]:
     if pkg is not None and (pkg / "results").is_dir():
         return pkg / "results", "package"
     for d in CLONE_DIRS:
-        res = Path(d).expanduser() / "results"
+        folder = expand_home(d)
+        if folder is None:  # no home folder: no clone there
+            continue
+        res = folder / "results"
         if res.is_dir():
             return res, "clone"
     return Path("results"), "none"
 
 
+def home() -> Path | None:
+    """The home folder, or None where there is none (HOME unset and the uid without a passwd
+    entry, as in a container run as an arbitrary uid: ``Path.home()`` then raises)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError, OSError):
+        return None
+
+
+def expand_home(path: str | Path) -> Path | None:
+    """``path`` with a leading ``~`` expanded; None if it needs a home folder there is not
+    (:func:`home`)."""
+    try:
+        return Path(path).expanduser()
+    except (RuntimeError, KeyError, OSError):
+        return None
+
+
+@lru_cache(maxsize=1)
+def _temporary_cache() -> Path:
+    """A private temporary cache folder for this process (as matplotlib does without a
+    home): made once (mode 0700), removed when the process ends, announced once."""
+    where = Path(tempfile.mkdtemp(prefix="lstpe-cache-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    print(f"lstpe: no home folder (HOME unset, no passwd entry for this uid), so no "
+          f"~/.cache/lstpe: caching in {where} for this process only; set LSTPE_CACHE to a "
+          "folder to keep the cache", file=sys.stderr)
+    return where
+
+
 def cache_dir() -> Path:
     """Where this package keeps what it can compute again: ``$LSTPE_CACHE``, else
-    ``~/.cache/lstpe``. Runs trained for a chapter (:mod:`lstpe.experiments.runs`, keyed by
+    ``~/.cache/lstpe``, else (no home folder: :func:`home`) a private temporary folder for
+    this process. Runs trained for a chapter (:mod:`lstpe.experiments.runs`, keyed by
     their config and code) and the attention maps at initialisation recomputed for stored
     fragments (:mod:`lstpe.experiments.init_maps`, keyed by the fragment's artefact file) live
     there; deleting the folder loses nothing but time."""
-    return Path(os.environ.get("LSTPE_CACHE") or Path.home() / ".cache" / "lstpe")
+    env = os.environ.get("LSTPE_CACHE")
+    if env:
+        return Path(env)
+    base = home()
+    return base / ".cache" / "lstpe" if base is not None else _temporary_cache()
 
 
 def default_results_dir() -> Path:
