@@ -5,26 +5,30 @@
     run = get_run("table2")                      # a chapter at preview scale
     run = get_run("table1", "cpu", seeds=[29])   # another seed: trained, not the stored run
 
-What a name means at each scale is :func:`lstpe.experiments.registry.run_config` (the registry).
-Where
-the numbers come from, best first (where each kind of run lives under ``<results_dir>``:
-``paper/<name>/<pe>/<seed>/`` holds only the campaign's 200-epoch fragments; ``long/`` only the
-campaign's long units, read by :mod:`lstpe.experiments.long_units`; ``paper-e<E>/<name>/`` a
-whole paper-scale run of ``E`` epochs, :func:`full_run_dir`, from ``lstpe reproduce run`` or an
-unpacked pack; ``cpu/<name>/`` a run of the paper's model trained on a CPU):
+What a name means at each scale is :func:`lstpe.experiments.registry.run_config` (the
+registry). Where the numbers come from, best first (under ``<results_dir>``: ``paper/<name>/
+<pe>/<seed>/`` holds only the campaign's 200-epoch fragments; ``long/`` only the campaign's
+long units, read by :mod:`lstpe.experiments.long_units`; ``paper-e<E>/<name>/`` a whole
+paper-scale run of ``E`` epochs, :func:`full_run_dir`, from ``lstpe reproduce run`` or an
+unpacked pack, or a reader's one-model folders ``paper-e<E>/<name>/<pe>/<seed>/`` from
+``lstpe reproduce run --task-index I --task-count N``; ``cpu/<name>/`` a run of the paper's
+model trained on a CPU):
 
-1. the campaign's **fragments** of the run (:func:`fragments_run`: 200-epoch units of the
-   paper's recipe, merged; each PE with the seeds stored so far), unless other epochs or
-   another recipe are asked for. Seeds or PEs asked for and not stored are named (and refused
-   under ``require_stored``); a whole run of another length stored beside them is named too
-   (``epochs=E`` shows it): neither hides the other silently. A whole run found at
-   ``paper/<name>/`` itself, where the fragments live, is refused, naming where it belongs;
-2. a **stored** whole run of a scale at least as large as the one asked for (``paper`` >
-   ``cpu`` > ``preview``): ``paper-e<E>/<name>`` (``E``: the epochs asked for, else the
-   registry's paper epochs), then ``cpu/<name>``. It is used when it *fits*: its config is
-   the registry's config at its scale, with whatever the caller set (``seeds``, ``sigmas``,
-   ``epochs``, ...) equal to the caller's values (the PEs asked for may be a subset of the
-   stored ones). If it differs only in what the caller set, it is
+1. at paper scale, the stored set with the **most models** of what was asked
+   (:func:`lstpe.experiments.stored_sets.paper_sets`, counted from manifests alone; a tie
+   keeps this order): the campaign's **fragments** (:func:`fragments_run`: 200-epoch units of
+   the paper's recipe, merged, each PE with the seeds stored so far; not when other epochs or
+   another recipe are asked for), a **whole run** ``paper-e<E>/<name>``, a reader's
+   **models** (:func:`models_run`). ``E``: the epochs asked for, else the registry's paper
+   epochs. The sets passed over are named, so is a whole run of another length (``epochs=E``
+   shows it). Seeds or PEs asked for and not stored are named (and refused under
+   ``require_stored``). A whole run at ``paper/<name>/`` itself, where the fragments live, is
+   refused, naming where it belongs. :func:`lstpe.experiments.stored_sets.shown_line` says
+   what the run returned holds (seeds per PE, epochs, where it was read and trained);
+2. else a stored whole run ``cpu/<name>``. A whole run or a reader's model is used when it
+   *fits*: its config is the registry's config at its scale, with whatever the caller set
+   (``seeds``, ``sigmas``, ``epochs``, ...) equal to the caller's values (the PEs asked for
+   may be a subset of the stored ones). If it differs only in what the caller set, it is
    passed over with a message (the caller asked for another run). If it differs in anything
    else, it is refused with a :class:`StoredRunMismatch` naming the keys: the registry changed
    since it was trained, and its numbers would be shown as something they are not.
@@ -52,8 +56,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from lstpe.experiments import init_maps
+from lstpe.experiments import init_maps, stored_sets
 from lstpe.experiments.registry import BRAIN_RUN, REGISTRY, run_config
+from lstpe.experiments.stored_sets import FRAGMENT_ASKED, NO_FRAGMENTS
 from lstpe.runtime import cache_dir
 from lstpe.store import results as res
 from lstpe.store.storage import dotted_get
@@ -163,8 +168,9 @@ def full_run_dir(name: str, scale: str, epochs: int,
     """Where a whole run of ``name`` lives: ``<results>/paper-e<epochs>/<name>`` at paper scale
     (``results/paper/`` holds the campaign's fragments, ``results/long/`` its long units), else
     ``<results>/<scale>/<name>``."""
-    base = res.results_root(results_dir)
-    return base / (f"paper-e{int(epochs)}" if scale == "paper" else scale) / name
+    if scale == "paper":
+        return stored_sets.paper_home(name, epochs, results_dir)
+    return res.results_root(results_dir) / scale / name
 
 
 def _other_lengths(name: str, base: Path, shown: int | None) -> list[Path]:
@@ -187,57 +193,150 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
     base = res.results_root(results_dir)
     asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
     for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
-        folder = f"{src}/{name}"
         if src == "paper" and name in REGISTRY:
-            epochs = int(asked.get("epochs") or REGISTRY[name].paper_epochs)
-            misplaced = base / "paper" / name
-            if (misplaced / "manifest.json").exists():
-                raise StoredRunMismatch(
-                    f"{misplaced} holds a whole run where only the campaign's fragments live "
-                    f"(paper/<run>/<pe>/<seed>/); move it to {base}/paper-e<E>/{name} (E: its "
-                    "epochs), where get_run reads whole runs")
-            if name not in NO_FRAGMENTS:
-                merged = fragments_run(name, base, verbose, require=require, **asked)
-                if merged is not None:
-                    others = _other_lengths(name, base, merged.config.get("epochs"))
-                    if others and verbose:
-                        print(f"also stored: {', '.join(map(str, others))} (whole runs of "
-                              f"{name!r} of another length; get_run(..., epochs=E) shows "
-                              "one)", flush=True)
-                    return merged
-            folder = f"paper-e{epochs}/{name}"
-        run = res.find(folder, base)
+            run = _paper_run(name, base, verbose, require, asked)
+        else:
+            run = _whole_run(name, src, f"{src}/{name}", base, verbose, asked)
+        if run is not None:
+            return run
+    return None
+
+
+def _paper_run(name: str, base: Path, verbose: bool, require: bool,
+               asked: dict[str, Any]) -> res.Run | None:
+    """The paper-scale set of ``name`` with the most models of what was asked that fits
+    (:func:`lstpe.experiments.stored_sets.paper_sets`), or None; the sets passed over are
+    named."""
+    epochs = int(asked.get("epochs") or REGISTRY[name].paper_epochs)
+    misplaced = base / "paper" / name
+    if (misplaced / "manifest.json").exists():
+        raise StoredRunMismatch(
+            f"{misplaced} holds a whole run where only the campaign's fragments live "
+            f"(paper/<run>/<pe>/<seed>/); move it to {base}/paper-e<E>/{name} (E: its "
+            "epochs), where get_run reads whole runs")
+    other = [k for k in asked if k not in FRAGMENT_ASKED]
+    if other and name not in NO_FRAGMENTS:
+        fragments_run(name, base, verbose, **asked)  # says why the fragments are passed over
+    pes = asked.get("pes") or run_config(name, "paper", sigmas=asked.get("sigmas")).pes
+    sets = stored_sets.paper_sets(name, pes, epochs, base, seeds=asked.get("seeds"),
+                                  fragment_epochs=asked.get("epochs"), fragments=not other)
+    for i, found in enumerate(sets):
+        if found.form == "fragments":
+            run = fragments_run(name, base, verbose, require=require, **asked)
+        elif found.form == "whole":
+            run = _whole_run(name, "paper", f"paper-e{epochs}/{name}", base, verbose, asked)
+        else:
+            run = models_run(name, base, verbose, require=require, **asked)
         if run is None:
             continue
-        wrong = res.history_problems(run.history, run.config["epochs"]) \
-            if "epochs" in run.config else []
-        if wrong:  # never read as the epochs its config says
-            raise res.DamagedFileError(f"the stored run {run.path} is not what its manifest "
-                                       f"says: {wrong[0]}; restore it, or move it out of {base}")
-        mine, other = conflicts(run.config, run_config(name, src, **asked).to_dict(), asked)
-        if other:
-            raise StoredRunMismatch(
-                f"the stored run {run.path} was not trained with the registry's {name!r} at "
-                f"{src} scale ({'; '.join(other)}); retrain it (lstpe reproduce run "
-                f"--scale {src} --parts {name}) or move it out of {base}")
-        if mine:
-            if verbose:
-                print(f"the stored run {run.path} does not fit what was asked "
-                      f"({'; '.join(mine)}); not used", flush=True)
-            continue
-        init_maps.restore([run])  # its attention maps at initialisation, if it dropped them
-        run.name = name
+        if found.form != "whole":
+            run.manifest.update(store_form=found.form, store_path=str(found.path))
+        rest = [s for j, s in enumerate(sets) if j != i]
+        if rest and verbose:
+            print(f"{name!r}: shown: {found.path} ({found.n_models} models); also stored: "
+                  + ", ".join(f"{s.path} ({s.n_models} models)" for s in rest), flush=True)
+        if found.form == "fragments":
+            others = _other_lengths(name, base, run.config.get("epochs"))
+            if others and verbose:
+                print(f"also stored: {', '.join(map(str, others))} (whole runs of "
+                      f"{name!r} of another length; get_run(..., epochs=E) shows "
+                      "one)", flush=True)
         return run
     return None
 
 
-NO_FRAGMENTS: tuple[str, ...] = ("long4000",)
-"""Runs the campaign's 200-epoch units never stand in for: ``long4000`` exists to measure
-what 4000 epochs change."""
+def _whole_run(name: str, src: str, folder: str, base: Path, verbose: bool,
+               asked: dict[str, Any]) -> res.Run | None:
+    """The whole run ``<base>/<folder>`` if it is stored and fits what was asked, else None
+    (passed over with a message when it differs in what the caller set)."""
+    run = res.find(folder, base)
+    if run is None:
+        return None
+    wrong = res.history_problems(run.history, run.config["epochs"]) \
+        if "epochs" in run.config else []
+    if wrong:  # never read as the epochs its config says
+        raise res.DamagedFileError(f"the stored run {run.path} is not what its manifest "
+                                   f"says: {wrong[0]}; restore it, or move it out of {base}")
+    mine, other = conflicts(run.config, run_config(name, src, **asked).to_dict(), asked)
+    if other:
+        raise StoredRunMismatch(
+            f"the stored run {run.path} was not trained with the registry's {name!r} at "
+            f"{src} scale ({'; '.join(other)}); retrain it (lstpe reproduce run "
+            f"--scale {src} --parts {name}) or move it out of {base}")
+    if mine:
+        if verbose:
+            print(f"the stored run {run.path} does not fit what was asked "
+                  f"({'; '.join(mine)}); not used", flush=True)
+        return None
+    init_maps.restore([run])  # its attention maps at initialisation, if it dropped them
+    run.name = name
+    return run
 
-FRAGMENT_ASKED = ("pes", "seeds", "sigmas", "epochs")
-"""What a caller may ask of a campaign run: which PEs and seeds (a subset of the fragments),
-and the epochs (fragments of other epochs are passed over)."""
+
+def models_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
+               require: bool = False, **asked: Any) -> res.Run | None:
+    """A reader's one-model folders of ``name`` (``paper-e<E>/<name>/<pe>/<seed>/``, what
+    ``lstpe reproduce run --task-index I --task-count N`` writes) merged into one run, or
+    None if none is stored for what was asked, or they differ from it in what the caller set.
+
+    Each folder is verified on load and must hold its one model of the registry's config at
+    paper scale with what the caller set. Seeds and PEs asked for and not stored are named,
+    as :func:`fragments_run` names them.
+
+    Raises:
+        StoredRunMismatch: a folder holds another model than its name says, or a config
+            that is not the registry's in keys the caller did not set (naming both).
+        lstpe.store.results.DamagedFileError: a folder fails verification (naming the file).
+        FileNotFoundError: ``require`` and an asked seed or PE has no folder (naming them).
+    """
+    from lstpe.experiments import fragments as fr
+
+    base = res.results_root(results_dir)
+    epochs = int(asked.get("epochs") or REGISTRY[name].paper_epochs)
+    pes = asked.get("pes") or run_config(name, "paper", sigmas=asked.get("sigmas")).pes
+    seeds = asked.get("seeds")
+    dirs = stored_sets.model_dirs(name, epochs, base)
+    pick = [(p, s) for p in pes for s in sorted(t for q, t in dirs if q == p)
+            if seeds is None or s in seeds]
+    if not pick:
+        return None
+    rest = {k: v for k, v in asked.items() if k not in ("pes", "seeds", "sigmas", "epochs")}
+    models = []
+    for pe, seed in pick:
+        run = res.load(dirs[(pe, seed)])
+        if run.config.get("pes") != [pe] or run.config.get("seeds") != [seed]:
+            raise StoredRunMismatch(f"{run.path} holds PEs {run.config.get('pes')} and seeds "
+                                    f"{run.config.get('seeds')}, not {pe} seed {seed} (moved "
+                                    "by hand?); move it to its own folder")
+        wrong = res.history_problems(run.history, epochs)
+        if wrong:
+            raise res.DamagedFileError(f"the stored model {run.path} is not what its "
+                                       f"manifest says: {wrong[0]}; retrain it, or delete it")
+        want = run_config(name, "paper", pes=[pe], seeds=[seed], epochs=epochs, **rest)
+        mine, other = conflicts(run.config, want.to_dict(), rest)
+        if other:
+            raise StoredRunMismatch(
+                f"the stored model {run.path} was not trained with the registry's {name!r} "
+                f"at paper scale ({'; '.join(other)}); retrain it (lstpe reproduce run "
+                f"--parts {name}) or move it out of {base}")
+        if mine:
+            if verbose:
+                print(f"the stored models under {run.path.parent.parent} do not fit what was "
+                      f"asked ({'; '.join(mine)}); not used", flush=True)
+            return None
+        models.append(run)
+    missing = _missing(models, asked, pes)
+    if missing and require:
+        raise FileNotFoundError(f"the stored models of {name!r} under "
+                                f"{stored_sets.paper_home(name, epochs, base)} lack what was "
+                                f"asked: {', '.join(missing)}")
+    init_maps.restore(models)
+    merged = fr.merge(models, name)
+    if missing:
+        merged.manifest["missing"] = missing
+        print(f"WARNING: {name!r}: asked for, not stored, left out: {', '.join(missing)}",
+              flush=True)
+    return merged
 
 
 def fragments_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
