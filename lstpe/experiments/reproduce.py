@@ -9,7 +9,7 @@ from its checkpoints in ``<out>/_work/``.
 
 Subcommands::
 
-    lstpe reproduce run  [--parts table2 table1 ...] [--minutes 9]
+    lstpe reproduce run  [--parts table2 table1 ...] [--minutes 9] [--task-index I --task-count N]
     lstpe reproduce plan [--parts ...] [--rate 250] [--memory-gib 70]
     lstpe reproduce pack --out PACKDIR [--runs table2 ...] [--volume K --to DIR]
     lstpe reproduce unpack PACKDIR [PACKDIR ...] [--into results/paper-e1000]
@@ -17,6 +17,14 @@ Subcommands::
 Where runs go: a whole paper-scale run of E epochs lives in ``results/paper-e<E>/<name>/``
 (:func:`run_home`); ``results/paper/`` holds only the campaign's 200-epoch fragments, and
 ``unpack`` refuses to place a whole run there.
+
+A cluster: ``--task-index I --task-count N`` (under Slurm, by default the array task's,
+:func:`lstpe.experiments.slices.task_of`) trains slice ``I`` of the runs' models
+(:func:`lstpe.experiments.slices.task_slice`), each model into its own folder
+``<run home>/<pe>/<seed>/`` (:func:`model_home`; at paper scale
+``results/paper-e<E>/<name>/<pe>/<seed>/``, which :func:`lstpe.experiments.runs.get_run`
+reads and counts); its summary goes to ``reproduce_summary-task<I>of<N>.json``, and only task 0
+runs ``bench`` and ``brain``.
 
 Exit status: 0 if everything asked finished, 1 if a part failed, 3 stopped by ``--minutes``
 (checkpointed: rerun to resume), 2 on bad arguments, a refused or damaged pack, or a failed
@@ -37,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lstpe.experiments import slices
 from lstpe.experiments.registry import REGISTRY, bundles, run_config
 from lstpe.runtime import repo_root
 from lstpe.store import results as res
@@ -91,14 +100,46 @@ def run_home(name: str, args: argparse.Namespace, out: Path) -> Path:
     return full_run_dir(name, args.scale, cfg.epochs, out.parent)
 
 
-def preflight(runs: list[str], args: argparse.Namespace, out: Path) -> None:
-    """Every check that can fail before any training: the device, and every run folder."""
+def model_home(model: slices.Model, args: argparse.Namespace, out: Path) -> Path:
+    """Where a task of a cluster array writes one model: ``<run home>/<pe>/<seed>``
+    (:func:`run_home`)."""
+    return run_home(model.run, args, out) / model.pe / str(model.seed)
+
+
+def _whole_run_here(home: Path, cfg_dict: dict) -> bool:
+    """True if ``home`` holds this finished whole run (its models need no task); raises if it
+    holds another run, or the checkpoints of a whole run in training (naming the folder)."""
+    if (home / "manifest.json").exists():
+        return _finished(home, cfg_dict)
+    ckpts = home / "checkpoints"
+    if ckpts.is_dir() and any(ckpts.glob("*.pt")):
+        raise res.RunDirError(f"{home} holds the checkpoints of a whole run in training; finish "
+                              f"it without --task-count, or delete {ckpts} to train it in "
+                              "tasks")
+    return False
+
+
+def _model_config(model: slices.Model, scale: str, ov: dict[str, Any]) -> Any:
+    return run_config(model.run, scale, **{**ov, "pes": [model.pe], "seeds": [model.seed]})
+
+
+def preflight(runs: list[str], args: argparse.Namespace, out: Path,
+              models: list[slices.Model] | None = None) -> None:
+    """Every check that can fail before any training: the device, and every run folder (a
+    task's: every model folder of its slice ``models``)."""
     from lstpe.runtime import pick_device
 
     pick_device(args.device or "auto")
     ov = _overrides(args)
-    for n in runs:
-        _finished(run_home(n, args, out), run_config(n, args.scale, **ov).to_dict())
+    if models is None:
+        for n in runs:
+            _finished(run_home(n, args, out), run_config(n, args.scale, **ov).to_dict())
+        return
+    whole = {n: _whole_run_here(run_home(n, args, out), run_config(n, args.scale, **ov)
+                                .to_dict()) for n in {m.run for m in models}}
+    for m in models:
+        if not whole[m.run]:
+            _finished(model_home(m, args, out), _model_config(m, args.scale, ov).to_dict())
 
 
 def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -131,6 +172,38 @@ def run_bundle(names: list[str], args: argparse.Namespace, out: Path) -> dict[st
             "train_wall_s": round(wall, 1), "wall_total_s": total_wall,
             "model_epochs_per_s": round(models * epochs / max(total_wall, 1e-9), 2),
             "device": results[0].manifest.get("device")}
+
+
+def run_slice(models: list[slices.Model], args: argparse.Namespace, out: Path,
+              task: tuple[int, int]) -> dict[str, Any]:
+    """Train a task's unfinished models of one bundle together, each into its own folder
+    (:func:`model_home`); return what the summary records."""
+    from lstpe.training.train import train_many
+
+    ov = _overrides(args)
+    whole = {n: _whole_run_here(run_home(n, args, out), run_config(n, args.scale, **ov)
+                                .to_dict()) for n in {m.run for m in models}}
+    todo = [(m, _model_config(m, args.scale, ov)) for m in models if not whole[m.run]]
+    todo = [(m, c) for m, c in todo if not _finished(model_home(m, args, out), c.to_dict())]
+    label = f"task {task[0]} of {task[1]}"
+    if not todo:
+        print(f"  {label}: its {len(models)} models are trained, skipped")
+        return {"result": "skipped", "task": list(task), "models": len(models)}
+    first = todo[0][0].run
+    epochs = todo[0][1].epochs
+    print(f"  {label}: {len(todo)} of its {len(models)} models, {epochs} epochs", flush=True)
+    root = run_home(first, args, out).parents[len(Path(first).parts) - 1]
+    runs = "+".join(dict.fromkeys(m.run for m, _ in todo)).replace("/", "_")
+    work = root / "_work" / f"task{task[0]}of{task[1]}-{runs}"
+    t0 = time.perf_counter()
+    results = train_many([c for _, c in todo], [model_home(m, args, out) for m, _ in todo],
+                         progress=not args.no_progress, work_dir=work,
+                         deadline=getattr(args, "deadline", None))
+    wall = time.perf_counter() - t0
+    shutil.rmtree(work, ignore_errors=True)
+    return {"result": "trained", "task": list(task), "models": len(todo), "epochs": epochs,
+            "trained": [f"{m.run}/{m.pe}/{m.seed}" for m, _ in todo],
+            "train_wall_s": round(wall, 1), "device": results[0].manifest.get("device")}
 
 
 def run_bench(args: argparse.Namespace, out: Path) -> dict[str, Any]:
@@ -169,8 +242,10 @@ def run_brain(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     return {"result": "trained", "train_wall_s": round(time.perf_counter() - t0, 1)}
 
 
-def _save_summary(out: Path, part: str, entry: dict[str, Any]) -> None:
-    path = out / "reproduce_summary.json"
+def _save_summary(out: Path, part: str, entry: dict[str, Any],
+                  task: tuple[int, int] | None = None) -> None:
+    name = f"reproduce_summary-task{task[0]}of{task[1]}" if task else "reproduce_summary"
+    path = out / f"{name}.json"
     summary = json.loads(path.read_text()) if path.exists() else {}
     summary[part] = entry
     res.save_json(summary, path)
@@ -181,17 +256,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lstpe.training.engine import Paused
 
     args.deadline = time.monotonic() + 60 * args.minutes if args.minutes else None
+    task = slices.task_of(getattr(args, "task_index", None), getattr(args, "task_count", None))
     parts = args.parts or DEFAULT_PARTS
     _check_parts(parts)
     runs = [p for p in parts if p in REGISTRY]
     ov = _overrides(args)
     groups = bundles(runs, args.scale, **ov) if runs else []  # validates every config
     out = Path(args.out) if args.out else res.results_root() / args.scale
-    preflight(runs, args, out)
-    print(f"reproduce: scale {args.scale}, parts {' '.join(parts)} -> {out}")
+    mine = slices.task_slice(slices.run_models(runs, args.scale, **ov), *task) if task else None
+    preflight(runs, args, out, mine)
+    where = f", task {task[0]} of {task[1]}: {len(mine or [])} models" if task else ""
+    print(f"reproduce: scale {args.scale}, parts {' '.join(parts)}{where} -> {out}")
     failed, paused = [], False
     steps: list[tuple[str, Any]] = [("+".join(g), g) for g in groups]
-    steps += [(p, p) for p in parts if p in EXTRA_PARTS]
+    if mine is not None:
+        steps = [(label, [m for m in mine if m.run in g]) for label, g in steps]
+        steps = [(label, ms) for label, ms in steps if ms]
+    if task is None or task[0] == 0:
+        steps += [(p, p) for p in parts if p in EXTRA_PARTS]
     for label, what in steps:
         print(f"[{label}]", flush=True)
         t0 = time.perf_counter()
@@ -203,6 +285,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 entry = run_bench(args, out)
             elif what == "brain":
                 entry = run_brain(args, out)
+            elif task is not None:
+                entry = run_slice(what, args, out, task)
             else:
                 entry = run_bundle(what, args, out)
             status = "ok"
@@ -216,7 +300,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         wall = time.perf_counter() - t0
         print(f"[{label}] {status}, wall time {wall:.1f} s", flush=True)
         _save_summary(out, label, {**entry, "status": status, "wall_s": round(wall, 1),
-                                   "scale": args.scale})
+                                   "scale": args.scale}, task)
     if failed:
         print(f"reproduce: failed: {' '.join(failed)} (rerun to resume them)", file=sys.stderr)
         return 1
@@ -293,6 +377,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         if name == "run":
             s.add_argument("--minutes", type=float, help="stop cleanly (checkpointed, exit 3) "
                            "before this many minutes have passed; rerun to resume")
+            s.add_argument("--task-index", type=int, metavar="I", help="train slice I of "
+                           "--task-count: one task of a cluster array, each model into "
+                           "<run>/<pe>/<seed>/ (default: $SLURM_ARRAY_TASK_ID)")
+            s.add_argument("--task-count", type=int, metavar="N", help="the array's number of "
+                           "tasks (default: $SLURM_ARRAY_TASK_COUNT)")
         if name == "plan":
             s.add_argument("--rate", type=float, default=250.0,
                            help="assumed model-epochs per second (default 250: the target)")
