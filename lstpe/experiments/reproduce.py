@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from lstpe.experiments import slices
+from lstpe.experiments.limits import positive_minutes
 from lstpe.experiments.registry import REGISTRY, bundles, run_config
 from lstpe.runtime import repo_root
 from lstpe.store import results as res
@@ -255,7 +256,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Train the parts; 0 when all finished, 1 when one failed, 3 when paused by --minutes."""
     from lstpe.training.engine import Paused
 
-    args.deadline = time.monotonic() + 60 * args.minutes if args.minutes else None
+    minutes = None if args.minutes is None else positive_minutes(args.minutes)
+    args.deadline = time.monotonic() + 60 * minutes if minutes is not None else None
     task = slices.task_of(getattr(args, "task_index", None), getattr(args, "task_count", None))
     parts = args.parts or DEFAULT_PARTS
     _check_parts(parts)
@@ -375,8 +377,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         s.add_argument("--step-mode", help="auto (graph on CUDA), eager, compile, graph")
         add_training_flags(s)  # seeds, epochs, n-train, d-model (dry runs), device, amp, ...
         if name == "run":
-            s.add_argument("--minutes", type=float, help="stop cleanly (checkpointed, exit 3) "
-                           "before this many minutes have passed; rerun to resume")
+            s.add_argument("--minutes", type=positive_minutes, help="stop cleanly "
+                           "(checkpointed, exit 3) before this many minutes have passed; "
+                           "rerun to resume")
             s.add_argument("--task-index", type=int, metavar="I", help="train slice I of "
                            "--task-count: one task of a cluster array, each model into "
                            "<run>/<pe>/<seed>/ (default: $SLURM_ARRAY_TASK_ID)")
