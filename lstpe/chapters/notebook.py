@@ -32,6 +32,7 @@ import torch
 if TYPE_CHECKING:
     import pandas as pd
 
+from lstpe.brain.config import MAX_STEPS
 from lstpe.experiments.runs import get_run, used_runs
 from lstpe.runtime import (
     home,
@@ -64,9 +65,6 @@ past the lazy regime the chapters study. The PE is sigma times a standard normal
 float32, so an absurd sigma (``1e39``) makes it inf before the first step."""
 MAX_PERM = 1_000_000
 """The most shuffled partitions of chapter 10's null (2000 times its 500)."""
-MAX_STEPS = 10_000_000
-"""The most optimizer steps of chapter 10's brain models (:data:`lstpe.brain.config.MAX_STEPS`,
-200 times the paper's 50k)."""
 
 
 def _seeds(value: Any, name: str) -> list[int] | None:

@@ -52,12 +52,15 @@ def load_fragment(unit: Unit, results_dir: str | Path | None = None, artifacts: 
 
     Raises:
         FileNotFoundError: no fragment (naming the folder).
-        lstpe.store.results.DamagedFileError: a file differs from the manifest (naming it).
+        lstpe.store.results.DamagedFileError: a file differs from the manifest (naming it),
+            or, with ``restore``, the fragment dropped its maps at initialisation without the
+            witnesses they are checked against (``pe_init``, ``val_attention_init_head``:
+            :func:`lstpe.experiments.init_maps.dropped`, naming the folder and what is missing).
         RecipeMismatch: the fragment was trained with another recipe (naming the keys), or it
             holds another unit (a folder moved by hand).
         lstpe.experiments.init_maps.InitMismatch: this code no longer initialises the
             fragment's model as the code that trained it did (its dropped maps cannot be
-            recomputed).
+            recomputed), whether or not they are cached.
     """
     path = unit.path(results_dir)
     run = res.load(path, artifacts=artifacts)
