@@ -69,10 +69,13 @@ def build_config(preset_name: str, model: dict[str, int] | None = None, **overri
     follow the optimizer unless given (see :func:`lstpe.training.config.preset`).
 
     Raises:
-        ValueError: unknown preset, PE, optimizer, or an invalid value (naming it).
+        ValueError: unknown preset, PE, optimizer, or an invalid value (naming it; a sigma
+            whose float32 initialisation overflows).
     """
+    from lstpe.experiments.limits import check_sigmas
     from lstpe.training.config import preset
 
+    check_sigmas(pes=overrides.get("pes"))  # learn-1e39: finite, but inf in float32
     cfg = preset(preset_name, **{k: v for k, v in overrides.items() if v is not None})
     model = {k: v for k, v in (model or {}).items() if v is not None}
     if model:

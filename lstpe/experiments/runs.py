@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from lstpe.experiments import init_maps, stored_sets
+from lstpe.experiments.limits import check_sigmas
 from lstpe.experiments.registry import BRAIN_RUN, REGISTRY, run_config
 from lstpe.experiments.stored_sets import FRAGMENT_ASKED, NO_FRAGMENTS
 from lstpe.runtime import cache_dir
@@ -422,7 +423,8 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
             ``pes``, ``optimizer``...; brain: ``steps``, ``train_masks``...); None = the
             registry's.
     Raises:
-        ValueError: an unknown name or scale, or an invalid value (naming it).
+        ValueError: an unknown name or scale, or an invalid value (naming it; a sigma whose
+            float32 initialisation overflows: :func:`lstpe.experiments.limits.check_sigmas`).
         StoredRunMismatch: a stored run was trained with another config than the registry's.
         FileNotFoundError: ``require_stored`` and no stored run fits.
     """
@@ -431,6 +433,7 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
     if name not in REGISTRY and name != BRAIN_RUN:
         raise ValueError(f"unknown run {name!r}; valid runs: {', '.join(REGISTRY)}, {BRAIN_RUN}")
     asked = {k: v for k, v in asked.items() if v is not None}
+    check_sigmas(asked.get("sigmas"), asked.get("pes"))  # 1e39 is inf in float32
     cfg = run_config(name, scale, **asked, device=device)  # validates every value
     base = res.results_root(results_dir)
     if stored or require_stored:
