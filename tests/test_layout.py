@@ -157,11 +157,13 @@ def _top_level_names(path: Path) -> tuple[set[str], set[str], list[str]]:
     return defined, imported, exported
 
 
-ENTRY_POINTS = {"main", "setup", "CLAIM", "LINE", "WHERE", "QUOTES", "judge", "EVIDENCE"}
+ENTRY_POINTS = {"main", "setup", "CLAIM", "LINE", "WHERE", "QUOTES", "judge", "EVIDENCE",
+                "checks"}
 """Names the protocol fixes: ``main`` of a ``python -m`` module (``lstpe.cli``,
 ``lstpe.repo``), ``setup`` of a Sphinx extension and of a chapter (``lstpe.chapters.notebook``),
 the five every claim module of :mod:`lstpe.claims` defines (its scorecard loops over them),
-and ``EVIDENCE``, the evidence table a claim module reads where its page shows that table
+``checks``, a claim module's recomputation of the paper's own analysis (its verdict carries
+them), and ``EVIDENCE``, the evidence table a claim module reads where its page shows that table
 (:func:`lstpe.claims.judge` carries it for a preview too)."""
 
 

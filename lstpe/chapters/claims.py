@@ -187,7 +187,7 @@ def page_checks(*verdicts: C.Verdict) -> str:
     return checks_markdown(C.paper_checks(list(verdicts)), chapter=False, ours=True)
 
 
-NAMES: dict[str, str] = {
+CLAIM_NAMES: dict[str, str] = {
     "table1": "Table 1's ranking", "sigma": "the σ sweep", "attention": "attention similarity",
     "procrustes": "the Procrustes distance", "structure": "the 2-D structure",
     "noise": "noise robustness", "humans": "models against people", "sgd": "SGD against Adam",
@@ -208,11 +208,11 @@ def opening_facts(cl: Claims) -> dict[str, str]:
                       ("not", "not reproduced"), ("open", "not testable yet")):
         rows = t[t["result"] == word]
         out[f"n_{key}"] = str(len(rows))
-        names = [w if key in ("dir", "not") and w else NAMES.get(i, i)
+        names = [w if key in ("dir", "not") and w else CLAIM_NAMES.get(i, i)
                  for i, w in zip(rows["id"], rows["what"], strict=True)]
         out[key] = ", ".join(dict.fromkeys(names)) or "none"
     init = t[t["explanation"].str.endswith(C.verdicts.AT_INIT)]
-    out["at_init"] = ", ".join(NAMES.get(i, i) for i in dict.fromkeys(init["id"])) or "none"
+    out["at_init"] = ", ".join(CLAIM_NAMES.get(i, i) for i in dict.fromkeys(init["id"])) or "none"
     return out
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lstpe.claims._common import SMALL_SIGMAS, correlation, rho_text, trend
+from lstpe.claims._common import KEYS, SMALL_SIGMAS, correlation, rho_text, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import (
@@ -63,7 +63,6 @@ QUOTES: tuple[Quote, ...] = (
           "§3.4, Fig. 10C"),
 )
 """The paper's sentences this claim tests, from each version."""
-KEYS = ["pe", "sigma", "seed"]
 
 
 def _rho(d: pd.DataFrame | None, final: pd.DataFrame) -> dict | None:
