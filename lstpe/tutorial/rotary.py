@@ -201,13 +201,13 @@ def plot_alibi(cell: int = 5, slopes=(0.5, 0.25, 0.125), bias=None) -> Figure:
     ax.set_xlabel("key j (query 0)")
     ax.set_ylabel("softmax weight")
     ax.set_title("attention of query 0,\nbias alone", fontsize=9)
-    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=3,
-               fontsize=8)  # under the panels, not over the data
     _heatmap(fig, axes[0, 2], B[cell].reshape(4, 4), f"bias from cell {cell} (star)\non the grid",
              xlabel="column", ylabel="row", label="bias", cmap="Blues_r")
     axes[0, 2].plot(cell % 4, cell // 4, "r*", ms=12)
     axes[0, 2].set_xticks(range(4))
     axes[0, 2].set_yticks(range(4))
+    fig.canvas.draw()  # legend_below measures the drawn tick labels
+    style.legend_below(ax, ncols=1)  # under its own panel, on a phone too
     return style.readable(fig)
 
 
