@@ -11,8 +11,9 @@
 * :mod:`lstpe.tutorial.readable`  chapter 5: moves weights between the chapter's readable
   PE, block and model and the package's stacked model (the model code itself is in the cells)
 
-The encodings themselves and the exercise solutions are written out in the chapters' cells
-(tests/test_readable_encodings.py and tests/test_tutorial.py run them); the package keeps only
-what draws or checks, and the toy's training. Every function returns a table, a number, a
-matplotlib Figure, a trained toy or weights (or copies weights in place); nothing is printed.
+The encodings themselves, chapter 2's relational complexity and the exercise solutions are
+written out in the chapters' cells (tests/test_readable_encodings.py, tests/test_tutorial.py and
+tests/test_tutorial_pages.py run them); the package keeps only what draws or checks, and the
+toy's training. Every function returns a table, a number, a matplotlib Figure, a trained toy or
+weights (or copies weights in place); nothing is printed.
 """

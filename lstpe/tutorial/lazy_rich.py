@@ -22,6 +22,12 @@ of the cosine of their centred PE rows with minus their grid distance) of :math:
 and :math:`P_T` keeps about the grid score its random init had (lazy); both fit the task.
 ``tests/test_tutorial.py`` checks this at seed 0. Each run takes a few seconds on one CPU
 core.
+
+A high grid score does not mean that a cell's direct neighbours are coded most like it:
+:func:`seen_from` tabulates the cosine of one cell's trained code with the others, by grid
+distance. At seed 0, seen from cell (1, 1), the four neighbours sit near 0 and the cells two
+steps away are the most alike; what falls with distance is the far side of the grid. The
+task needs neighbours to *score* high under the query-key product, not to be coded alike.
 """
 
 from __future__ import annotations
@@ -80,8 +86,8 @@ class ToyModel(nn.Module):
 
 @dataclass
 class ToyRun:
-    """One trained toy: its sigma and seed, the PE before and after (16, d), the loss per step
-    and the loss of predicting 0 (the targets' mean square) on the last minibatch."""
+    """One trained toy: its sigma and seed, the PE before and after (16, d), the loss per step,
+    the loss of predicting 0 (the targets' mean square) on the last minibatch, and the model."""
 
     sigma: float
     seed: int
@@ -89,6 +95,8 @@ class ToyRun:
     pe_final: np.ndarray
     losses: np.ndarray
     zero_loss: float
+    model: ToyModel | None = None
+    """The trained model itself (its attention can be read again)."""
 
 
 def train_toy(sigma: float, steps: int = 800, seed: int = 0, d: int = 32, k: int = 4,
@@ -123,7 +131,7 @@ def train_toy(sigma: float, steps: int = 800, seed: int = 0, d: int = 32, k: int
     finally:
         torch.set_num_threads(threads)
     return ToyRun(sigma, seed, pe_init.double().numpy(), model.P.detach().double().numpy(),
-                  losses, float((y ** 2).mean()))
+                  losses, float((y ** 2).mean()), model)
 
 
 def toy_table(runs: list[ToyRun]) -> pd.DataFrame:
@@ -144,10 +152,27 @@ def toy_table(runs: list[ToyRun]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("sigma")
 
 
+def seen_from(pe: np.ndarray, cell: int = 5) -> pd.DataFrame:
+    """How alike ``cell``'s code is to every other cell's (cosine of centred rows, as the grid
+    score and :func:`plot_toy`'s grid panel take it), by grid distance: per distance, the
+    number of cells, their mean cosine, the highest one and the cell (row, column) that has
+    it."""
+    cos = ps.centred_kernel(pe)[cell]
+    dist = ps.grid_distance(_CELLS)[cell]
+    rows = []
+    for k in sorted(set(dist[dist > 0].astype(int))):
+        at = np.flatnonzero(dist == k)
+        best = int(at[cos[at].argmax()])
+        rows.append({"grid distance": k, "cells": len(at), "mean cosine": cos[at].mean(),
+                     "highest": cos[best], "at": f"({best // 4}, {best % 4})"})
+    return pd.DataFrame(rows).set_index("grid distance")
+
+
 def plot_toy(runs: list[ToyRun], cell: int = 5) -> Figure:
-    """Top left: the loss per step of each run. Top right: the trained PE of the first run
-    seen from ``cell`` on the grid (cosine of centred rows, colour bar). Bottom: per run, the
-    cosine of every pair of cells against their grid distance, at init and after training."""
+    """Four panels (stacked on a phone): the loss per step of each run; the trained PE of the
+    first run seen from ``cell`` on the grid (cosine of centred rows, colour bar); per run,
+    the cosine of every pair of cells against their grid distance, at init and after
+    training. Each legend sits under the panel it belongs to, at every width."""
     import matplotlib.pyplot as plt
 
     fig, axd = plt.subplot_mosaic([["loss", "grid"], ["pairs0", "pairs1"]],
@@ -163,8 +188,8 @@ def plot_toy(runs: list[ToyRun], cell: int = 5) -> Figure:
     im = axd["grid"].imshow(kern, cmap="viridis", vmin=-1, vmax=1)
     fig.colorbar(im, ax=axd["grid"], label="cosine")
     axd["grid"].plot(cell % 4, cell // 4, "r*", ms=12)
-    axd["grid"].set_title(f"σ = {runs[0].sigma:g}, trained:\nsimilarity to cell {cell} (star)",
-                          fontsize=10)
+    axd["grid"].set_title(f"σ = {runs[0].sigma:g}, trained: similarity\nto cell "
+                          f"({cell // 4}, {cell % 4}) (star)", fontsize=10)
     axd["grid"].set_xlabel("column")
     axd["grid"].set_ylabel("row")
     axd["grid"].set_xticks(range(4))
@@ -182,8 +207,8 @@ def plot_toy(runs: list[ToyRun], cell: int = 5) -> Figure:
         ax.set_ylabel("cosine of two cells")
         ax.set_title(f"σ = {r.sigma:g}: grid score {float(ps.grid_score(r.pe_final)):.2f}",
                      fontsize=10)
-    handles, labels = axd["loss"].get_legend_handles_labels()
-    more = axd["pairs0"].get_legend_handles_labels()
-    fig.legend(handles + more[0], labels + more[1], loc="outside lower center", ncols=4,
-               markerscale=3)  # under the panels, not over the data
+    fig.canvas.draw()  # legend_below measures the drawn tick labels
+    style.legend_below(axd["loss"])  # under its own panel: on a phone it stays beside it
+    for key in ("pairs0", "pairs1"):
+        style.legend_below(axd[key], markerscale=3)
     return style.readable(fig)
