@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from lstpe import claims as C
-from lstpe.claims import _common, attention, humans, noise, procrustes, table1, verdicts
+from lstpe.claims import _common, attention, humans, noise, procrustes, sigma, table1, verdicts
 from lstpe.claims.paper import Quote
 
 SEEDS = (1, 2, 3, 4, 5)
@@ -129,6 +129,16 @@ def test_attention_reproduces_and_its_explanation_is_judged_at_initialisation():
     assert rising[0].result == "not reproduced" and rising[1].result == "not reproduced"
 
 
+def test_the_lazy_regime_is_judged_on_how_far_a_pe_moves():
+    rows = [{"block": 0, "sigma": s, "seed": k, "norm_init": 10 * s, "norm_dpe": 1.0 + 0.01 * k}
+            for s in SIGMAS for k in SEEDS]
+    word, why = sigma.lazy(C.Inputs(final=FALLING, structure=pd.DataFrame(rows)))
+    assert word == "supported" and "1.03 at σ = 0.1" in why  # norm_dpe 1.01-1.05 over 1.0
+    same = [{**r, "norm_dpe": r["norm_init"] * 0.5} for r in rows]
+    assert sigma.lazy(C.Inputs(final=FALLING, structure=pd.DataFrame(same)))[0] == \
+        "not supported"
+
+
 def test_procrustes_explanation_at_initialisation():
     t = _learn(lambda s: 20 + 30 * s, "distance")
     i = _learn(lambda s: 34 + 30 * s, "distance")
@@ -164,12 +174,14 @@ def test_humans_is_judged_on_the_papers_rank_correlation():
     sim = pd.DataFrame({"pe": ["learn-0.2", "learn-1", "relative", "2d-fixed"],
                         "spearman": [0.45, 0.2, 0.3, 0.9], "spearman_p": [1e-6, 0.04, 0.01, 0],
                         "n_seeds": 5})
-    rho, learnable, common = humans.checks(C.Inputs(final=FALLING, similarity=sim))
+    rho, learnable, common, many = humans.checks(C.Inputs(final=FALLING, similarity=sim))
     assert rho.result == "reproduced" and "ρ = +0.45" in rho.ours
     assert learnable.result == "reproduced" and common.result == "reproduced"  # 2d-fixed apart
-    weak = sim.assign(spearman=[0.10, 0.2, 0.3, 0.9], spearman_p=[0.3, 0.04, 0.01, 0])
-    rho, learnable, common = humans.checks(C.Inputs(final=FALLING, similarity=weak))
+    assert many.result == "reproduced" and many.ours.startswith("4 of 4 PEs")
+    weak = sim.assign(spearman=[0.10, 0.2, 0.3, 0.9], spearman_p=[0.3, 0.4, 0.6, 0.2])
+    rho, learnable, common, many = humans.checks(C.Inputs(final=FALLING, similarity=weak))
     assert rho.result == "same direction, smaller" and learnable.result == "not reproduced"
+    assert many.result == "not reproduced"
 
 
 def test_the_scorecard_has_one_row_per_sentence_with_both_words():

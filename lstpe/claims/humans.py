@@ -42,6 +42,8 @@ QUOTES: tuple[Quote, ...] = (
           "§3.6, Fig. 6D"),
     Quote("Likewise, when examining the other common PEs, learn-0.2 demonstrated the highest "
           "correspondence with human performance (Fig. 6G).", "v1", "§3.6, Fig. 6G"),
+    Quote("3) many of the correlations with human behavior were statistically significant when "
+          "compared to zero.", "v1", "§3.6"),
 )
 """The paper's sentences this claim tests (the first version only: the later one has no
 comparison with people)."""
@@ -86,7 +88,7 @@ def checks(x: Inputs, best: str = "learn-0.2") -> list[Check]:
     sim = x.similarity
     if not have(sim) or best not in set(sim["pe"]):
         return [Check(q, "ρ = 0.45 (learn-0.2)", f"no stored {best} model", "not testable yet")
-                for q in QUOTES]
+                for q in (QUOTES[0], QUOTES[0], QUOTES[1], QUOTES[2])]
     s = sim.set_index("pe")
     mine, p = float(s.loc[best, "spearman"]), float(s.loc[best, "spearman_p"])
     n = int(s.loc[best, "n_seeds"]) if "n_seeds" in s else 0
@@ -111,6 +113,15 @@ def checks(x: Inputs, best: str = "learn-0.2") -> list[Check]:
                          f"{which}: {top} ρ = {others.max():+.2f}",
                          "reproduced" if mine > others.max() else "not reproduced",
                          what=f"learn-0.2 closest to people of the {which}"))
+    p_all = s["spearman_p"].dropna()
+    k = int((p_all < ALPHA).sum())
+    k_holm = int((holm(p_all.to_numpy(float)) < ALPHA).sum()) if len(p_all) else 0
+    out.append(Check(QUOTES[2], "many PEs' ρ significant against 0 (no count given)",
+                     f"{k} of {len(p_all)} PEs' ρ at p < {ALPHA:g} against 0, {k_holm} after Holm "
+                     f"(epoch {x.epoch})",
+                     "not testable yet" if p_all.empty else "reproduced" if 2 * k >= len(p_all)
+                     else "same direction, smaller" if k else "not reproduced",
+                     what="many PEs' correlations with people significant"))
     return out
 
 

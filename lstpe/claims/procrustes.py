@@ -111,8 +111,14 @@ def checks(x: Inputs, rho: dict | None, rho0: dict | None) -> list[Check]:
                 for q in QUOTES[:3]]
     init = (f"; at initialisation ρ = {r0['rho']:+.2f} ({p_text(r0['pvalue'])})" if r0
             else "")
+    norm = ""
+    if "distance_normalized" in t and t["sigma"].nunique() >= 2:
+        nt = ev.trend_row(t["sigma"], t["distance_normalized"]).iloc[0]
+        norm = (f"; the distance of PEs scaled to unit norm first (ours): Kendall "
+                f"τ = {nt['statistic']:+.2f} over σ ({p_text(nt['p_perm'])}), so the raw "
+                "distance's order is that of the PEs' norms")
     order = Check(QUOTES[0], "Fig. 2E: the distance grows with σ (no number in the text)",
-                  rho_text(r, "distance against σ:", x.epoch) + init,
+                  rho_text(r, "distance against σ:", x.epoch) + init + norm,
                   result_of_contrast(r["rho"], r["pvalue"], +1))
     tracks = Check(QUOTES[1], "ρ = −0.98, p < 0.0001 (Fig. 2F, over σ)",
                    rho_text(rho, "distance against accuracy:", x.epoch)
@@ -122,7 +128,8 @@ def checks(x: Inputs, rho: dict | None, rho0: dict | None) -> list[Check]:
     regime = Check(QUOTES[2], "ρ = −0.977 (Fig. 10C of the first version), "
                    "by feature learning",
                    rho_text(rho, "distance against accuracy:", x.epoch)
-                   + f"; the distance against σ{init or ': not measured at initialisation'}",
+                   + (f", at initialisation ρ = {rho0['rho']:+.2f}" if rho0 else "")
+                   + "; " + rho_text(r, "distance against σ:", x.epoch) + init,
                    result_of_contrast(rho["rho"], rho["pvalue"], -1) if rho else
                    "not testable yet",
                    *explanation_of_ordering(r["rho"], r["pvalue"], +1,
