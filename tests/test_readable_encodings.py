@@ -1,4 +1,6 @@
-"""The encodings written out in chapters 3, 4 and 4b equal the package's.
+"""The encodings written out in chapters 3, 4 and 4b equal the package's: every PE the paper
+trains (2d-fixed, 1d-fixed, learn, random, relative, rope, nope as the absence of one, c-nope)
+and the two it lacks (alibi, rope-2d).
 
 Each chapter writes an encoding as a short torch function (or module) in a code cell tagged
 ``readable-<name>``, followed by a cell with the same tag that asserts equality with the
@@ -28,14 +30,16 @@ torch.set_num_threads(1)
 BOOK = Path(__file__).resolve().parents[1] / "book"
 CHAPTERS = {
     "03_sinusoidal": ("readable-sinusoid-1d", "readable-sinusoid-2d"),
-    "04_rotary_relative": ("readable-rope", "readable-relative", "readable-alibi"),
-    "04b_learnable_pe": ("readable-learnable",),
+    "04_rotary_relative": ("readable-rope", "readable-rope-2d", "readable-relative",
+                           "readable-alibi", "readable-c-nope"),
+    "04b_learnable_pe": ("readable-learnable", "readable-random"),
 }
 """Each chapter's sections, by cell tag, in the chapter's order."""
 PRINTED = {
     "03_sinusoidal": ("1-D sinusoid: ours equals", "2-D sinusoid: ours equals"),
-    "04_rotary_relative": ("RoPE: ours equals", "relative: ours equals", "ALiBi: ours equals"),
-    "04b_learnable_pe": ("learnable PE: ours equals",),
+    "04_rotary_relative": ("RoPE: ours equals", "rope-2d: ours equals", "relative: ours equals",
+                           "ALiBi: ours equals", "c-nope: ours equals"),
+    "04b_learnable_pe": ("learnable PE: ours equals", "random PE: ours equals"),
 }
 """The lines each chapter's checks print when they pass."""
 
@@ -143,6 +147,46 @@ def test_rope_scores_depend_on_the_offset_only(ch4) -> None:
         assert float(diag.max() - diag.min()) < 1e-10
 
 
+def test_rope_at_given_positions_is_the_package_s_rotation(ch4) -> None:
+    """``rope(x, m=...)`` turns each token by its own position, as ``rotate`` with
+    ``rope_angles`` of those positions does (textbook pairing)."""
+    x = torch.randn(2, 7, 12, generator=torch.Generator().manual_seed(20))
+    m = torch.tensor([3, 0, 0, 5, 1, 2, 9])
+    torch.testing.assert_close(ch4["rope"](x, m=m), enc.rotate(x, enc.rope_angles(m, 12)),
+                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ch4["rope"](x, m=torch.arange(7)), ch4["rope"](x))
+
+
+@pytest.mark.parametrize(("side", "d", "seed"), [(4, 160, 21), (4, 16, 22), (3, 24, 23)])
+def test_rope_2d_is_the_package_s(ch4, side: int, d: int, seed: int) -> None:
+    """Both axial rotations equal ``apply_rope`` for ``rope-2d`` (textbook and paper variants,
+    on square grids of other sides too), and one head of attention with the paper form equals
+    the package's ``rope-2d`` attention."""
+    q, k, v = _qkv(side * side, d, seed)
+    tol = {"rtol": 1e-5, "atol": 1e-5}
+    for variant, name in (("textbook", "rope_2d"), ("paper", "rope_2d_paper")):
+        spec = enc.parse_pe("rope-2d", variant=variant)
+        torch.testing.assert_close(ch4[name](q, side), enc.apply_rope(spec, q, side, side), **tol)
+    if side == 4:
+        A = torch.softmax(ch4["rope_2d_paper"](q) @ ch4["rope_2d_paper"](k).mT / d ** 0.5, -1)
+        torch.testing.assert_close(A @ v, attention(q, k, v, "rope-2d")[0], **tol)
+
+
+def test_rope_2d_scores_depend_on_the_grid_offset_only(ch4) -> None:
+    """With the same query and key at every cell, the chapter's rope_2d scores are equal for
+    every pair of cells with the same (row, column) offset, and differ along a 1-D diagonal."""
+    g = torch.Generator().manual_seed(24)
+    q, k = torch.randn(2, 1, 16, generator=g, dtype=torch.float64)
+    S = ch4["rope_2d"](q.expand(16, 16)) @ ch4["rope_2d"](k.expand(16, 16)).T
+    r, c = torch.arange(16) // 4, torch.arange(16) % 4
+    dr, dc = r[None, :] - r[:, None], c[None, :] - c[:, None]
+    for a in range(-3, 4):
+        for b in range(-3, 4):
+            same = S[(dr == a) & (dc == b)]
+            assert same.numel() and float(same.max() - same.min()) < 1e-10
+    assert float(torch.diagonal(S, 1).max() - torch.diagonal(S, 1).min()) > 1e-3
+
+
 @pytest.mark.parametrize(("n", "d", "seed"), [(16, 160, 7), (16, 8, 8), (5, 12, 9)])
 def test_relative_attention_is_the_package_s(ch4, n: int, d: int, seed: int) -> None:
     q, k, v = _qkv(n, d, seed)
@@ -166,6 +210,23 @@ def test_alibi_is_the_package_s(ch4, n: int, d: int, seed: int) -> None:
     torch.testing.assert_close(ch4["alibi_attention"](q, k, v), attention(q, k, v, "alibi")[0])
 
 
+@pytest.mark.parametrize(("n", "d", "seed"), [(16, 160, 25), (16, 8, 26), (7, 12, 27)])
+def test_c_nope_attention_is_the_package_s(ch4, n: int, d: int, seed: int) -> None:
+    """The chapter's c-nope equals the package's attention with the authors' temperature 1/100
+    and the textbook's 1, reads no key after its query, and is nearly one-hot at 1/100."""
+    q, k, v = _qkv(n, d, seed)
+    ours = ch4["c_nope_attention"]
+    torch.testing.assert_close(ours(q, k, v), attention(q, k, v, "c-nope")[0])
+    textbook = enc.parse_pe("c-nope", variant="textbook")
+    torch.testing.assert_close(ours(q, k, v, temperature=1.0), attention(q, k, v, textbook)[0])
+    k2 = k.clone()
+    k2[..., -1, :] += 1.0
+    torch.testing.assert_close(ours(q, k2, v)[..., :-1, :], ours(q, k, v)[..., :-1, :])
+    eye = torch.eye(n)
+    sharp, soft = (ours(q, k, eye, temperature=t)[..., 1:, :].amax(-1).mean() for t in (0.01, 1))
+    assert float(sharp) > 0.9 > 0.6 > float(soft)  # the chapter's reading of its printout
+
+
 # --------------------------------------------------------------------------- chapter 4b
 
 
@@ -183,3 +244,23 @@ def test_learnable_pe_draws_the_package_s_init(ch4b, layers: int, d: int, sigma:
     h = torch.randn(2, 16, d)
     torch.testing.assert_close(pe(h, layers - 1), h + ref[layers - 1])
     assert abs(float(pe.P.detach().std()) / sigma - 1) < 0.1
+
+
+@pytest.mark.parametrize(("layers", "d", "seed"), [(4, 160, 15), (1, 32, 16), (2, 8, 17)])
+def test_random_pe_is_the_package_s_and_never_trains(ch4b, layers: int, d: int,
+                                                      seed: int) -> None:
+    """The chapter's RandomPE draws ``additive_pe("random")`` bit for bit, with standard
+    deviation about 1, and is not trained; the package's random model starts from the PE of
+    learn-1.0 of its seed and does not train it."""
+    from lstpe.nn.model import LSTTransformer
+
+    pe = ch4b["RandomPE"](layers, 16, d, generator=torch.Generator().manual_seed(seed))
+    ref = enc.additive_pe("random", layers, 16, d, generator=torch.Generator().manual_seed(seed))
+    torch.testing.assert_close(pe.P, ref, rtol=0, atol=0)
+    assert not pe.P.requires_grad and not list(p for p in pe.parameters() if p.requires_grad)
+    assert abs(float(pe.P.std()) - 1) < 0.1
+    h = torch.randn(2, 16, d)
+    torch.testing.assert_close(pe(h, layers - 1), h + ref[layers - 1])
+    frozen, learned = LSTTransformer("random", seed=seed), LSTTransformer("learn-1.0", seed=seed)
+    torch.testing.assert_close(frozen.pe, learned.pe, rtol=0, atol=0)
+    assert not frozen.pe.requires_grad and learned.pe.requires_grad

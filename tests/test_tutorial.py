@@ -293,10 +293,11 @@ def run_cells(chapter: str, ids: tuple[str, ...], ns: dict) -> tuple[dict, str]:
 
 
 def test_exercise_solutions_are_folded_code_not_calls() -> None:
-    """Every exercise solution cell of chapters 2-4 is folded (source one click away, output
+    """Every exercise solution cell of chapters 2-4b is folded (source one click away, output
     shown), at most 15 lines, and defines or computes its answer instead of calling a
     solutions module."""
-    for chapter in ("02_latin_square_task", "03_sinusoidal", "04_rotary_relative"):
+    for chapter in ("02_latin_square_task", "03_sinusoidal", "04_rotary_relative",
+                    "04b_learnable_pe"):
         path = Path(__file__).resolve().parents[1] / "book" / f"{chapter}.ipynb"
         sols = [c for c in json.loads(path.read_text())["cells"] if "solution" in c["id"]]
         assert len(sols) >= 2, chapter
