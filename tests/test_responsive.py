@@ -69,7 +69,8 @@ def test_the_phone_rendering_stacks_the_panels_and_passes_every_check():
     lefts = {round(ax.get_position().x0, 3) for ax in ph.axes}
     assert len(lefts) == 1 and len(tops) == 3  # one column, three rows
     assert responsive.check_figure(ph, phone.PHONE_PX) == {
-        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": []}
+        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": [],
+        "dense": []}
     buf = io.BytesIO()
     ph.savefig(buf, format="png", dpi=ph.dpi, bbox_inches="tight")
     assert _png_width(buf.getvalue()) <= phone.PHONE_PX
@@ -125,7 +126,8 @@ def test_a_wide_legend_inside_its_panel_keeps_the_panel_whole_on_the_phone():
     assert ph.axes[0].get_legend()._ncols == 1
     assert ph.axes[0].get_position().height > 0.6
     assert responsive.check_figure(ph, phone.PHONE_PX) == {
-        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": []}
+        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": [],
+        "dense": []}
 
 
 @pytest.mark.filterwarnings("ignore:constrained_layout not applied:UserWarning")

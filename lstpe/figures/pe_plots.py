@@ -28,6 +28,8 @@ __all__ = ["PARTS", "pe_pairs", "plot_pe_grid", "plot_structure"]
 
 PARTS: dict[str, str] = {"init": "init", "dpe": "dPE (learned)", "final": "final"}
 """The three parts of a PE, as the figures name them."""
+_SHORT = {"init": "init", "dpe": "dPE", "final": "final"}
+"""The parts as the grid's panel titles name them (short: a phone puts the row's name above)."""
 _COLOURS = {"init": "0.55", "dpe": "C3", "final": "C0"}
 _FS = 9  # smallest text, in points
 
@@ -62,7 +64,7 @@ def pe_pairs(artifacts: Mapping[str, Any], pes: Sequence[str], seed: int | None 
     return out
 
 
-def plot_pe_grid(pairs: Mapping[str, tuple[Any, Any]], cells: Sequence[int] = (0, 5),
+def plot_pe_grid(pairs: Mapping[str, tuple[Any, Any]], cells: Sequence[int] = (5,),
                  width: float = 7.0) -> Figure:
     """For each PE and cell: the cosine of that cell's centred PE row to every cell, on the
     grid, for init, dPE and final side by side.
@@ -70,12 +72,15 @@ def plot_pe_grid(pairs: Mapping[str, tuple[Any, Any]], cells: Sequence[int] = (0
     Args:
         pairs: ``{label: (init (n, d), final (n, d))}``
             (:func:`pe_pairs`), e.g. a small and a large sigma.
-        cells: the reference cells (row-major; 0 a corner, 5 an inner cell of the 4 x 4 grid).
+        cells: the reference cells (row-major; 0 a corner, 5, the default, an inner cell of
+            the 4 x 4 grid).
         width: figure width in inches (height follows).
     Returns:
         A Figure of ``len(pairs) * len(cells)`` rows and 3 columns; each panel marks its cell
         with a star (its own cosine, 1, left out of the colour range), has its own symmetric
-        colour range and bar, and gives the matrix's grid score in its title.
+        colour range and bar, and gives the matrix's grid score in a one-line title (the
+        row's name, the PE and, for several cells, the cell, is its first panel's y label:
+        the phone's layout puts it over every panel, :mod:`lstpe.rendering.phone`).
     """
     import matplotlib.pyplot as plt
 
@@ -102,18 +107,18 @@ def plot_pe_grid(pairs: Mapping[str, tuple[Any, Any]], cells: Sequence[int] = (0
             cb.locator = plt.MaxNLocator(3)
             cb.update_ticks()
             g = float(grid_score(m))
-            ax.set_title(f"{PARTS[part]}, grid {g:.2f}" if np.isfinite(g) else PARTS[part],
-                         fontsize=_FS)
+            name = _SHORT[part]
+            ax.set_title(f"{name}, grid {g:.2f}" if np.isfinite(g) else name, fontsize=_FS)
             ax.set_xticks(range(side))
             ax.set_yticks(range(side))
             ax.tick_params(labelsize=_FS)
             ax.grid(False)
             if j == 0:
-                ax.set_ylabel(f"{label}\ncell {cell} ({_cell_name(cell, side)})\nrow",
-                              fontsize=_FS)
+                where = f", {_cell_name(cell, side)}" if len(cells) > 1 else ""
+                ax.set_ylabel(f"{label}{where}\nrow", fontsize=_FS)
             if i == len(rows) - 1:
                 ax.set_xlabel("column", fontsize=_FS)
-    fig.suptitle("cosine of the starred cell's centred PE to every cell", fontsize=_FS + 1)
+    fig.suptitle("cosine of the starred cell's PE to every cell", fontsize=_FS + 1)
     return fig
 
 

@@ -11,7 +11,9 @@
    constrained layout (else tight layout);
 3. crowded tick labels are thinned (numbers), turned upright (names on the x axis) or given a
    taller figure (names on the y axis), and markers cut by their axes get room (a heatmap's
-   shrink instead).
+   shrink instead);
+4. a heatmap's cell values wider than their cells are written with fewer digits (``.27`` for
+   ``0.27``, then one decimal), else left out (:func:`_fit_cell_labels`).
 """
 
 from __future__ import annotations
@@ -288,7 +290,44 @@ def phone_figure(fig: Figure, width_px: float = PHONE_PX) -> Figure:
         _fit_width(ph, width_px)
         _uncut(ph)
     _fit_width(ph, width_px)
+    _fit_cell_labels(ph)
     return ph
+
+
+def _short_number(text: str, digits: int) -> str:
+    """``text``, a number, with ``digits`` decimals and no leading zero (``.27``, ``-.3``);
+    a value that rounds to a whole number keeps no decimals (``1``). Not a number: as it is."""
+    try:
+        v = float(text.replace("\u2212", "-"))
+    except ValueError:
+        return text
+    s = f"{v:.{digits}f}"
+    if float(s) == round(v):
+        return f"{round(v):d}"
+    return s.replace("0.", ".", 1) if s.lstrip("-").startswith("0.") else s
+
+
+def _fit_cell_labels(fig: Figure, gap_px: float = 2.0) -> None:
+    """A heatmap whose cell values are wider than its cells (at the phone's width they run
+    into each other): write them all with fewer digits, two decimals without the leading
+    zero, then one; where even that does not fit, leave them out (the colour bar still reads
+    each cell)."""
+    style.lay_out(fig)
+    r = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        labels, cell = style.cell_labels(ax)
+        if not labels:
+            continue
+        original = [t.get_text() for t in labels]
+        for digits in (None, 2, 1):
+            if digits is not None:
+                for t, text in zip(labels, original, strict=True):
+                    t.set_text(_short_number(text, digits))
+            if max(t.get_window_extent(r).width for t in labels) <= cell - gap_px:
+                break
+        else:
+            for t in labels:
+                t.set_visible(False)
 
 
 def _is_number(text: str) -> bool:

@@ -12,10 +12,11 @@ them, long text wrapped, crowded ticks thinned, cut markers given room).
 a :data:`PHONE_MEDIA` window, the laptop's above; Jupyter and Colab render the same HTML. Each
 rendering is checked with the house style's checks (:func:`check_figure`: text under 9 pt
 where it is shown, overlapping text, legends over text or panels, markers cut by their
-axes) and the result is written into the ``<picture>`` as ``data-lstpe-check``, where a test
-of the built book reads what every figure looks like at both widths (``tests/test_book.py``,
-``figure_problems``). :func:`install` makes this the way a notebook shows every matplotlib
-figure (``lstpe.chapters.notebook.setup`` calls it).
+axes, a heatmap's cell values wider than their cells) and the result is written into the
+``<picture>`` as ``data-lstpe-check``, where a test of the built book reads what every figure
+looks like at both widths (``tests/test_book.py``, ``figure_problems``). :func:`install` makes
+this the way a notebook shows every matplotlib figure (``lstpe.chapters.notebook.setup`` calls
+it).
 
 Lives in :mod:`lstpe.rendering` beside :mod:`lstpe.rendering.style`, which it builds on.
 """
@@ -60,7 +61,8 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
     tick labels running into each other or into another panel), ``legend`` (a legend over
     text, a panel or a legend), ``cut`` (markers cut by their axes' edge), ``collapsed`` (the
     layout engine gave up: its panels would have no height or width, so they are drawn
-    squeezed where they were)."""
+    squeezed where they were), ``dense`` (a heatmap's cell values wider than their cells,
+    :func:`~lstpe.rendering.style.crowded_cell_labels`)."""
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:
@@ -72,7 +74,8 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
             "overlap": [list(t) for t in style.overlapping_text(fig, draw=False)],
             "legend": [list(t) for t in style.legend_clashes(fig, draw=False)],
             "cut": [list(t) for t in style.markers_at_edge(fig)],
-            "collapsed": collapsed}
+            "collapsed": collapsed,
+            "dense": [list(t) for t in style.crowded_cell_labels(fig, draw=False)]}
 
 
 # --------------------------------------------------------------------------- the phone

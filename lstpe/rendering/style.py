@@ -14,6 +14,7 @@ wider figure is shrunk and its text with it: :func:`displayed_pt` says by how mu
 * :func:`small_text`: the texts of a figure that would show under :data:`MIN_PT` (for tests);
   :func:`overlapping_text`: texts that run into each other; :func:`legend_clashes`: legends
   over texts or other panels; :func:`markers_at_edge`: markers cut by their axes' edge;
+  :func:`crowded_cell_labels`: a heatmap's cell values wider than their cells;
 * :func:`legend_below`: a legend under an axes and its tick labels;
   :func:`swarm_offsets`: sideways offsets that keep markers at one x from hiding each other.
 
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from matplotlib.text import Text
 
-__all__ = ["COLUMN_PX", "DPI", "MIN_PT", "RC", "WIDTH", "apply", "displayed_pt", "figsize",
-           "legend_below", "legend_clashes", "markers_at_edge", "overlapping_text", "readable",
-           "small_text", "swarm_offsets"]
+__all__ = ["COLUMN_PX", "DPI", "MIN_PT", "RC", "WIDTH", "apply", "cell_labels",
+           "crowded_cell_labels", "displayed_pt", "figsize", "legend_below", "legend_clashes",
+           "markers_at_edge", "overlapping_text", "readable", "small_text", "swarm_offsets"]
 
 COLUMN_PX = 688
 """Width in CSS px of a cell output in the book's content column (sphinx-book-theme 1.3,
@@ -314,4 +315,43 @@ def legend_clashes(fig: Figure, slack_px: float = 1.0, draw: bool = True
                 if ax is not own and ax.get_visible() and hit(box, ax.get_window_extent(r))]
         out += [(name, f"legend {j}") for j, (other, _) in enumerate(legs)
                 if j > i and hit(box, other.get_window_extent(r))]
+    return out
+
+
+def cell_labels(ax: Axes) -> tuple[list[Text], float]:
+    """The cell values written on a heatmap ``ax`` (its visible texts placed in data
+    coordinates inside its first image) and the width in px of one of its cells as drawn
+    (the image's width over its columns); ``([], inf)`` for an axes without an image."""
+    if not ax.images:
+        return [], float("inf")
+    im = ax.images[0]
+    left, right, bottom, top = im.get_extent()
+    lo, hi = sorted((left, right))
+    ylo, yhi = sorted((bottom, top))
+    cols = im.get_array().shape[1]
+    x0, x1 = (ax.transData.transform((x, ylo))[0] for x in (left, right))
+    labels = [t for t in ax.texts if t.get_visible() and t.get_text().strip()
+              and t.get_transform() == ax.transData
+              and lo <= t.get_position()[0] <= hi and ylo <= t.get_position()[1] <= yhi]
+    return labels, abs(x1 - x0) / max(cols, 1)
+
+
+def crowded_cell_labels(fig: Figure, gap_px: float = 2.0, draw: bool = True
+                        ) -> list[tuple[str, float, float]]:
+    """``(label, its width px, the cell's width px)`` of every cell value written on a
+    heatmap of ``fig`` that is wider than its cell less ``gap_px`` (:func:`cell_labels`):
+    its neighbours' values run into it ("1.000.270.40"). ``draw=False``: the figure was
+    just drawn."""
+    if draw:
+        lay_out(fig)
+    r = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        labels, cell = cell_labels(ax)
+        for t in labels:
+            w = t.get_window_extent(r).width
+            if w > cell - gap_px:
+                out.append((t.get_text(), round(w, 1), round(cell, 1)))
     return out
