@@ -12,6 +12,8 @@ chapter 8's previews of Tables 4-6.
 * :func:`plot_noise_loss`: chapter 8's accuracy lost to embedding noise, every model and each
   PE's mean with its interval: the named PEs in one panel, the learnable PEs over sigma in
   the other.
+* :func:`plot_pe_norm_decay`: chapter 8's PE norms over the epochs of the long runs, AdamW
+  against Adam and against what the decay alone leaves.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from lstpe.stats.seed_stats import mean_ci, t_half
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_sigma_sweep", "plot_progress", "plot_run_finals", "plot_noise_loss", "run_tag"]
+__all__ = ["plot_sigma_sweep", "plot_progress", "plot_run_finals", "plot_noise_loss",
+           "plot_pe_norm_decay", "run_tag"]
 
 
 DODGE = 0.2
@@ -224,3 +227,19 @@ def plot_noise_loss(losses: pd.DataFrame, cells: pd.DataFrame, noise: float) -> 
     fig.legend(*axes[0, 0].get_legend_handles_labels(), loc="outside lower center", ncols=2,
                fontsize=9, frameon=False)
     return style.readable(fig)
+
+
+def plot_pe_norm_decay(norms: pd.DataFrame) -> Figure:
+    """Per PE, the PE's norm over its norm at epoch 0 (mean over blocks) along the long runs:
+    AdamW solid, Adam dashed, what AdamW's decoupled decay alone would leave dotted.
+
+    Args:
+        norms: :func:`lstpe.chapters.long_mechanism.weight_decay_witness`'s rows (``pe``,
+            ``optimizer``, ``epoch``, ``norm_ratio``, ``decay_only``).
+    Returns:
+        The Figure of :func:`lstpe.analysis.long_runs.plot_witness`, which draws it; this is
+        its name for a reader, after what it shows.
+    """
+    from lstpe.analysis.long_runs import plot_witness
+
+    return plot_witness(norms)
