@@ -39,12 +39,42 @@ def test_items_chunks_and_the_rest_are_caught() -> None:
     assert reader_word_problems("an item of the questionnaire, a line", "p") == []
 
 
-def test_article_text_keeps_outputs_and_drops_code_inputs() -> None:
+def test_article_text_keeps_outputs_and_visible_code_and_drops_folded_code() -> None:
+    """Code cells are hidden the way the book hides them: a folded cell's input (its source
+    one click away) is left out, a visible cell's input is read, every output is kept."""
     page = ("<html><head><title>unit</title></head><body><nav>campaign</nav><main><article>"
-            "<p>The finding.</p><div class='cell docutils'><div class='cell_input'><pre>"
-            "run_unit(lease)</pre></div><div class='cell_output'><pre>3 units stored</pre>"
+            "<p>The finding.</p><div class='cell tag_hide-input docutils container'><details>"
+            "<summary>Show code cell source</summary><div class='cell_input docutils container'>"
+            "<div class='highlight'><pre>run_unit(lease)</pre></div></div></details>"
+            "<div class='cell_output'><pre>3 units stored</pre></div></div>"
+            "<div class='cell docutils container'><div class='cell_input docutils container'>"
+            "<pre>fig = plot_witness(wit)</pre></div><div class='cell_output'><pre>shown</pre>"
             "</div></div><h2>Title<a class='headerlink'>#</a></h2></article>"
             "<footer>next: the campaign</footer></main></body></html>")
     text = article_text(page)
-    assert "3 units stored" in text and "The finding." in text
+    assert "3 units stored" in text and "The finding." in text and "shown" in text
+    assert "plot_witness(wit)" in text  # visible code is what a reader reads
     assert "lease" not in text and "campaign" not in text and "#" not in text
+
+
+def test_code_names_carry_the_projects_words_and_a_call_is_no_gloss() -> None:
+    for text, term in [("from lstpe.experiments import campaign_status as cs", "campaign"),
+                       ("lstpe.analysis.long_runs.fragment_match per model", "fragment"),
+                       ("wit = lmm.weight_decay_witness(S.results_dir)", "witness"),
+                       ("wfig = long_runs.plot_witness(wit)", "witness"),
+                       ('query("chunk == @lm.chunk.name")', "chunk"),
+                       ("six at a time on borrowed GPUs", "borrowed machine"),
+                       ("`lstpe campaign run --unit table2/learn-0.3/2235`", "unit"),
+                       ("3 machine hours", "machine-hours"),
+                       ("lm.chunk.name", "chunk")]:
+        found = [p.split("'")[1] for p in reader_word_problems(text, "p")]
+        assert term in found, (text, found)
+    assert reader_word_problems("the community, its opportunities, a campaigner's units_",
+                                "p") == ["p: 'unit' first used without a definition: ...the "
+                                         "community, its opportunities, a campaigner's units_... "
+                                         "(say it in the reader's words, or gloss it at its "
+                                         "first use: 'units (plain words)')"]
+
+
+def test_a_librarys_method_is_not_the_projects_noun() -> None:
+    assert reader_word_problems("q, k, v = self.qkv(h).chunk(3, dim=-1)", "p") == []
