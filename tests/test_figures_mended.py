@@ -96,7 +96,7 @@ def test_pe_similarity_grid_has_no_empty_band_and_names_do_not_collide():
     assert len({round(ax.get_position().x0, 2) for ax in stacked}) == 1
     assert all(shown(ax, "y") == names and shown(ax, "x") == names for ax in stacked)
     assert responsive.check_figure(ph, phone.PHONE_PX) == {
-        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": []}
+        "small": [], "overlap": [], "legend": [], "cut": [], "collapsed": [], "dense": []}
 
 
 def mse_summary(seeds: int) -> pd.DataFrame:
