@@ -471,6 +471,11 @@ measures), each estimated at about 10k px; the bound is the tallest remaining pa
 chapter 10's 13.0k, rounded up to the next 500, and keeps every long page from growing."""
 LONG_PAGES = ("book/07_inside_the_models", "book/07b_alignment", "book/10_brain",
               "book/11_reproduction_report")
+TALLER: dict[str, int] = {"book/07b_alignment": 14_000, "book/11_reproduction_report": 21_000}
+"""Long pages allowed past :data:`MAX_HEIGHT`, each for the table issue 76 added: the paper's
+sentences quoted verbatim, one row each, beside the paper's number and ours (7b: its 5 rows,
+13.5k px with them; chapter 11: the whole scorecard, 24 rows, 20.1k px with it), each bound
+rounded up to the next 500 or 1000 so that the page still cannot grow further."""
 """The pages issue 51 found too long (15.9k, 16.9k and 13.5k px at 1280 px), and chapter 7's
 second half."""
 
@@ -495,8 +500,9 @@ def reader_problems(got: dict, chapter: str, width: int) -> list[str]:
         elif got["finding"] + 24 > FIRST_SCREEN:
             out.append(f"{chapter}: the finding starts at {got['finding']:.0f} px, below the "
                        f"first screen ({FIRST_SCREEN} px)")
-        if chapter in LONG_PAGES and got.get("height", 0) > MAX_HEIGHT:
-            out.append(f"{chapter}: {got['height']} px tall at 1280 px (at most {MAX_HEIGHT})")
+        top = TALLER.get(chapter, MAX_HEIGHT)
+        if chapter in LONG_PAGES and got.get("height", 0) > top:
+            out.append(f"{chapter}: {got['height']} px tall at 1280 px (at most {top})")
     if got.get("inputs_before", 0) > 0:  # issue 65: the finding before any code
         out.append(f"{chapter} @{width}: {got['inputs_before']} code input(s) shown above "
                    "the finding")

@@ -94,7 +94,7 @@ def _band(kept: pd.DataFrame) -> tuple[list[Test], pd.DataFrame]:
     for r in band.itertuples():
         shown = r.p_holm < ALPHA and pd.notna(r.statistic)
         outcome = ("open" if not shown else "supports" if r.statistic > 0 else "contradicts")
-        tests.append(Test(f"{r.a} among the most robust", outcome,
+        tests.append(Test(f"{r.a} against σ > {BAND[1]:g} (relative loss, ours)", outcome,
                           f"{r.a} loses {r.mean_a:.2f} of its accuracy above chance, the "
                           f"{r.n_b} learnable models at {r.b} {r.mean_b:.2f} (rank test, Kendall "
                           f"{tau_text(r.statistic)}, {p_text(r.p_perm)}, Holm over "
@@ -190,7 +190,7 @@ def judge(x: Inputs) -> Verdict:
     tr = ev.trend_row(learn["sigma"], learn["rel_loss"], claim=CLAIM).iloc[0] \
         if learn["sigma"].nunique() >= 2 else None
     if tr is not None:
-        tests.insert(0, replace(trend(tr, "rises", "the relative loss grows with σ (ours)",
+        tests.insert(0, replace(trend(tr, "rises", "the relative loss over σ (ours)",
                                       "the learnable PEs' relative loss over σ", QUOTES[0]),
                                 ours_only=True))
     tests[1:1] = [replace(t, ours_only=True) for t in band_tests]
