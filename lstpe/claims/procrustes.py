@@ -89,6 +89,13 @@ def _change(t: pd.DataFrame, i: pd.DataFrame) -> Test | None:
                 f"sign-flip {p_text(p)})", 2 / 2 ** len(ch), QUOTES[2])
 
 
+def distances(x: Inputs) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """The learnable PEs' distances to 2d-fixed after training and at initialisation (rows
+    with a sigma and a distance; None where not measured)."""
+    return tuple(d.dropna(subset=["sigma", "distance"]) if have(d) else None
+                 for d in (x.procrustes, x.procrustes_init))
+
+
 def sigma_rho(d: pd.DataFrame | None) -> dict | None:
     """Spearman of the per-sigma mean distance with sigma (Fig. 2E read as an ordering over
     sigma); None below 3 sigmas."""
@@ -102,9 +109,7 @@ def checks(x: Inputs, rho: dict | None, rho0: dict | None) -> list[Check]:
     over sigma, and Fig. 2F's Spearman of the per-sigma mean distance with the per-sigma mean
     accuracy (``rho``, ``rho0`` at initialisation); the first version's "via the feature
     learning regime" credits training, so its ordering is read at initialisation too."""
-    t = x.procrustes.dropna(subset=["sigma", "distance"]) if have(x.procrustes) else None
-    i = x.procrustes_init.dropna(subset=["sigma", "distance"]) if have(x.procrustes_init) \
-        else None
+    t, i = distances(x)
     r, r0 = sigma_rho(t), sigma_rho(i)
     if r is None:
         return [Check(q, "", "fewer than three stored sigmas", "not testable yet")

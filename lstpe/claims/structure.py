@@ -25,7 +25,7 @@ import pandas as pd
 from lstpe.claims._common import KEYS, SMALL_SIGMAS, rho_text, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
-from lstpe.claims.procrustes import sigma_rho
+from lstpe.claims.procrustes import distances, sigma_rho
 from lstpe.claims.verdicts import (
     AT_INIT,
     INHERITED,
@@ -91,9 +91,7 @@ def checks(x: Inputs) -> list[Check]:
     means with sigma). "Uncover" credits training, so that sentence's explanation is judged
     at initialisation too; the change at sigma <= 0.2 from initialisation (sign-flip over
     models) is given beside it."""
-    t = x.procrustes.dropna(subset=["sigma", "distance"]) if have(x.procrustes) else None
-    i = x.procrustes_init.dropna(subset=["sigma", "distance"]) if have(x.procrustes_init) \
-        else None
+    t, i = distances(x)
     r, r0 = sigma_rho(t), sigma_rho(i)
     if r is None:
         return [Check(q, "Fig. 2D-E", "fewer than three stored sigmas", "not testable yet")
