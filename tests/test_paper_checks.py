@@ -116,7 +116,8 @@ def _attention(trained, init) -> C.Inputs:
 
 def test_attention_reproduces_and_its_explanation_is_judged_at_initialisation():
     same = attention.judge(_attention(lambda s: 0.9 - 0.1 * s, lambda s: 0.99 - 0.1 * s))
-    order, tracks = same.checks
+    order, tracks, a8 = same.checks
+    assert a8.result == "not testable yet"  # no Table 1 maps given
     assert (order.result, order.explanation, order.why) == (
         "reproduced", "not supported", verdicts.AT_INIT)
     assert tracks.result == "reproduced" and tracks.explained == "none given"
@@ -127,6 +128,37 @@ def test_attention_reproduces_and_its_explanation_is_judged_at_initialisation():
     assert learned.explanation == "supported"
     rising = attention.judge(_attention(lambda s: 0.5 + 0.1 * s, flat)).checks
     assert rising[0].result == "not reproduced" and rising[1].result == "not reproduced"
+
+
+def _table1_attention(final: dict[str, float], init: dict[str, float]) -> pd.DataFrame:
+    """Table 1's PEs against 2d-fixed, per seed (a little seed-to-seed spread)."""
+    return pd.DataFrame([{"pe": pe, "seed": k, "stage": stage,
+                          "cosine_paper": v + 0.002 * ((k * 7 + len(pe)) % 5 - 2)}
+                         for stage, cos in (("final", final), ("init", init))
+                         for pe, v in cos.items() for k in SEEDS])
+
+
+def test_fig_a8_reads_learn_02_against_the_closest_other_pe_and_at_initialisation():
+    others = {"1d-fixed": 0.99, "relative": 0.80, "random": 0.75, "rope": 0.70, "nope": 0.50,
+              "c-nope": 0.40}  # 1d-fixed the closest of all: the sentence sets it aside
+    flat = {pe: 0.980 for pe in [*others, "learn-0.2"]}
+
+    def a8(final, init):
+        x = C.Inputs(final=FALLING, table1_attention=_table1_attention(final, init))
+        return attention.a8_check(x)
+    learned = a8({**others, "learn-0.2": 0.95}, {**flat, "relative": 0.99})
+    assert (learned.result, learned.explanation) == ("reproduced", "supported")
+    assert "relative" in learned.ours and "+0.150" in learned.ours
+    inherited = a8({**others, "learn-0.2": 0.95}, {**flat, "learn-0.2": 0.999})
+    assert (inherited.result, inherited.why) == ("reproduced", verdicts.AT_INIT)
+    beaten = a8({**others, "learn-0.2": 0.70}, flat)
+    assert beaten.result == "not reproduced" and beaten.explanation == "not supported"
+    # the attention claim's verdict carries it as its third sentence
+    assert attention.QUOTES[4].text in C.judge(C.attention, C.Inputs(
+        final=FALLING, table3=_learn(lambda s: 0.9 - 0.1 * s, "cosine_paper"),
+        table3_init=_learn(lambda s: 0.99, "cosine_paper"),
+        table1_attention=_table1_attention({**others, "learn-0.2": 0.95}, flat))
+    ).checks[2].quote.text
 
 
 def test_the_lazy_regime_is_judged_on_how_far_a_pe_moves():

@@ -1,5 +1,5 @@
-"""The results chapters (5-10) read as a reader's pages (issue 77), checked on the notebooks'
-source, without executing them:
+"""The intro, the results chapters (5-10) and the report (11) read as a reader's pages
+(issue 77), checked on the notebooks' source, without executing them:
 
 * **a finding a person reads**: each page's finding, the first paragraph of its first
   hand-written paragraph cell (``fd.md`` / ``fd.md_facts``, the cell
@@ -28,9 +28,11 @@ import pytest
 from tests.reader_words import reader_word_problems
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("05_training", "06_sigma_sweep", "07_inside_the_models", "07b_alignment",
-         "08_robustness", "09_models_and_humans", "10_brain")
-"""The results chapters of issue 77 (the intro and chapter 11 have findings of their own)."""
+PAGES = ("intro", "05_training", "06_sigma_sweep", "07_inside_the_models", "07b_alignment",
+         "08_robustness", "09_models_and_humans", "10_brain", "11_reproduction_report")
+"""The pages that open with a finding: the intro, the results chapters and the report."""
+EXERCISE_PAGES = tuple(p for p in PAGES if p not in ("intro", "11_reproduction_report"))
+"""The pages that set exercises: the results chapters (the intro and the report set none)."""
 MAX_WORDS = 90
 """The finding's words at most: issue 77's "about 80", with room for a glued number that
 prints as two words ("0.963 [0.955, 0.971]" counts as one here)."""
@@ -150,7 +152,7 @@ EXERCISE = re.compile(r"^(\d+)\. ", re.M)
 ANSWER = ":::{admonition} Answer\n:class: dropdown"
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", EXERCISE_PAGES)
 def test_every_exercise_has_a_folded_answer_that_runs(page: str) -> None:
     """Exercises are a numbered list after ``**Exercises.**``; each item's Markdown is followed
     by a folded ``Answer`` before the next item, and the cells ``exercise-<n>-solution`` that

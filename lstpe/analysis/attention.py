@@ -389,6 +389,14 @@ def table3(
                                        "cosine_paper", "jsd_paper", "cosine_ours", "jsd_ours"])
 
 
+def table3_stages(artifacts: Mapping[str, Any], reference: str = "2d-fixed",
+                  pes: Sequence[str] | None = None) -> pd.DataFrame:
+    """:func:`table3` after training and at initialisation, one table (``stage`` tells them
+    apart): every model against the ``reference`` model of its seed."""
+    return pd.concat([table3(artifacts, stage=s, reference=reference, pes=pes)
+                      for s in ("final", "init")], ignore_index=True)
+
+
 def pairwise_similarity(
     artifacts: Mapping[str, Any],
     stage: str = "final",

@@ -115,11 +115,12 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
 
 def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.DataFrame,
                     results_dir: str | Path | None) -> None:
-    """Fill the fields of ``x`` that only the claims read (Table 3, Procrustes, noise, each
-    model against people, the long units of Table 1 and of weight decay, Tables 4-6)."""
+    """Fill the fields of ``x`` that only the claims read (Table 3, Fig. A8, Procrustes, noise,
+    each model against people, the long units of Table 1 and of weight decay, Tables 4-6)."""
     learn = t2.final("val").query("pe_name == 'learn'")["pe"].unique()
     x.table3_init, x.table3 = (attention.table3(t2.artifacts, stage=s, pes=learn)
                                for s in ("init", "final"))
+    x.table1_attention = attention.table3_stages(t1.artifacts)  # Fig. A8C,D
     if t2.final("val").query("pe == '2d-fixed'")["seed"].nunique() >= 2:
         x.table3_init_other = attention.table3(t2.artifacts, stage="init", pes=learn,
                                                pairing="other-seed")

@@ -30,6 +30,7 @@ models of one seed start from different attention weights.
 from __future__ import annotations
 
 import pandas as pd
+from scipy import stats
 
 from lstpe.claims._common import SMALL_SIGMAS, correlation, rho_text, trend
 from lstpe.claims.inputs import Inputs, have
@@ -61,6 +62,9 @@ QUOTES: tuple[Quote, ...] = (
     Quote("These results indicate that 1) low-norm initializations better support the "
           "discoverability of ground truth PEs and their derivative attention maps",
           "v1", "§3.4"),
+    Quote("We found that aside from the 1d-fixed model (which does not generalize well), "
+          "*learn-0.2* learned the closest attention map to the 2d-fixed model.", "v2",
+          "Fig. A8C,D"),
 )
 """The paper's sentences this claim tests, from each version."""
 WHERE = "07b_alignment.ipynb"
@@ -105,15 +109,15 @@ def checks(x: Inputs, rho: dict | None = None, rho0: dict | None = None) -> list
     """The paper's own analysis: its Table 3 read as an ordering of the per-sigma mean cosine
     over sigma (Spearman over sigmas), and its Fig. 2B, Spearman of the per-sigma mean cosine
     with the per-sigma mean accuracy (``rho``); the first sentence credits training
-    ("learned"), so it is judged at initialisation too."""
+    ("learned"), so it is judged at initialisation too; then Fig. A8C,D (:func:`a8_check`)."""
     p = paper_table3()
     paper_rho = rank_correlation(p.rename(columns={"mean": "cos"}).assign(_s=p["sigma"]),
                                  "cos", "_s")
     t = x.table3.dropna(subset=["cosine_paper"]) if have(x.table3) else None
     t0 = x.table3_init.dropna(subset=["cosine_paper"]) if have(x.table3_init) else None
     if t is None or t["sigma"].nunique() < 3:
-        return [Check(q, "", "fewer than three stored sigmas", "not testable yet")
-                for q in QUOTES[:2]]
+        return [*(Check(q, "", "fewer than three stored sigmas", "not testable yet")
+                  for q in QUOTES[:2]), a8_check(x)]
     r, r0 = _sigma_rho(t, "cosine_paper"), _sigma_rho(t0, "cosine_paper")
     small = t[t["sigma"].isin(SMALL_SIGMAS)]["cosine_paper"].mean()
     order = Check(
@@ -134,7 +138,57 @@ def checks(x: Inputs, rho: dict | None = None, rho0: dict | None = None) -> list
                       if rho0 else ""),
                    result_of_contrast(rho["rho"], rho["pvalue"], +1) if rho else
                    "not testable yet")
-    return [order, tracks]
+    return [order, tracks, a8_check(x)]
+
+
+A8_OTHERS: tuple[str, ...] = ("relative", "random", "rope", "nope", "c-nope")
+"""Fig. A8's common PEs beside ``learn-0.2``, other than 2d-fixed (the reference) and
+1d-fixed (which the sentence sets aside)."""
+
+
+def a8_gap(t: pd.DataFrame) -> tuple[str, float, float, int] | None:
+    """``(closest other PE, gap, p, n)`` of one stage of ``table1_attention``: learn-0.2's
+    attention cosine to 2d-fixed minus that of the closest of :data:`A8_OTHERS` (by its seed
+    mean), the paired t-test over the seeds both have; None without learn-0.2, another PE or
+    two common seeds."""
+    cos = t.pivot_table(index="seed", columns="pe", values="cosine_paper")
+    others = [p for p in A8_OTHERS if p in cos]
+    if "learn-0.2" not in cos or not others:
+        return None
+    closest = cos[others].mean().idxmax()
+    pair = cos[["learn-0.2", closest]].dropna()
+    if len(pair) < 2:
+        return None
+    d = pair["learn-0.2"] - pair[closest]
+    p = float(stats.ttest_rel(pair["learn-0.2"], pair[closest]).pvalue) if d.std() > 0 \
+        else (0.0 if d.iloc[0] != 0 else 1.0)
+    return closest, float(d.mean()), p, len(pair)
+
+
+def a8_check(x: Inputs) -> Check:
+    """Fig. A8C,D's sentence: among Table 1's PEs other than 1d-fixed, learn-0.2's trained
+    attention is the closest to 2d-fixed's. The paper reads it off its bars (no test); ours
+    is the gap to the closest other PE with the paired t-test over seeds, and the sentence's
+    "learned" is judged at initialisation too."""
+    q = QUOTES[4]
+    paper_says = "learn-0.2 the closest after 1d-fixed (bars, 4000 epochs; no test)"
+    t = x.table1_attention
+    if not have(t):
+        return Check(q, paper_says, "no Table 1 attention maps stored", "not testable yet")
+    got = {s: a8_gap(t[t["stage"] == s]) for s in ("final", "init")}
+    if got["final"] is None:
+        return Check(q, paper_says, "learn-0.2 or the other PEs lack two common seeds",
+                     "not testable yet")
+    closest, gap, p, n = got["final"]
+    ours = (f"learn-0.2 minus the closest other PE ({closest}): {gap:+.3f} (paired t-test over "
+            f"{n} seeds, {p_text(p)}; epoch {x.epoch})")
+    g0 = got["init"]
+    if g0 is not None:
+        ours += f"; at initialisation {g0[1]:+.3f} against {g0[0]} ({p_text(g0[2])})"
+    return Check(q, paper_says, ours, result_of_contrast(gap, p, +1),
+                 *explanation_of_ordering(gap, p, +1, g0[1] if g0 else None,
+                                          g0[2] if g0 else None),
+                 what="learn-0.2 attends most like 2d-fixed of the common PEs")
 
 
 def judge(x: Inputs) -> Verdict:

@@ -64,6 +64,9 @@ class Inputs:
         witness: :func:`lstpe.chapters.long_mechanism.weight_decay_witness` (AdamW long units
             beside their Adam twins; empty: none).
         brain_runs: paper-scale brain runs stored.
+        table1_attention: Table 1's PEs against the 2d-fixed model of the same seed
+            (:func:`lstpe.analysis.attention.table3` of the ``table1`` run, both stages:
+            ``pe, seed, stage, cosine_paper``), for Fig. A8C,D.
 
     An accuracy outside [0, 1] in a field (at construction or set later) raises ValueError
     naming the field, the value and its PE and seed: it is a fault upstream, not a verdict.
@@ -89,6 +92,7 @@ class Inputs:
     optimizer_units: dict[str, int] = field(default_factory=dict)
     witness: pd.DataFrame | None = None
     brain_runs: int = 0
+    table1_attention: pd.DataFrame | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         if isinstance(value, pd.DataFrame):
