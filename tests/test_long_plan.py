@@ -127,11 +127,16 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     checkpoint(tmp_path, "weight-decay", 810)
     cpu = lp.cpu_first(tmp_path)
     assert [c.name for c in cpu] == ["weight-decay", *lp.CPU_FIRST]
-    assert all(lu.find_chunk(n).units[0].run == "table4/sgd" for n in lp.CPU_FIRST)
-    # sigma 0.01 first, then 0.1 (its Adam twin at seed 1, the mechanism's, is past 1000)
-    assert [lu.find_chunk(n).units[0].pe for n in lp.CPU_FIRST] == [
-        "learn-0.01", "learn-0.1", "learn-0.05", "learn-0.2"]
-    assert {u.seed for n in lp.CPU_FIRST for u in lu.find_chunk(n).units} == {2235}
+    # issue 79's order, one model per leg: SGD at 0.01, then 0.1 (its Adam twin at seed 1, the
+    # mechanism's, is past 1000); Table 1's 2d-fixed at seeds 1-2 and learn-0.2 at seed 2;
+    # SGD's other sigmas; Adam at 0.01 and 0.05
+    assert [(u.run, u.pe, u.seed) for n in lp.CPU_FIRST for u in lu.find_chunk(n).units] == [
+        ("table4/sgd", "learn-0.01", 2235), ("table4/sgd", "learn-0.1", 2235),
+        ("table1", "2d-fixed", 2235), ("table1", "2d-fixed", 6312),
+        ("table1", "learn-0.2", 6312),
+        ("table4/sgd", "learn-0.05", 2235), ("table4/sgd", "learn-0.2", 2235),
+        ("table4/adam", "learn-0.01", 2235), ("table4/adam", "learn-0.05", 2235)]
+    assert all(lu.find_chunk(n).target == 1000 for n in lp.CPU_FIRST)
 
     def predict(c, left):  # 1 s per model-epoch, as campaign_run.estimate_s prices it
         return cr.estimate_s(len(c.units), 1.0, lp.epochs_left(c, tmp_path))
@@ -144,7 +149,7 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     assert pick(600).name == "weight-decay"
     skip: set[str] = set()
     assert pick(450, skip) is None  # neither it (500 s) nor an SGD leg (1120 s) finishes
-    assert skip == {"weight-decay", *lp.CPU_FIRST[:2]}  # 0.05 and 0.2 wait for the units
+    assert skip == {"weight-decay", *lp.CPU_FIRST[:2]}  # the others wait for the units
     assert "weight-decay to 1000 needs about 8 min" in log[0]
     assert pick(1200, {"weight-decay"}).name == lp.CPU_FIRST[0]
     # a unit a lease has taken (segments, no checkpoint) is passed over
@@ -159,16 +164,18 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     assert "waits: its state (6 MB) would take results/long/_resume past 100 MB" in log[0]
 
 
-def test_sgds_other_sigmas_wait_until_no_200_epoch_unit_is_left(tmp_path):
-    """With 0.01 and 0.1 standing at 1000, a CPU trains the 200-epoch units left before SGD at
-    0.05 and 0.2, and takes those once none is left."""
+def test_table1_and_sgds_other_sigmas_wait_until_no_200_epoch_unit_is_left(tmp_path):
+    """With SGD at 0.01 and 0.1 standing at 1000, a CPU trains the 200-epoch units left before
+    Table 1's 2d-fixed and learn-0.2, SGD at 0.05 and 0.2 and Adam at 0.01 and 0.05, and takes
+    those, in that order, once none is left."""
     for n in lp.CPU_FIRST[:2]:  # SGD at 0.01 and 0.1 reached 1000 (their final state kept)
         checkpoint(tmp_path, n, 1000)
     def at_1000(units_left=False):  # (their legs to 4000 resume, and come first)
         return [c.units[0].pe for c in lp.cpu_first(tmp_path, units_left) if c.target == 1000]
 
     assert at_1000(units_left=True) == []
-    assert at_1000() == ["learn-0.05", "learn-0.2"]
+    assert at_1000() == ["2d-fixed", "2d-fixed", "learn-0.2", "learn-0.05", "learn-0.2",
+                         "learn-0.01", "learn-0.05"]
 
     def pick(units_left):  # (the legs to 4000, 3000 epochs, do not finish in the run)
         return lp.next_leg(tmp_path, False, time.monotonic() + 10_000, set(), units_left,
@@ -176,10 +183,11 @@ def test_sgds_other_sigmas_wait_until_no_200_epoch_unit_is_left(tmp_path):
                            lambda _: None)
 
     assert pick(True) is None  # the next 200-epoch unit
-    assert pick(False).name == "table4-sgd-learn-0.05-2235"
+    assert pick(False).name == "table1-2d-fixed-2235"
     text = lp.long_plan_text(tmp_path)
-    assert "then the 200-epoch units; then table4-sgd-learn-0.05-2235, " \
-           "table4-sgd-learn-0.2-2235, and the legs" in text
+    assert "then the 200-epoch units; then table1-2d-fixed-2235, table1-2d-fixed-6312, " \
+           "table1-learn-0.2-6312, table4-sgd-learn-0.05-2235, table4-sgd-learn-0.2-2235, " \
+           "table4-adam-learn-0.01-2235, table4-adam-learn-0.05-2235, and the legs" in text
 
 
 def test_a_fresh_sgd_leg_longer_than_a_run_trains_in_two_runs_and_pauses_once(tmp_path):

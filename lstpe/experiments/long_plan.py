@@ -6,12 +6,12 @@ its cost in model-epochs (:func:`leg_cost`: models x the epochs of its leg) and 
 (:func:`leg_left`), and :func:`long_plan_text` prints them for ``lstpe campaign plan``.
 
 **The CPU's order** (:func:`cpu_first`): legs that resume from a checkpoint in the tree (the
-weight-decay pair), then Table 4's SGD at seed 1 and the sigmas of :data:`CPU_BEFORE_UNITS`,
-one model at a time (:data:`CPU_FIRST`), each only when it is predicted to finish in the time
-left (:func:`lstpe.experiments.campaign_run.run` probes) or, fresh, when at least half of it
-fits (:func:`splits`: it pauses once and the next run finishes it); then the 200-epoch units;
-then SGD's other sigmas. A leg with published segments and no checkpoint was taken by a lease
-and is passed over.
+weight-decay pair), then the legs of :data:`CPU_BEFORE_UNITS` (Table 4's SGD at seed 1, sigma
+0.01 and 0.1), one model at a time, each only when it is predicted to finish in the time left
+(:func:`lstpe.experiments.campaign_run.run` probes) or, fresh, when at least half of it fits
+(:func:`splits`: it pauses once and the next run finishes it); then the 200-epoch units; then
+the rest of :data:`CPU_FIRST` (Table 1 at 1000, SGD's other sigmas, Adam beside them). A leg
+with published segments and no checkpoint was taken by a lease and is passed over.
 
 **Resume state in the tree** (``results/long/_resume/``, tracked by git so that another
 machine continues the same trajectory) is bounded (:func:`resume_problems`, which ``lstpe
@@ -63,20 +63,31 @@ against 0.588), then 0.1, whose
 Adam twin at seed 1 (the mechanism's ``learn-0.1``) already stands past 1000, so the two read
 at the same epochs; then 0.05 and 0.2."""
 
-CPU_FIRST: tuple[str, ...] = tuple(sorted(
+CPU_SGD_FIRST: tuple[str, ...] = tuple(sorted(
     (c.name for c in lu.LONG_PLAN if c.target == 1000 and len(c.units) == 1
      and c.units[0].run == "table4/sgd" and c.units[0].seed == PAPER_SEEDS[0]),
     key=lambda name: CPU_SGD_SIGMAS.index(lu.find_chunk(name).units[0].pe)))
-"""Table 4's SGD column at seed 1, one model per leg, in :data:`CPU_SGD_SIGMAS`' order: what a
-CPU trains right after a leg that resumes from its checkpoint (the only optimizer claim no unit
-spoke to), those of :data:`CPU_BEFORE_UNITS` before the 200-epoch units, the others after."""
+"""Table 4's SGD column at seed 1, one model per leg, in :data:`CPU_SGD_SIGMAS`' order."""
 
-CPU_BEFORE_UNITS: tuple[str, ...] = ("learn-0.01", "learn-0.1")
-"""SGD's sigmas a CPU trains before the 200-epoch units left: 0.01 (Table 4's widest SGD-Adam
-gap) and 0.1 (read beside its Adam twin). Sigma 0.05 and 0.2 wait until no 200-epoch unit is
-left: once SGD stands at these two, Table 2's remaining seeds (each unit about 25 minutes of a
-CPU, against 125-135 for one SGD model to 1000) tighten the sigma sweep's intervals at fourteen
-sigmas, where a third SGD sigma adds one more single-seed trajectory."""
+CPU_TABLE1: tuple[str, ...] = ("table1-2d-fixed-2235", "table1-2d-fixed-6312",
+                               "table1-learn-0.2-6312")
+"""Table 1 at 1000 beside its six other PEs (which stand there at seeds 1-2): 2d-fixed at
+seeds 1 and 2, learn-0.2 at seed 2 (learn-0.2 at seed 1 is the mechanism's model)."""
+
+CPU_ADAM4: tuple[str, ...] = ("table4-adam-learn-0.01-2235", "table4-adam-learn-0.05-2235")
+"""Table 4's Adam at sigma 0.01 and 0.05, seed 1, to 1000: beside SGD at the same epochs."""
+
+CPU_FIRST: tuple[str, ...] = (*CPU_SGD_FIRST[:2], *CPU_TABLE1, *CPU_SGD_FIRST[2:], *CPU_ADAM4)
+"""The 1000-epoch legs a CPU takes one model at a time, in this order: SGD at 0.01 and 0.1
+(the only optimizer claim no unit spoke to), Table 1's 2d-fixed and learn-0.2 (so that Table 1
+reads at 1000), SGD at 0.05 and 0.2, Adam at 0.01 and 0.05 (Table 4's three small sigmas at one
+seed, Adam beside SGD). Only those of :data:`CPU_BEFORE_UNITS` come before the 200-epoch units;
+each of these legs may train in two runs (:func:`splits`)."""
+
+CPU_BEFORE_UNITS: tuple[str, ...] = CPU_SGD_FIRST[:2]
+"""The legs a CPU trains before the 200-epoch units left: SGD at 0.01 (Table 4's widest
+SGD-Adam gap) and 0.1 (read beside its Adam twin). The others wait until no 200-epoch unit is
+left: each unit is about 25 minutes of a CPU, against 125-140 for one model to 1000."""
 
 
 def start_epoch(chunk: lu.LongChunk) -> int:
@@ -153,7 +164,7 @@ def retire(chunk: lu.LongChunk, results_dir: str | Path | None = None, log=print
 def cpu_first(results_dir: str | Path | None = None,
               units_left: bool = False) -> list[lu.LongChunk]:
     """The legs a CPU takes before its 200-epoch units, in order: every leg short of its
-    target that resumes from a checkpoint in the tree, then :data:`CPU_FIRST` (only the sigmas
+    target that resumes from a checkpoint in the tree, then :data:`CPU_FIRST` (only the legs
     of :data:`CPU_BEFORE_UNITS` while ``units_left``, 200-epoch units still to train); none a
     lease has taken (:func:`~lstpe.experiments.long_units.unresumable`), none at its target."""
     out: list[lu.LongChunk] = []
@@ -165,15 +176,15 @@ def cpu_first(results_dir: str | Path | None = None,
     out += sorted((c for c in lu.LONG_PLAN if c.name in CPU_FIRST and c.target == 1000
                    and c not in out and reached(c, results_dir) < c.target
                    and not lu.unresumable(c, results_dir)
-                   and not (units_left and c.units[0].pe not in CPU_BEFORE_UNITS)),
+                   and not (units_left and c.name not in CPU_BEFORE_UNITS)),
                   key=lambda c: CPU_FIRST.index(c.name))
     return out
 
 
 SPLIT_SHARE = 0.5
 """A CPU leg of :data:`CPU_FIRST` that does not finish in one run starts anyway, fresh, when
-at least this share of it fits: it pauses once and the next run finishes it (a 1000-epoch SGD
-model is about 2.5-3 hours of two cores, more than a run's budget)."""
+at least this share of it fits: it pauses once and the next run finishes it (a 1000-epoch
+model is about 2.2-3 hours of two cores, more than a run's budget)."""
 
 
 def splits(chunk: lu.LongChunk, need: float, left: float,
