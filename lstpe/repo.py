@@ -115,17 +115,21 @@ def install_cell(nb_path: Path) -> str | None:
     return src if INSTALL_MARK in src else None
 
 
-def clone_command(cell: str, url: str, branch: str, home: str) -> str:
+def clone_command(cell: str, url: str, branch: str, into: str) -> str:
     """The shell command an install cell (``cell``'s source) runs to clone the repository
-    (its ``clone = (...)`` expression) for ``url``, ``branch`` and the folder ``home``.
+    (its ``clone = (...)`` expression) for ``url`` and ``branch`` into the folder ``into``
+    (the cell's ``new``: it clones beside its ``home`` and renames the clone once whole).
 
     Raises:
         ValueError: the cell assigns no ``clone`` command.
     """
+    import shlex
+
     for node in ast.walk(ast.parse(cell)):
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "clone":
             code = compile(ast.Expression(node.value), "install cell", "eval")
-            return str(eval(code, {}, {"url": url, "branch": branch, "home": home}))
+            return str(eval(code, {"shlex": shlex},
+                            {"url": url, "branch": branch, "new": into, "home": into}))
     raise ValueError("the install cell assigns no clone command (clone = ...)")
 
 

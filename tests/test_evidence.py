@@ -203,8 +203,8 @@ def test_rows_say_what_they_show_at_their_n():
     paper = {"d": ev.Reference(0.90, 0.04, 15, "paper@4000")}
     rows = ev.evidence_rows({"a": [0.95, 0.96, 0.955], "b": [0.70, 0.72, 0.71],
                              "c": [0.9, 0.3, 0.6], "d": [0.89, 0.91, 0.93]}, ref, paper,
-                            cells=["a", "b", "c", "d", "e"])
-    assert list(rows.columns) == list(ev.ROW_COLUMNS)
+                            cells=["a", "b", "c", "d", "e"], margin=0.05)  # "a" is within
+    assert list(rows.columns) == list(ev.ROW_COLUMNS)  # 0.05 of its reference, not 0.03
     r = rows.set_index("cell")
     assert r.loc["a", "verdict"] == "equivalent"
     assert r.loc["b", "verdict"] == "differs" and r.loc["b", "p_diff"] < 0.001

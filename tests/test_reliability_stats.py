@@ -102,11 +102,13 @@ def test_seeds_without_spread_against_an_exact_reference_fall_back_to_the_exact_
     # interval. Two tied seeds do not show equivalence within 0.05 of a spread of 0.05 (the
     # pooled TOST: se = 0.0364 on 15 df, p = 0.095; Welch's alone, leaning on the reference's
     # SD, said "equivalent"); five do (se = 0.0228 on 18 df, p = 0.021)
-    ref = ev.evidence_rows({"a": [0.9, 0.9]}, {"a": ev.Reference(0.9, 0.05, 15, "x")}).iloc[0]
+    ref = ev.evidence_rows({"a": [0.9, 0.9]}, {"a": ev.Reference(0.9, 0.05, 15, "x")},
+                           margin=0.05).iloc[0]
     assert ref["verdict"] == "inconclusive" and math.isnan(ref["ci_low"])
     assert ref["p_equiv"] == pytest.approx(0.095, abs=0.001)
     assert "all 2 values equal" in ref["why"]
-    five = ev.evidence_rows({"a": [0.9] * 5}, {"a": ev.Reference(0.9, 0.05, 15, "x")}).iloc[0]
+    five = ev.evidence_rows({"a": [0.9] * 5}, {"a": ev.Reference(0.9, 0.05, 15, "x")},
+                            margin=0.05).iloc[0]
     assert five["verdict"] == "equivalent" and five["p_equiv"] == pytest.approx(0.021, abs=0.001)
 
 

@@ -65,7 +65,7 @@ from typing import Any
 
 from lstpe.claims.paper import Quote
 from lstpe.stats.seed_stats import p_text
-from lstpe.stats.seed_tests import ALPHA
+from lstpe.stats.seed_tests import ALPHA, EQUIVALENCE_MARGIN
 
 __all__ = ["RESULTS", "EXPLANATIONS", "AT_INIT", "Check", "result_of_contrast",
            "result_of_no_difference", "result_of_order", "explanation_of_ordering",
@@ -194,10 +194,11 @@ SCORE_VERDICTS: tuple[str, ...] = ("shown", "partly shown", "contradicted", "not
 OUTCOMES: tuple[str, ...] = ("supports", "contradicts", "open")
 """What one test says of its claim."""
 
-NO_DIFFERENCE_MARGIN = 0.03
-"""Our equivalence margin where the paper finds no difference: below 0.036, the smallest gap
-the paper calls significant (learn-0.2 against relative, Table 1: t(13) = 2.51, p = 0.03), so
-that "equivalent" never covers a difference the paper itself would call one."""
+NO_DIFFERENCE_MARGIN = EQUIVALENCE_MARGIN
+"""Our equivalence margin where the paper finds no difference: the book's one margin
+(:data:`lstpe.stats.seed_tests.EQUIVALENCE_MARGIN`, 0.03), below 0.036, the smallest gap the
+paper calls significant (learn-0.2 against relative, Table 1: t(13) = 2.51, p = 0.03), so that
+"equivalent" never covers a difference the paper itself would call one."""
 
 INHERITED = "inherited from the initialisation"
 """What a verdict says of an ordering the initialisation already showed (:func:`ordering`)."""
