@@ -155,6 +155,13 @@ def test_other_seed_pairing_meets_the_reference_of_the_next_seed():
            **{k: arts[k][[0, 2]] for k in ("val_attention", "val_attention_init")}}
     with pytest.raises(ValueError, match="two seeds or more"):
         att.similarity_to_reference(one, pairing="other-seed")
+    # the baseline a page draws from it: a run of one seed (a reader's live run) has none
+    assert att.other_seed_baseline(one) is None
+    base = att.other_seed_baseline(arts, pes=["learn-0.2"]).set_index("model")
+    init = arts["val_attention_init"].numpy()
+    assert set(base.index) == {2, 3} and (base["stage"] == "init").all()
+    assert base.loc[2, "cosine_paper"] == pytest.approx(
+        cos(init[2].mean(axis=1), init[1].mean(axis=1)), rel=1e-5)
 
 
 def test_similarity_to_reference_float16_identical_is_exact():

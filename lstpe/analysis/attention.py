@@ -397,6 +397,17 @@ def table3_stages(artifacts: Mapping[str, Any], reference: str = "2d-fixed",
                       for s in ("final", "init")], ignore_index=True)
 
 
+def other_seed_baseline(artifacts: Mapping[str, Any], pes: Sequence[str] | None = None,
+                        reference: str = "2d-fixed") -> pd.DataFrame | None:
+    """:func:`table3` at initialisation against the ``reference`` model of *another* seed
+    (independent attention weights, as in the authors' code); None where the reference has
+    fewer than two seeds (a run of one seed has no other)."""
+    models = model_table(artifacts, _raw_maps(artifacts, "init").shape[0])
+    if select_pe(models, reference)["seed"].nunique() < 2:
+        return None
+    return table3(artifacts, stage="init", reference=reference, pairing="other-seed", pes=pes)
+
+
 def pairwise_similarity(
     artifacts: Mapping[str, Any],
     stage: str = "final",

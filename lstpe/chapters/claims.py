@@ -121,9 +121,7 @@ def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.
     x.table3_init, x.table3 = (attention.table3(t2.artifacts, stage=s, pes=learn)
                                for s in ("init", "final"))
     x.table1_attention = attention.table3_stages(t1.artifacts)  # Fig. A8C,D
-    if t2.final("val").query("pe == '2d-fixed'")["seed"].nunique() >= 2:
-        x.table3_init_other = attention.table3(t2.artifacts, stage="init", pes=learn,
-                                               pairing="other-seed")
+    x.table3_init_other = attention.other_seed_baseline(t2.artifacts, pes=learn)
     x.procrustes, x.procrustes_init = (
         _learn(attention.average_layers(procrustes.pe_alignment(t2.artifacts, stage=s)))
         for s in ("final", "init"))
