@@ -129,7 +129,7 @@ def clone_command(cell: str, url: str, branch: str, into: str) -> str:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "clone":
             code = compile(ast.Expression(node.value), "install cell", "eval")
             return str(eval(code, {"shlex": shlex},
-                            {"url": url, "branch": branch, "new": into, "home": into}))
+                            {"url": url, "branch": branch, "new": into}))
     raise ValueError("the install cell assigns no clone command (clone = ...)")
 
 
