@@ -161,6 +161,21 @@ def test_fig_a8_reads_learn_02_against_the_closest_other_pe_and_at_initialisatio
     ).checks[2].quote.text
 
 
+def test_fig_a8_with_equal_differences_over_seeds_uses_the_exact_sign_flip_p():
+    """Learn-0.2 ahead of the closest other PE by the same 0.05 at each of 5 seeds: no t, and
+    the exact sign-flip test's smallest p, 2 / 2**5 = 0.0625, is not below 0.05 (the old
+    reading gave p = 0 and "reproduced")."""
+    rows = [{"pe": pe, "seed": k, "stage": stage, "cosine_paper": v + 0.01 * k}
+            for stage in ("final", "init")
+            for pe, v in (("learn-0.2", 0.90), ("relative", 0.85), ("1d-fixed", 0.99))
+            for k in SEEDS]
+    closest, gap, p, n = attention.a8_gap(pd.DataFrame(rows).query("stage == 'final'"))
+    assert (closest, n) == ("relative", 5) and gap == pytest.approx(0.05)
+    assert p == pytest.approx(2 / 2**5)
+    check = attention.a8_check(C.Inputs(final=FALLING, table1_attention=pd.DataFrame(rows)))
+    assert check.result == "same direction, smaller"
+
+
 def test_the_lazy_regime_is_judged_on_how_far_a_pe_moves():
     rows = [{"block": 0, "sigma": s, "seed": k, "norm_init": 10 * s, "norm_dpe": 1.0 + 0.01 * k}
             for s in SIGMAS for k in SEEDS]

@@ -45,7 +45,8 @@ from lstpe.claims.verdicts import (
 )
 from lstpe.evidence import tables as ev
 from lstpe.references.paper_tables import load_paper_tables
-from lstpe.stats.seed_stats import p_text, rank_correlation
+from lstpe.stats.seed_stats import p_text, rank_correlation, sign_flip_test
+from lstpe.stats.seed_tests import no_spread
 
 CLAIM = "attention"
 LINE = ("small-sigma models learn to attend like 2d-fixed, and the similarity tracks accuracy "
@@ -149,8 +150,9 @@ A8_OTHERS: tuple[str, ...] = ("relative", "random", "rope", "nope", "c-nope")
 def a8_gap(t: pd.DataFrame) -> tuple[str, float, float, int] | None:
     """``(closest other PE, gap, p, n)`` of one stage of ``table1_attention``: learn-0.2's
     attention cosine to 2d-fixed minus that of the closest of :data:`A8_OTHERS` (by its seed
-    mean), the paired t-test over the seeds both have; None without learn-0.2, another PE or
-    two common seeds."""
+    mean), the paired t-test over the seeds both have (equal differences have no t: the exact
+    sign-flip test, as :mod:`lstpe.stats.seed_tests` does); None without learn-0.2, another PE
+    or two common seeds."""
     cos = t.pivot_table(index="seed", columns="pe", values="cosine_paper")
     others = [p for p in A8_OTHERS if p in cos]
     if "learn-0.2" not in cos or not others:
@@ -160,8 +162,8 @@ def a8_gap(t: pd.DataFrame) -> tuple[str, float, float, int] | None:
     if len(pair) < 2:
         return None
     d = pair["learn-0.2"] - pair[closest]
-    p = float(stats.ttest_rel(pair["learn-0.2"], pair[closest]).pvalue) if d.std() > 0 \
-        else (0.0 if d.iloc[0] != 0 else 1.0)
+    p = sign_flip_test(d)[1] if no_spread(d) else \
+        float(stats.ttest_rel(pair["learn-0.2"], pair[closest]).pvalue)
     return closest, float(d.mean()), p, len(pair)
 
 
