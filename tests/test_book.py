@@ -611,7 +611,8 @@ PAPER_QUOTE = re.compile(r"“([^”]{12,}?)” \((v1|v2), ")
 
 def _plain(text: str) -> str:
     """Text as the paper's plain copy and the rendered page can both be compared: math
-    delimiters, code marks and the copy's Markdown emphasis (``*learn-0.2*``) dropped, apostrophes straightened, whitespace collapsed."""
+    delimiters, code marks and the copy's Markdown emphasis (``*learn-0.2*``) dropped,
+    apostrophes straightened, whitespace collapsed."""
     for mark in ("\\(", "\\)", "$", "`", "*"):
         text = text.replace(mark, "")
     return re.sub(r"\s+", " ", text.replace("’", "'")).strip()
