@@ -313,6 +313,20 @@ def test_a_results_long_that_is_a_file_is_one_named_error(tmp_path):
     assert "no free unit" not in out.getvalue()
 
 
+@pytest.mark.parametrize("minutes", ["-1", "0", "nan", "inf"])
+def test_campaign_run_refuses_minutes_that_are_not_a_positive_number(tmp_path, minutes):
+    """``campaign run --minutes inf`` (or -1, 0, nan) was accepted and trained without a
+    deadline; now it is refused like ``campaign lease``'s, the value named, nothing written."""
+    from lstpe.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(["campaign", "run", "--minutes", minutes, "--device", "cpu", "--results",
+                   str(tmp_path / "r")])
+    assert rc == 2 and repr(minutes) in err.getvalue(), err.getvalue()
+    assert not (tmp_path / "r").exists()
+
+
 UNITS = (lu.LongUnit("table2", "learn-0.2", 2235), lu.LongUnit("tables56", "learn-2", 2235))
 
 

@@ -137,7 +137,8 @@ def add_campaign_parser(sub: argparse._SubParsersAction) -> None:
             pq.add_argument("--pair-first", action="store_true", help="a lease run with "
                             "--pair-first: the pair whenever it fits the call")
     q = csub.add_parser("run", help="train the next units that fit in --minutes")
-    q.add_argument("--minutes", type=float, required=True, help="time budget (wall clock)")
+    q.add_argument("--minutes", type=_positive_minutes, required=True,
+                   help="time budget (wall clock)")
     q.add_argument("--unit", action="append", metavar="RUN/PE/SEED",
                    help="train only this unit (repeatable), e.g. table2/learn-0.2/2235")
     q.add_argument("--max-units", type=int, default=8, help="at most this many per chunk")
