@@ -86,18 +86,20 @@ def _row_facts(claim: pd.DataFrame, cell: str, prefix: str) -> dict[str, str]:
 def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
     """Chapter 5's paragraph on Table 1's long units (``t1``:
     :func:`lstpe.chapters.long_mechanism.table1_long` indexed by PE); None when none is
-    stored. Keys: ``n`` (seeds per PE, the fewest), ``epoch`` (the epoch all reached),
-    ``fit`` (the PEs whose running training accuracy is 0.99 or more there), ``d1_200``,
-    ``d1_last``, ``d1_paper`` (1d-fixed's running training accuracy), ``moved`` (each PE's
-    validation accuracy at 200 and at ``epoch``, with the paper's), ``missing`` (the Table 1
-    PEs without a long run, in words)."""
+    stored. Keys: ``n`` (seeds per PE in words: ``1 seed``, ``1 to 2 seeds``), ``epoch``
+    (the epoch all reached), ``fit`` (the PEs whose running training accuracy is 0.99 or more
+    there), ``d1_200``, ``d1_last``, ``d1_paper`` (1d-fixed's running training accuracy),
+    ``moved`` (each PE's validation accuracy at 200 and at ``epoch``, with the paper's),
+    ``missing`` (the Table 1 PEs without a long run, in words)."""
     from lstpe.experiments.registry import TABLE1_PES
 
     if t1.empty:
         return None
     d1 = t1.loc["1d-fixed"] if "1d-fixed" in t1.index else None
     gone = [p for p in TABLE1_PES if p not in t1.index]
-    return {"n": str(int(t1["seeds"].min())), "epoch": str(int(t1["epoch"].min())),
+    lo, hi = int(t1["seeds"].min()), int(t1["seeds"].max())
+    return {"n": f"{lo} seed{'s' if lo > 1 else ''}" if lo == hi else f"{lo} to {hi} seeds",
+            "epoch": str(int(t1["epoch"].min())),
             "fit": fd.names(list(t1.index[t1["train_last"] >= 0.99])),
             "d1_200": f"{d1['train_200']:.3f}" if d1 is not None else "–",
             "d1_last": f"{d1['train_last']:.3f}" if d1 is not None else "–",
