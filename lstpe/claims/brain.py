@@ -26,8 +26,8 @@ WHERE = "10_brain.ipynb"
 
 def judge(x: Inputs) -> Verdict:
     """``not testable yet`` without paper-scale brain runs."""
-    why = ("preview runs only: they show the analysis on surrogates of real HCP connectivity, "
-           "not the claim" if not x.brain_runs else
+    why = ("preview runs only: they show the analysis on HCP surrogates, not the claim"
+           if not x.brain_runs else
            f"{x.brain_runs} paper-scale runs stored; their evidence is not scored here yet")
     checks = [Check(QUOTES[0], "learn-0.1 and learn-0.2 the most modular (Fig. 4C,D)", why,
                     "not testable yet")]
