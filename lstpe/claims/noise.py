@@ -27,14 +27,14 @@ from dataclasses import replace
 
 import pandas as pd
 
-from lstpe.claims._common import adjust, contrast, rho_text, trend, values_by_pe
+from lstpe.claims._common import adjust, contrast, rho_text, student, trend, values_by_pe
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.table1 import COMMON  # the common PEs; 2d-fixed set apart, as the paper does
 from lstpe.claims.verdicts import Check, Test, Verdict, result_of_contrast, untestable, weigh
 from lstpe.evidence import tables as ev
 from lstpe.stats.seed_stats import holm, p_text, rank_correlation, tau_text
-from lstpe.stats.seed_tests import ALPHA, welch_diff
+from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "noise"
 LINE = ("small-sigma learnable PEs are the most robust to embedding noise, and after 2d-fixed "
@@ -125,7 +125,8 @@ def checks(x: Inputs) -> list[Check]:
     stds, seed means per PE): the ordering over sigma of the learnable PEs (Spearman of the
     per-sigma means with sigma), the most robust sigma against the first version's range
     [0.1, 0.6], and learn-0.2 above every common PE (the paper reads its figure's means; ours
-    reproduces it where learn-0.2's lead over the closest is significant, Welch's test)."""
+    reproduces it where learn-0.2's lead over the closest is significant, the paper's
+    Student's t-test, :func:`~lstpe.claims._common.student`)."""
     if not have(x.noise_levels):
         return [Check(q, "", "no noise evaluation stored", "not testable yet")
                 for q in (QUOTES[0], QUOTES[1], QUOTES[3])]
@@ -154,9 +155,7 @@ def checks(x: Inputs) -> list[Check]:
     if "learn-0.2" in mean.index and len(pes) > 1:
         order = sorted(pes, key=lambda p: -mean.loc[p, "noisy"])
         runner = next(p for p in order if p != "learn-0.2")  # the closest common PE
-        gap = welch_diff(m.loc[m["pe"] == "learn-0.2", "noisy"],
-                         m.loc[m["pe"] == runner, "noisy"]) if min(n[["learn-0.2", runner]]) \
-            >= 2 else None
+        gap = student(m.loc[m["pe"] == "learn-0.2", "noisy"], m.loc[m["pe"] == runner, "noisy"])
         fixed = (f"; 2d-fixed, set apart by the paper: {mean.loc['2d-fixed', 'noisy']:.2f}"
                  if "2d-fixed" in mean.index else "")
         common = Check(QUOTES[3], "Fig. A9E: learn-0.2 the most robust after 2d-fixed (no "
@@ -167,9 +166,10 @@ def checks(x: Inputs) -> list[Check]:
                            f"{p} {mean.loc[p, 'at_max']:.2f}" for p in order)
                        + fixed + f" (epoch {at}, n = {int(n.loc['learn-0.2'])} for learn-0.2; "
                        "the paper reads its figure's means; learn-0.2 minus the closest, "
-                       f"{runner}: " + (f"{gap.diff:+.3f}, Welch {p_text(gap.p)})" if gap
+                       f"{runner}: " + (f"{gap['diff']:+.3f}, Student's t({gap['df']}) "
+                                         f"{p_text(gap['p'])})" if gap
                                          else "fewer than 2 models each)"),
-                       result_of_contrast(gap.diff, gap.p, +1) if gap else
+                       result_of_contrast(gap["diff"], gap["p"], +1) if gap else
                        ("not reproduced" if order[0] != "learn-0.2" else "not testable yet"))
     else:
         common = Check(QUOTES[3], "Fig. A9E", "learn-0.2 or the common PEs not stored",
