@@ -222,8 +222,9 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
     the sigma curve's shape (``plateau_to``, ``drop``, ``drop_from``, ``drop_to``); Table 1
     (``n_above`` of ``n_common`` fixed PEs, ``open`` the rest, ``gt_abs`` / ``gt_side`` /
     ``gt_p`` against 2d-fixed); ``noise_label``, ``noise_worst``; ``n_dpe`` of ``n_small``
-    small-sigma units whose learned part is grid-shaped and the init's median share
-    ``init_share``; ``long_line`` (:func:`lstpe.chapters.long_mechanism.long_line`); ``rho``
+    small-sigma units whose learned part is grid-shaped and the init's share
+    ``init_share`` (its per-sigma medians, lowest to highest); ``long_line``
+    (:func:`lstpe.chapters.long_mechanism.long_line`); ``rho``
     (learn-0.2's Spearman with people, the paper's measure) and ``human_r`` (its models' mean
     r, the measure the humans claim tests, or "–"); ``untested`` (the claims not testable
     yet)."""
@@ -245,12 +246,20 @@ def report_facts(cl: Claims) -> dict[str, str] | None:
             "noise_label": v["noise"].label,
             "noise_worst": str(v["noise"].numbers.get("worst", "–")),
             "n_dpe": str(int((small["p_dpe"] < 0.05).sum())), "n_small": str(len(small)),
-            "init_share": f"{small['init_share'].median():.0%}",
+            "init_share": _share_range(small),
             "long_line": long_line(cl.mechanism_long),
             "rho": _rho(cl.similarity),
             "human_r": _human_r(v["humans"]),
             "untested": "; ".join(card.loc[card["verdict"] == "not testable yet", "claim"])
             or "none"}
+
+
+def _share_range(small: pd.DataFrame) -> str:
+    """The initial draw's share of the PE as the table beside it reads: the lowest to the
+    highest of its per-sigma medians (one value where they round alike)."""
+    med = small.groupby("sigma")["init_share"].median()
+    lo, hi = f"{med.min():.0%}", f"{med.max():.0%}"
+    return lo if lo == hi else f"{lo} to {hi}"
 
 
 def _rho(similarity: pd.DataFrame) -> str:

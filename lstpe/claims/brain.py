@@ -19,6 +19,9 @@ QUOTES: tuple[Quote, ...] = (
     Quote("Models that had learnable PEs initialized from small-norm distributions learned a "
           "modular PE organization that was consistent with prior neuroscience studies", "v2",
           "Fig. 4C"),
+    Quote("Notably, learnable PEs initialized with small norms (`learn-0.1` and `learn-0.2`) "
+          "converged to the lowest MSE for both training and validation datasets.", "v2",
+          "Fig. 3D"),
 )
 """The paper's sentences this claim will test."""
 WHERE = "10_brain.ipynb"
@@ -29,6 +32,9 @@ def judge(x: Inputs) -> Verdict:
     why = ("preview runs only: they show the analysis on HCP surrogates, not the claim"
            if not x.brain_runs else
            f"{x.brain_runs} paper-scale runs stored; their evidence is not scored here yet")
-    checks = [Check(QUOTES[0], "learn-0.1 and learn-0.2 the most modular (Fig. 4C,D)", why,
+    checks = [Check(QUOTES[2], "learn-0.1 and learn-0.2 the lowest MSE, training and "
+                    "validation (Fig. 3D)", why, "not testable yet",
+                    what="small σ predicts masked brain activity best"),
+              Check(QUOTES[0], "learn-0.1 and learn-0.2 the most modular (Fig. 4C,D)", why,
                     "not testable yet")]
     return untestable(CLAIM, LINE, WHERE, why, quotes=QUOTES, checks=checks)
