@@ -178,6 +178,24 @@ def test_fig_a8_with_equal_differences_over_seeds_uses_the_exact_sign_flip_p():
     assert check.result == "same direction, smaller"
 
 
+def test_fig_a8_says_when_the_seed_averaged_reference_flips_the_sign():
+    """The paper leaves open which 2d-fixed maps a model is compared with: the seed pairing
+    decides the result, and the seed-averaged reference beside it says when it reverses."""
+    seed = [{"pe": pe, "seed": k, "stage": st, "pairing": "seed", "cosine_paper": v + 0.003 * k}
+            for st in ("final", "init")
+            for pe, v in (("learn-0.2", 0.80), ("relative", 0.83), ("1d-fixed", 0.99))
+            for k in SEEDS]
+    mean = [{**r, "pairing": "mean", "cosine_paper": r["cosine_paper"]
+             + (0.05 if r["pe"] == "learn-0.2" else 0.0)} for r in seed if r["stage"] == "final"]
+    check = attention.a8_check(C.Inputs(final=FALLING, table1_attention=pd.DataFrame(seed + mean)))
+    assert check.result == "not reproduced"  # -0.030 against relative, same seed
+    assert "−0.030" in check.ours or "-0.030" in check.ours
+    assert "+0.020 against relative" in check.ours and "the sign depends on the pairing" in \
+        check.ours
+    same = attention.a8_check(C.Inputs(final=FALLING, table1_attention=pd.DataFrame(seed)))
+    assert "averaged" not in same.ours and same.result == "not reproduced"
+
+
 def test_the_lazy_regime_is_judged_on_how_far_a_pe_moves():
     rows = [{"block": 0, "sigma": s, "seed": k, "norm_init": 10 * s, "norm_dpe": 1.0 + 0.01 * k}
             for s in SIGMAS for k in SEEDS]

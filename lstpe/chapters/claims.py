@@ -120,7 +120,7 @@ def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.
     learn = t2.final("val").query("pe_name == 'learn'")["pe"].unique()
     x.table3_init, x.table3 = (attention.table3(t2.artifacts, stage=s, pes=learn)
                                for s in ("init", "final"))
-    x.table1_attention = attention.table3_stages(t1.artifacts)  # Fig. A8C,D
+    x.table1_attention = attention.table3_stages(t1.artifacts, mean_too=True)  # Fig. A8C,D
     x.table3_init_other = attention.other_seed_baseline(t2.artifacts, pes=learn)
     x.procrustes, x.procrustes_init = (
         _learn(attention.average_layers(procrustes.pe_alignment(t2.artifacts, stage=s)))
@@ -184,6 +184,13 @@ def page_checks(*verdicts: C.Verdict) -> str:
     ``verdicts`` (:func:`checks_markdown` without the chapter column, our analyses' verdict
     beside, labelled as ours)."""
     return checks_markdown(C.paper_checks(list(verdicts)), chapter=False, ours=True)
+
+
+def results_phrase(verdict: C.Verdict) -> str:
+    """The result word of each sentence ``verdict`` tests the paper's way, in one phrase a
+    page's opening holds: ``small σ the most robust (v2): **reproduced**; ...``."""
+    return "; ".join(f"{c.what or c.quote.where} ({c.quote.version}): **{c.result}**"
+                     for c in verdict.checks) or "no sentence tested"
 
 
 CLAIM_NAMES: dict[str, str] = {

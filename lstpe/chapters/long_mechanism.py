@@ -127,9 +127,9 @@ def long_facts(lm: LongMechanism, paper: Mapping[float, float] | None = None
                slower=slower, than="less than" if slower else "not less than",
                dominated=dominated,
                dominance=(f"the learned part has come to dominate the PE at σ = {dominated}"
-                          if dominated else "the learned part has not come to dominate any PE: "
-                          "the 2-D structure was written in the first epochs, not taken over "
-                          "later"),
+                          if dominated else "the learned part has not come to dominate any PE "
+                          f"in these long runs (seed {listed(lm.seeds)}): there, the 2-D "
+                          "structure was written in the first epochs, not taken over later"),
                paper=listed([(paper or {}).get(x, float("nan")) for x in s["sigma"]], ".3f"))
     return out
 

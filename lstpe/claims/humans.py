@@ -9,7 +9,8 @@ of a PE's seed-mean accuracy with people's): the paper's gives one number per PE
 highest" could only be read off point estimates, and it has the ceiling the paper itself warns
 of (a seed-mean of a few 0/1 vectors takes few values; a PE whose every model solves every
 puzzle has no rho). Per model, the seeds give each PE a spread and learn-0.2 can be tested
-against every other PE. The paper's measure is quoted beside the tests, untested.
+against every other PE. These tests are ours; the paper's own measure decides the paper's
+rows first (:func:`checks`).
 
 Tests, from the paper's sentences (:data:`QUOTES`), on
 :func:`lstpe.evidence.claim_tables.human_evidence`:

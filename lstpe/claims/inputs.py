@@ -66,7 +66,8 @@ class Inputs:
         brain_runs: paper-scale brain runs stored.
         table1_attention: Table 1's PEs against the 2d-fixed model of the same seed
             (:func:`lstpe.analysis.attention.table3` of the ``table1`` run, both stages:
-            ``pe, seed, stage, cosine_paper``), for Fig. A8C,D.
+            ``pe, seed, stage, cosine_paper``, and ``pairing``: ``"seed"``, or ``"mean"`` for
+            the trained models against the 2d-fixed maps averaged over seeds), for Fig. A8C,D.
 
     An accuracy outside [0, 1] in a field (at construction or set later) raises ValueError
     naming the field, the value and its PE and seed: it is a fault upstream, not a verdict.

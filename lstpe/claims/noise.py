@@ -141,7 +141,7 @@ def checks(x: Inputs) -> list[Check]:
                 rho_text(rho, "accuracy under noise against σ:", at)
                 + " (mean over std 0.02-0.1)",
                 result_of_contrast(rho["rho"], rho["pvalue"], -1) if rho else
-                "not testable yet")
+                "not testable yet", what="small σ the most robust")
     by_sigma = learn.groupby("sigma")["noisy"].mean()
     best = float(by_sigma.idxmax()) if len(by_sigma) else float("nan")
     band = Check(QUOTES[1], f"the most robust σ in [{BAND[0]:g}, {BAND[1]:g}] (Fig. 5B,D of the "
@@ -150,7 +150,8 @@ def checks(x: Inputs) -> list[Check]:
                  f"stds; epoch {at}, {len(by_sigma)} sigmas)" if len(by_sigma) else
                  "no learnable PE stored",
                  ("reproduced" if BAND[0] <= best <= BAND[1] else "not reproduced")
-                 if len(by_sigma) >= 3 else "not testable yet")
+                 if len(by_sigma) >= 3 else "not testable yet",
+                 what=f"the most robust σ in [{BAND[0]:g}, {BAND[1]:g}]")
     pes = [p for p in ("learn-0.2", *COMMON) if p in mean.index]
     if "learn-0.2" in mean.index and len(pes) > 1:
         order = sorted(pes, key=lambda p: -mean.loc[p, "noisy"])
@@ -170,7 +171,8 @@ def checks(x: Inputs) -> list[Check]:
                                          f"{p_text(gap['p'])})" if gap
                                          else "fewer than 2 models each)"),
                        result_of_contrast(gap["diff"], gap["p"], +1) if gap else
-                       ("not reproduced" if order[0] != "learn-0.2" else "not testable yet"))
+                       ("not reproduced" if order[0] != "learn-0.2" else "not testable yet"),
+                       what="learn-0.2 the most robust after 2d-fixed")
     else:
         common = Check(QUOTES[3], "Fig. A9E", "learn-0.2 or the common PEs not stored",
                        "not testable yet")
