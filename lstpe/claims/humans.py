@@ -62,8 +62,8 @@ def _highest(con: pd.DataFrame, best: str, which: str, quote: Quote) -> Test | N
     low = con[(con["p_perm"] < ALPHA) & (con["diff"] < 0) & ~(con["p_holm"] < ALPHA)]
     outcome = ("contradicts" if len(down) else "supports" if len(up) == len(con) else "open")
     return Test(f"{best} closest of the {which}", outcome,
-                f"{best}'s r above {len(up)} of the {len(con)} {which} with an r (exact p < "
-                f"{ALPHA:g} each)"
+                f"{best}'s r shown above {len(up) or 'none'} of the {len(con)} {which} with "
+                f"an r (exact p < {ALPHA:g} each)"
                 + (f", below {', '.join(down['b'])} (Holm over {len(con)})" if len(down) else "")
                 + (f"; below {', '.join(low['b'])} before Holm only" if len(low) else ""),
                 float(con["p_floor"].max()), quote, ours_only=True)
