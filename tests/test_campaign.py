@@ -19,6 +19,7 @@ from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import fragments as fr
+from lstpe.experiments import units as un
 from lstpe.experiments.runs import get_run
 from lstpe.nn.architecture import ModelConfig
 from lstpe.runtime import BF16_FLAGS
@@ -33,12 +34,12 @@ TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, epochs=2, eva
 @pytest.fixture
 def tiny(monkeypatch):
     """Every unit's recipe shrunk to TINY (everything else of the recipe kept)."""
-    real = cp.Unit.config
+    real = un.Unit.config
 
     def config(self, device="cpu", **overrides):
         return real(self, device=device, **{**TINY, **overrides})
 
-    monkeypatch.setattr(cp.Unit, "config", config)
+    monkeypatch.setattr(un.Unit, "config", config)
 
 
 # --------------------------------------------------------------------------- the plan
@@ -49,7 +50,7 @@ def test_plan_items_1_and_2_are_the_issue_units_in_order():
     core = ["2d-fixed", "learn-0.1", "learn-0.2", "learn-0.5", "learn-1", "learn-1.5",
             "learn-2"]
     other = ["1d-fixed", "random", "relative", "rope", "nope", "c-nope"]
-    units = cp.plan()
+    units = un.plan()
     keys = [u.key for u in units]
     assert len(keys) == len(set(keys))
     first = [u.key for u in units[:39]]
@@ -69,29 +70,29 @@ def test_plan_items_1_and_2_are_the_issue_units_in_order():
 
 
 def test_unit_recipe_is_the_authors():
-    cfg = cp.find_unit("table2/learn-0.2/2235").config()
+    cfg = un.find_unit("table2/learn-0.2/2235").config()
     m = cfg.model
     assert (m.d_model, m.n_layers, m.n_heads, m.mlp_ratio) == (160, 4, 1, 4)
     assert (cfg.batch_size, cfg.lr, cfg.optimizer, cfg.weight_decay) == (128, 1e-4, "adam", 0.0)
     assert (cfg.split, cfg.data, cfg.variant, cfg.epochs, cfg.amp) == \
         ("code", "paper", "paper", 200, False)
     assert cfg.pes == ["learn-0.2"] and cfg.seeds == [2235]
-    sgd = cp.find_unit("table4/sgd/learn-0.01/2235").config()
+    sgd = un.find_unit("table4/sgd/learn-0.01/2235").config()
     assert (sgd.optimizer, sgd.lr) == ("sgd", 1e-3)
 
 
 def test_find_unit_names_a_bad_key():
     with pytest.raises(ValueError, match="tabel2"):
-        cp.find_unit("tabel2/learn-0.2/2235")
+        un.find_unit("tabel2/learn-0.2/2235")
     with pytest.raises(ValueError, match="run/pe/seed"):
-        cp.find_unit("table2/learn-0.2")
+        un.find_unit("table2/learn-0.2")
 
 
 # --------------------------------------------------------------------------- import
 
 
 def _bundle(tmp_path, pes=("2d-fixed", "learn-0.2"), **over):
-    cfg = cp.find_unit("table2/2d-fixed/2235").config(pes=list(pes), seeds=[2235], **over)
+    cfg = un.find_unit("table2/2d-fixed/2235").config(pes=list(pes), seeds=[2235], **over)
     return train(cfg, run_dir=tmp_path / "bundle", progress=False)
 
 
@@ -119,7 +120,7 @@ def test_import_splits_a_run_into_fragments_exactly(tmp_path, tiny):
 
 def test_import_refuses_another_recipe_naming_the_key(tmp_path, tiny):
     src = _bundle(tmp_path, lr=1e-3)
-    with pytest.raises(cp.RecipeMismatch, match="lr"):
+    with pytest.raises(un.RecipeMismatch, match="lr"):
         fr.import_run(src.path, tmp_path / "results")
     assert not (tmp_path / "results" / "paper" / "table2").exists()
 
@@ -133,13 +134,13 @@ def test_run_trains_publishes_and_get_run_merges(tmp_path, tiny):
     done = cr.run(5, results, device="cpu", units=keys, log=lambda m: None)
     assert [u.key for u in done] == keys
     for k in keys:
-        frag = fr.load_fragment(cp.find_unit(k), results)
+        frag = fr.load_fragment(un.find_unit(k), results)
         assert frag.manifest["campaign"]["precision"] == "fp32"
         assert frag.manifest["campaign"]["chunk"] == keys
         assert sorted(frag.history["epoch"].unique()) == [0, 1, 2]
     # the same unit trained alone gives the same numbers: batching is exact
-    alone = train(cp.find_unit(keys[1]).config(), progress=False)
-    frag = fr.load_fragment(cp.find_unit(keys[1]), results)
+    alone = train(un.find_unit(keys[1]).config(), progress=False)
+    frag = fr.load_fragment(un.find_unit(keys[1]), results)
     a = alone.final("val")["accuracy"].to_numpy()
     assert a == pytest.approx(frag.final("val")["accuracy"].to_numpy(), abs=1e-6)
     # table1 borrows table2's 2d-fixed (same recipe); table2's merge has two PEs
@@ -164,7 +165,7 @@ def test_edited_fragment_is_refused_naming_file_or_key(tmp_path, tiny):
     results = tmp_path / "results"
     key = "table2/learn-0.5/2235"
     cr.run(5, results, device="cpu", units=[key], log=lambda m: None)
-    unit = cp.find_unit(key)
+    unit = un.find_unit(key)
     path = unit.path(results)
     man = json.loads((path / "manifest.json").read_text())
     man["config"]["lr"] = 0.01
@@ -173,7 +174,7 @@ def test_edited_fragment_is_refused_naming_file_or_key(tmp_path, tiny):
         get_run("table2", "preview", results_dir=results)
     # a consistent fragment of another recipe (resealed) is refused naming the key
     (path / "manifest.json").write_text(json.dumps(res.seal_manifest(man)))
-    with pytest.raises(cp.RecipeMismatch, match="lr"):
+    with pytest.raises(un.RecipeMismatch, match="lr"):
         get_run("table2", "preview", results_dir=results)
     man["config"]["lr"] = 1e-4
     (path / "manifest.json").write_text(json.dumps(res.seal_manifest(man)))
@@ -187,8 +188,8 @@ def test_edited_fragment_is_refused_naming_file_or_key(tmp_path, tiny):
 def test_claimed_unit_is_not_trained_twice(tmp_path, tiny):
     results = tmp_path / "results"
     key = "table2/learn-1/2235"
-    unit = cp.find_unit(key)
-    with RunLock(cp._work(results) / "claims" / unit.slug):
+    unit = un.find_unit(key)
+    with RunLock(un._work(results) / "claims" / unit.slug):
         assert cs.status(results).set_index("unit").loc[key, "state"] == "claimed"
         assert key not in [u.key for u in cr.free_units(results)]
         assert cr.run(5, results, device="cpu", units=[key], log=lambda m: None) == []
@@ -197,7 +198,7 @@ def test_claimed_unit_is_not_trained_twice(tmp_path, tiny):
 
 def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     key = "table2/learn-0.1/2235"
-    unit = cp.find_unit(key)
+    unit = un.find_unit(key)
     ref = tmp_path / "ref"
     cr.run(5, ref, device="cpu", units=[key], log=lambda m: None)
     results = tmp_path / "results"
@@ -228,7 +229,7 @@ def test_paused_chunk_resumes_to_the_same_numbers(tmp_path, tiny):
     assert fr.load_fragment(unit, results).manifest["resumed"]
     # both processes are named, the one that paused it too (no "?")
     commit = res.git_commit()[:7]
-    assert cs.stored_units(results).set_index("unit").loc[key, "commit"] == commit
+    assert fr.stored_units(results).set_index("unit").loc[key, "commit"] == commit
     assert len(fr.load_fragment(unit, results).manifest["segments"]) == 2
 
 
@@ -252,7 +253,7 @@ def _chunks_started(monkeypatch, results, minutes, **kw) -> tuple[list[list[str]
 
 
 def test_allow_partial_fills_the_budget_with_a_full_chunk(tmp_path, tiny, monkeypatch):
-    first3 = [u.key for u in cp.plan()[:3]]
+    first3 = [u.key for u in un.plan()[:3]]
     # 4.2 min = 252 s: 2 units (120 s + 120 s margin) finish, 3 do not (300 s); with
     # --allow-partial all 3 start, since 1 epoch of each (90 s + margin) fits
     monkeypatch.setattr(cr, "MIN_PARTIAL_EPOCHS", 1)
@@ -297,7 +298,7 @@ def test_a_chunk_larger_than_the_probe_is_probed_again_at_its_size(tmp_path, tin
     # 6.5 min = 390 s: at 30 s per model-epoch (2 epochs) 4 units fit (240 s + 120 s)
     cr.run(6.5, tmp_path, device="cpu", max_units=4, log=lines.append)
     assert probed[-2:] == [2, 4]  # (before them: one SGD leg of the long plan, 1 model)
-    assert started == [[u.key for u in cp.plan()[:n]]]
+    assert started == [[u.key for u in un.plan()[:n]]]
     assert f"probe: 4 model(s) -> {rate(4)} s per model-epoch (2: 30.0)" in lines
     assert f"probe: 4 model(s), 1.0 s/step, eval 1.0 s -> {rate(4)} s per model-epoch" in \
         "".join(lines)  # the chunk is priced (and its manifest records) the probe at 4
@@ -307,7 +308,7 @@ def test_publish_never_overwrites(tmp_path, tiny):
     results = tmp_path / "results"
     key = "table2/learn-1.5/2235"
     cr.run(5, results, device="cpu", units=[key], log=lambda m: None)
-    unit = cp.find_unit(key)
+    unit = un.find_unit(key)
     before = (unit.path(results) / "manifest.json").read_bytes()
     stage = tmp_path / "stage"
     cfg = unit.config()
@@ -337,13 +338,13 @@ def test_precision_is_fp32_and_says_why():
 
 def _manifest(results, key: str, **man) -> None:
     """A synthetic fragment manifest (no files: read with ``verify=False``)."""
-    path = cp.find_unit(key).path(results)
+    path = un.find_unit(key).path(results)
     path.mkdir(parents=True)
     (path / "manifest.json").write_text(json.dumps({"config": {"epochs": 200}, **man}))
 
 
 def test_progress_equals_hand_sums_over_manifests(tmp_path):
-    units = cp.plan()
+    units = un.plan()
     item7 = next(u.key for u in units if u.item == 7)
     measured = {"probe": {"s_per_model_epoch": 6.0}, "setting": {"threads": 2}}
     _manifest(tmp_path, "table2/2d-fixed/2235", device="cpu: x (2 threads)",
@@ -398,7 +399,7 @@ def test_stored_units_of_an_empty_folder_keep_their_columns(tmp_path):
     KeyError 'cpu flags')."""
     from lstpe.experiments import precision
 
-    t = cs.stored_units(tmp_path)
-    assert t.empty and list(t.columns) == list(cs.STORED_COLUMNS)
+    t = fr.stored_units(tmp_path)
+    assert t.empty and list(t.columns) == list(fr.STORED_COLUMNS)
     assert precision.no_pair_line(t["cpu flags"]).startswith("No precision pair is stored")
     assert t.groupby(["cpu flags", "precision"], dropna=False).size().empty

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from lstpe.experiments import campaign as cp
+from lstpe.experiments import units as un
 from lstpe.experiments.registry import run_config
 from lstpe.rendering.responsive import TEXT_ONLY_ENV
+from lstpe.runtime import PAPER_SEEDS
 from tests.conftest import executed_copy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,10 +75,10 @@ def executed(tmp_path_factory, executed_chapters):
     removed = []
     for run in RUNS:
         for pe_dir in sorted(p for p in (real / "paper" / run).iterdir() if p.is_dir()):
-            seeds = [s for s in cp.PAPER_SEEDS if (pe_dir / str(s) / "manifest.json").exists()]
+            seeds = [s for s in PAPER_SEEDS if (pe_dir / str(s) / "manifest.json").exists()]
             if len(seeds) < 2:
                 continue
-            unit = cp.Unit(run, pe_dir.name, seeds[-1], 0)
+            unit = un.Unit(run, pe_dir.name, seeds[-1], 0)
             shutil.rmtree(unit.path(fewer))
             removed.append(unit.key)
     assert {k.split("/")[0] for k in removed} == set(RUNS), removed

@@ -15,10 +15,10 @@ import threading
 import pytest
 import torch
 
-from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import init_maps as im
+from lstpe.experiments import units as un
 from lstpe.experiments.runs import get_run
 from lstpe.runtime import cache_dir
 from lstpe.store import results as res
@@ -53,13 +53,13 @@ def published(tmp_path, tiny):  # noqa: F811
 
 
 def _stored(results, key):
-    return torch.load(cp.find_unit(key).path(results) / "artifacts.pt", weights_only=False)
+    return torch.load(un.find_unit(key).path(results) / "artifacts.pt", weights_only=False)
 
 
 def test_published_fragments_drop_the_maps_and_load_gives_trainings_own_back(published,
                                                                               monkeypatch):
     for key in KEYS:
-        unit = cp.find_unit(key)
+        unit = un.find_unit(key)
         stored = _stored(published, key)
         assert im.KEY not in stored
         assert stored[im.HEAD_KEY].shape == (1, im.HEAD, 1, 16, 16)  # TINY has 1 block
@@ -79,7 +79,7 @@ def test_published_fragments_drop_the_maps_and_load_gives_trainings_own_back(pub
     assert get_run("table2", "preview", results_dir=published).artifacts[im.KEY].shape[0] == 2
     assert calls == [2]  # asked again in the same process: not recomputed
     for m, key in enumerate(KEYS):
-        one = fr.load_fragment(cp.find_unit(key), published).artifacts[im.KEY][0]
+        one = fr.load_fragment(un.find_unit(key), published).artifacts[im.KEY][0]
         assert (merged.artifacts[im.KEY][m].float() - one.float()).abs().max() <= im.MAP_ATOL
 
 
@@ -94,7 +94,7 @@ def test_a_changed_initialisation_is_refused_naming_the_fragment(published, monk
         return real(cfg, [(spec, seed + 1) for spec, seed in models])
 
     monkeypatch.setattr(im, "initial_maps", changed)
-    unit = cp.find_unit(KEYS[0])  # 2d-fixed: its PE does not depend on the seed
+    unit = un.find_unit(KEYS[0])  # 2d-fixed: its PE does not depend on the seed
     with pytest.raises(im.InitMismatch, match=str(unit.path(published))):
         fr.load_fragment(unit, published)
     with pytest.raises(im.InitMismatch):
@@ -102,7 +102,7 @@ def test_a_changed_initialisation_is_refused_naming_the_fragment(published, monk
 
 
 def test_maps_this_code_does_not_recompute_stay_stored(tmp_path, tiny, monkeypatch):  # noqa: F811
-    unit = cp.find_unit(KEYS[0])
+    unit = un.find_unit(KEYS[0])
     run = train(unit.config(), run_dir=tmp_path / "run", progress=False)
     before = res.sha256_file(run.path / "artifacts.pt")
     real = im.initial_maps
@@ -134,13 +134,13 @@ def test_fragments_stored_before_are_compacted_in_place_and_read_the_same(tmp_pa
     with monkeypatch.context() as m:  # published as before this change: maps kept
         m.setattr(im, "drop_maps", lambda run_dir: None)
         cr.run(5, results, device="cpu", units=KEYS, log=lambda msg: None)
-    unit = cp.find_unit(KEYS[1])
+    unit = un.find_unit(KEYS[1])
     before = fr.load_fragment(unit, results)
     assert im.KEY in _stored(results, KEYS[1])
     held, release = threading.Event(), threading.Event()
 
     def claim():  # a campaign run's claim on the unit (another thread is refused like it)
-        with RunLock(cp._work(results) / "claims" / unit.slug):
+        with RunLock(un._work(results) / "claims" / unit.slug):
             held.set()
             release.wait(30)
 
@@ -160,7 +160,7 @@ def test_fragments_stored_before_are_compacted_in_place_and_read_the_same(tmp_pa
         assert torch.equal(after.artifacts[key], before.artifacts[key])
     assert after.history.equals(before.history)
     assert fr.compact_stored(unit, results) is None  # nothing left to drop
-    assert sorted(p.name for p in (cp._work(results) / "staging").iterdir()) == []
+    assert sorted(p.name for p in (un._work(results) / "staging").iterdir()) == []
 
 
 def test_a_stored_whole_run_gets_its_maps_back_too():
@@ -176,7 +176,7 @@ def test_a_stored_whole_run_gets_its_maps_back_too():
 
 def test_a_second_kernel_reads_the_checked_maps_from_the_cache_and_never_a_wrong_file(
         published, tmp_path, monkeypatch):
-    unit = cp.find_unit(KEYS[1])
+    unit = un.find_unit(KEYS[1])
     first = fr.load_fragment(unit, published).artifacts[im.KEY]
     sha = res.read_manifest(unit.path(published))["files"]["artifacts.pt"]["sha256"]
     cached = tmp_path / "cache" / im.CACHE / f"{sha}.pt"

@@ -52,7 +52,11 @@ def _module(path: Path) -> str:
 def _imports(path: Path) -> set[str]:
     """The lstpe modules a file imports (``from lstpe.x import y`` counts ``lstpe.x.y`` when
     that is a module, else ``lstpe.x``)."""
-    tree = ast.parse(path.read_text())
+    return _imports_in(ast.parse(path.read_text()))
+
+
+def _imports_in(tree: ast.AST) -> set[str]:
+    """The lstpe modules a parsed source imports, anywhere in it (as :func:`_imports`)."""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -293,3 +297,79 @@ def test_one_results_folder_resolver() -> None:
                      [node.attr] if isinstance(node, ast.Attribute) else [])
             found += [f"{mod}:{node.lineno}: {n}" for n in names if n in finders]
     assert not found, found
+
+
+CAMPAIGN_PREFIXES: tuple[str, ...] = ("campaign", "lease", "long_plan", "long_progress",
+                                      "long_train", "packed", "precision", "preflight",
+                                      "scale_search")
+"""The campaign's modules: those of :mod:`lstpe.experiments` whose name starts with one of
+these (this project's own CPU scheduler, its GPU leases and their records). The book's readers
+never need them: what a page reads of the stored units lives in reader modules
+(:mod:`lstpe.experiments.units`, ``fragments``, ``long_units``...)."""
+
+BOOK = ROOT.parent / "book"
+
+
+def _campaign(module: str) -> bool:
+    parts = module.split(".")
+    return len(parts) == 3 and parts[1] == "experiments" and parts[2].startswith(CAMPAIGN_PREFIXES)
+
+
+def _notebook_imports(path: Path) -> set[str]:
+    """The lstpe modules the code cells of a notebook import (IPython's ``%`` and ``!`` lines
+    left out)."""
+    import json
+
+    out: set[str] = set()
+    for cell in json.loads(path.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            src = "".join(cell["source"])
+            src = "\n".join(ln for ln in src.splitlines()
+                            if not ln.lstrip().startswith(("%", "!")))
+            out |= _imports_in(ast.parse(src))
+    return out
+
+
+def _notebook_closure(book: Path = BOOK) -> dict[str, str]:
+    """Every lstpe module a notebook of ``book`` imports, directly or through other modules
+    (their imports at module level and inside functions, and the packages above them, which
+    Python imports first): module -> what imported it first (a module, or a notebook's
+    name)."""
+    came_from: dict[str, str] = {}
+    todo: list[str] = []
+    for nb in sorted(book.glob("*.ipynb")):
+        for m in sorted(_notebook_imports(nb)):
+            if m in MODULES and m not in came_from:
+                came_from[m] = f"book/{nb.name}"
+                todo.append(m)
+    while todo:
+        m = todo.pop(0)
+        parts = m.split(".")
+        above = {".".join(parts[:i]) for i in range(1, len(parts))}
+        for dep in sorted(GRAPH.get(m, set()) | above):
+            if dep in MODULES and dep not in came_from:
+                came_from[dep] = m
+                todo.append(dep)
+    return came_from
+
+
+def _chain(module: str, came_from: dict[str, str]) -> str:
+    chain = [module]
+    while chain[-1] in came_from:
+        chain.append(came_from[chain[-1]])
+    return " <- ".join(chain)
+
+
+def test_notebooks_import_no_campaign_module() -> None:
+    """The book's notebooks reach no campaign module (:data:`CAMPAIGN_PREFIXES`), counting
+    imports inside functions: a page reads stored units, it never imports the scheduler that
+    trains them."""
+    came_from = _notebook_closure()
+    assert len(came_from) > 20 and "lstpe.chapters.claims" in came_from  # it read the book
+    cells = {f"book/{nb.name}": _notebook_imports(nb) for nb in sorted(BOOK.glob("*.ipynb"))}
+    edges = sorted(f"{m} -> {d}" for m, deps in [*cells.items(), *GRAPH.items()]
+                   if m in cells or (m in came_from and not _campaign(m))
+                   for d in deps if _campaign(d))
+    reached = sorted(_chain(m, came_from) for m in came_from if _campaign(m))
+    assert not edges, ("the notebooks import campaign modules through: " + "; ".join(edges)
+                       + " (first paths: " + "; ".join(reached) + ")")

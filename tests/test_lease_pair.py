@@ -27,12 +27,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from lstpe.experiments import campaign as cp
 from lstpe.experiments import lease as ls
 from lstpe.experiments import lease_pair as lp
 from lstpe.experiments import lease_tune as lt
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import precision as pr
+from lstpe.experiments import units as un
 from lstpe.nn.model import ModelConfig
 from lstpe.store import storage as st
 from lstpe.training.train import train_many
@@ -51,12 +51,12 @@ MARGIN = math.sqrt(sum(s**2 for s in AUTHORS_SD.values()) / 4)  # equal n: the m
 def tiny_units():
     """Every unit's recipe shrunk to TINY, for the whole module."""
     mp = pytest.MonkeyPatch()
-    real = cp.Unit.config
+    real = un.Unit.config
 
     def config(self, device="cpu", **overrides):
         return real(self, device=device, **{**TINY, **overrides})
 
-    mp.setattr(cp.Unit, "config", config)
+    mp.setattr(un.Unit, "config", config)
     yield
     mp.undo()
 
@@ -211,7 +211,7 @@ def _diverged(path):
     (_recipe, "of another recipe: its lr differ"), (_short, "cut short: it reaches epoch 1"),
     (_diverged, "diverged")], ids=["missing", "not-fp32", "recipe", "cut-short", "diverged"])
 def test_a_stored_unit_that_cannot_judge_is_named_and_nothing_trains(results, damage, words):
-    unit = cp.Unit("table2", "learn-1", lp.STORED_SEEDS[1])
+    unit = un.Unit("table2", "learn-1", lp.STORED_SEEDS[1])
     damage(unit.path(results))
     v = lp.run_stored_pair(results, "cpu", "tf32", TAG, train_fn=never, log=quiet)
     assert v["decision"] == "cannot decide" and v["cleared"] is None

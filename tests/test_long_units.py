@@ -156,9 +156,10 @@ def test_campaign_run_trains_a_long_chunk_in_its_place(short, tmp_path, monkeypa
 
     from lstpe.experiments import campaign as cp
     from lstpe.experiments import campaign_run as cr
+    from lstpe.experiments import units as un
 
     monkeypatch.setattr(lu, "LONG_PLAN", (lu.LongChunk("m", UNITS, 4, 4, "test"),))
-    for u in cp.plan():
+    for u in un.plan():
         if u.item not in cp.NOT_TRAINED:
             u.path(tmp_path).mkdir(parents=True)
             (u.path(tmp_path) / "manifest.json").write_text(json.dumps({"config": {}}))

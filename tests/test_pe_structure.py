@@ -20,7 +20,7 @@ from scipy import stats  # noqa: E402
 from lstpe.analysis import pe_structure as ps  # noqa: E402
 from lstpe.analysis import procrustes  # noqa: E402
 from lstpe.experiments import fragments  # noqa: E402
-from lstpe.experiments.campaign import find_unit  # noqa: E402
+from lstpe.experiments.units import find_unit  # noqa: E402
 from lstpe.figures import pe_plots  # noqa: E402
 from lstpe.lst import puzzles  # noqa: E402
 from lstpe.nn import encodings as enc  # noqa: E402

@@ -15,9 +15,9 @@ import shutil
 import pytest
 
 from lstpe import cli
-from lstpe.experiments import campaign as cp
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import registry, runs, slices, stored_sets
+from lstpe.experiments import units as un
 from lstpe.nn.architecture import ModelConfig
 from lstpe.runtime import PAPER_SEEDS
 from lstpe.training.train import train
@@ -38,7 +38,7 @@ def results(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "preset", preset)
     monkeypatch.setitem(registry.REGISTRY, "table2", dataclasses.replace(
         registry.REGISTRY["table2"], pes="long", paper_epochs=2))
-    monkeypatch.setattr(cp, "CAMPAIGN_EPOCHS", 2)
+    monkeypatch.setattr(un, "CAMPAIGN_EPOCHS", 2)
     out = tmp_path / "results"
     monkeypatch.setenv("LSTPE_RESULTS", str(out))
     monkeypatch.setenv("LSTPE_CACHE", str(tmp_path / "cache"))
@@ -53,7 +53,7 @@ def never_train(monkeypatch) -> None:
 
 def store_fragments(results, seeds: list[int]) -> None:
     """The campaign's fragments of Table 2's two PEs at ``seeds`` (imported from one run)."""
-    cfg = cp.find_unit("table2/2d-fixed/2235").config(pes=PES, seeds=seeds)
+    cfg = un.find_unit("table2/2d-fixed/2235").config(pes=PES, seeds=seeds)
     src = train(cfg, run_dir=results.parent / f"bundle-{len(seeds)}", progress=False)
     fr.import_run(src.path, results)
 
@@ -112,7 +112,7 @@ def test_a_readers_array_tasks_land_where_get_run_reads_and_count(results, monke
     assert stored_sets.shown(got)["form"] == "models"
     assert stored_sets.shown(got)["path"] == str(home)
     # the reader's model is the campaign's model: same recipe, same numbers
-    frag = fr.load_fragment(cp.find_unit("table2/learn-0.2/6312"), results)
+    frag = fr.load_fragment(un.find_unit("table2/learn-0.2/6312"), results)
     mine = got.final("val").set_index(["pe", "seed"])["accuracy"]
     assert mine[("learn-0.2", 6312)] == pytest.approx(frag.final("val")["accuracy"].iloc[0],
                                                        abs=1e-6)
@@ -126,7 +126,7 @@ def test_the_stored_fragments_stay_where_they_hold_more_or_as_many(results, monk
     assert got.manifest["store_form"] == "fragments"
     assert per_pe(got) == {pe: [2235, 6068, 6312] for pe in PES}
     for pe in PES:  # a tie (2 x 2 each) keeps the fragments, as before sets were counted
-        shutil.rmtree(cp.find_unit(f"table2/{pe}/6068").path(results))
+        shutil.rmtree(un.find_unit(f"table2/{pe}/6068").path(results))
     tie = runs.get_run("table2", "preview", results_dir=results)
     assert stored_sets.shown(tie)["form"] == "fragments"
     sets = stored_sets.paper_sets("table2", PES, 2, results)

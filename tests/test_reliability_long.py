@@ -30,6 +30,7 @@ from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import long_progress as lp
 from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
+from lstpe.experiments import units as un
 from lstpe.nn.model import ModelConfig
 from lstpe.store import results as res
 from lstpe.store.rundir import _boot_id
@@ -106,7 +107,7 @@ def forge(path: Path, previous: str | None = "keep") -> None:
 
 def store_200_epoch_units(results: Path) -> None:
     """Every 200-epoch unit a CPU trains counts as stored (a CPU trains long units only then)."""
-    for u in cp.plan():
+    for u in un.plan():
         if u.item not in cp.NOT_TRAINED:
             u.path(results).mkdir(parents=True)
             (u.path(results) / "manifest.json").write_text(json.dumps({"config": {}}))

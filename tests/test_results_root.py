@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from lstpe.experiments import campaign as cp
 from lstpe.experiments import lease_store as lc
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import precision as pr
+from lstpe.experiments import units as un
 from lstpe.store import results as res
 
 
@@ -28,7 +28,7 @@ def test_an_absent_results_dir_is_the_default_everywhere(given: str | None, tmp_
     assert res.results_root(given) == env
     assert lu.long_root(given) == env / "long"
     assert pr.pair_dir(given, tag="cpu-x") == env / "precision_pair" / "cpu-x"
-    unit = cp.Unit("table2", "learn-0.2", 2235)
+    unit = un.Unit("table2", "learn-0.2", 2235)
     assert unit.path(given) == env / "paper" / "table2" / "learn-0.2" / "2235"
     assert str(env / "benchmarks") in lc.record_error(given, [])
 
@@ -40,4 +40,4 @@ def test_a_given_results_dir_is_used_as_it_is(tmp_path: Path,
     assert res.results_source(str(mine)) == (mine, "results_dir")
     assert res.results_root(mine) == mine
     assert lu.long_root(str(mine)) == mine / "long"
-    assert cp.Unit("table1", "2d-fixed", 1).path(mine) == mine / "paper" / "table1/2d-fixed/1"
+    assert un.Unit("table1", "2d-fixed", 1).path(mine) == mine / "paper" / "table1/2d-fixed/1"

@@ -134,7 +134,8 @@ def test_scorecard_on_the_stored_units():
     short = claims.claims_markdown(card, evidence=False).splitlines()  # chapter 11 folds it
     assert short[1] == "| --- | --- | --- |" and len(short) == len(md)
     assert all(r.evidence not in ln for ln, r in zip(short[2:], card.itertuples(), strict=True))
-    assert cl.long["hours_left"].notna().all()  # priced at the units' rate before a segment
+    from lstpe.experiments import campaign_status as cs  # the campaign's table, not the page's
+    assert cs.long_table()["hours_left"].notna().all()  # priced at the units' rate before a segment
     # the numbers chapter 11 and the intro glue in, read off the same verdicts
     rf, cf = claims.report_facts(cl), claims.counts_facts(card)
     rows = next(v for v in cl.verdicts if v.claim == "table1").numbers["rows"].set_index("b")

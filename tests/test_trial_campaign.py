@@ -17,10 +17,10 @@ import time
 import pytest
 import torch
 
-from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import fragments as fr
+from lstpe.experiments import units as un
 from lstpe.store import results as res
 from lstpe.store.rundir import _boot_id
 from tests.test_campaign import TINY, _bundle, _manifest, tiny  # noqa: F401 (a fixture)
@@ -64,17 +64,17 @@ def test_a_chunk_killed_after_publishing_one_unit_publishes_the_others(tmp_path,
         cr.run(5, results, device="cpu", units=[A, B, C], log=_quiet)
     monkeypatch.setattr(fr, "publish", real)
     assert calls == [A]
-    staged = {k: json.loads((cp._work(results) / "staging" / cp.find_unit(k).slug /
+    staged = {k: json.loads((un._work(results) / "staging" / un.find_unit(k).slug /
                              "manifest.json").read_text())["finished_at"] for k in (B, C)}
     _no_training(monkeypatch)
     lines: list[str] = []
     done = cr.run(5, results, device="cpu", units=[A, B, C], log=lines.append)
     assert sorted(u.key for u in done) == [B, C]
     for k in (B, C):  # the very runs trained before the kill, verified
-        frag = fr.load_fragment(cp.find_unit(k), results)
+        frag = fr.load_fragment(un.find_unit(k), results)
         assert frag.manifest["finished_at"] == staged[k]
         assert frag.manifest["campaign"]["chunk"] == [A, B, C]
-    assert not any((cp._work(results) / "chunks").glob("*/checkpoints/*.pt"))
+    assert not any((un._work(results) / "chunks").glob("*/checkpoints/*.pt"))
 
 
 @pytest.mark.usefixtures("tiny")
@@ -85,7 +85,7 @@ def test_a_paused_chunk_with_a_unit_stored_meanwhile_resumes_the_others(tmp_path
     cr.run(5, ref, device="cpu", units=[A], log=_quiet)
     spec = {"units": [A, B], "probe": {}, "estimate_s": 600.0, "machine": cr.machine(),
             "precision": "fp32", "precision_reason": "test"}
-    units = [cp.find_unit(A), cp.find_unit(B)]
+    units = [un.find_unit(A), un.find_unit(B)]
     assert cr._train_chunk(units, results, torch.device("cpu"), time.monotonic(), spec,
                            _quiet, {}) == []  # paused after its first epoch
     shutil.copytree(units[0].path(ref), units[0].path(results))  # stored elsewhere meanwhile
@@ -114,14 +114,14 @@ def test_import_refuses_a_claimed_unit_naming_the_holder(tmp_path, sleeper):
     failed at its first publish and its other units went back to todo."""
     src = _bundle(tmp_path)
     results = tmp_path / "results"
-    claim = cp._work(results) / "claims" / cp.find_unit("table2/learn-0.2/2235").slug
+    claim = un._work(results) / "claims" / un.find_unit("table2/learn-0.2/2235").slug
     claim.mkdir(parents=True)
     (claim / ".lock").write_text(json.dumps({
         "pid": sleeper, "host": socket.gethostname(), "boot_id": _boot_id(),
         "started_at": "2026-01-01T00:00:00+00:00", "argv": "lstpe campaign run"}))
     with pytest.raises(ValueError, match=f"pid {sleeper}"):
         fr.import_run(src.path, results)
-    assert not any(u.path(results).exists() for u in cp.plan())
+    assert not any(u.path(results).exists() for u in un.plan())
 
 
 @pytest.mark.usefixtures("tiny")
@@ -129,13 +129,13 @@ def test_import_refuses_a_unit_of_a_paused_chunk(tmp_path):
     """Finding 3: the same for a unit waiting in a paused chunk."""
     src = _bundle(tmp_path)
     results = tmp_path / "results"
-    chunk = cp._work(results) / "chunks" / "abc"
+    chunk = un._work(results) / "chunks" / "abc"
     (chunk / "checkpoints").mkdir(parents=True)
     (chunk / "checkpoints" / "chunk0.pt").write_bytes(b"x")
     (chunk / "chunk.json").write_text(json.dumps({"units": ["table2/2d-fixed/2235"]}))
     with pytest.raises(ValueError, match=str(chunk)):
         fr.import_run(src.path, results)
-    assert not any(u.path(results).exists() for u in cp.plan())
+    assert not any(u.path(results).exists() for u in un.plan())
 
 
 @pytest.mark.usefixtures("tiny")
@@ -158,7 +158,7 @@ def test_import_verifies_a_sealed_sources_checksum(tmp_path):
 @pytest.mark.parametrize("text", ["{}", '{"config": null}', "[]"])
 def test_a_hand_damaged_fragment_manifest_is_named_not_a_traceback(tmp_path, text):
     """Finding 11: ``{}`` as a fragment manifest crashed ``campaign run`` (KeyError)."""
-    path = cp.find_unit(A).path(tmp_path)
+    path = un.find_unit(A).path(tmp_path)
     path.mkdir(parents=True)
     (path / "manifest.json").write_text(text)
     table = cs.status(tmp_path, verify=False).set_index("unit")
@@ -170,7 +170,7 @@ def test_a_hand_damaged_fragment_manifest_is_named_not_a_traceback(tmp_path, tex
 @pytest.mark.parametrize("pid", [None, "abc"])
 def test_a_hand_damaged_claim_is_named_not_a_traceback(tmp_path, pid):
     """Finding 11: a claim holding ``"pid": null`` or ``"abc"`` crashed ``status``."""
-    claim = cp._work(tmp_path) / "claims" / cp.find_unit(A).slug
+    claim = un._work(tmp_path) / "claims" / un.find_unit(A).slug
     claim.mkdir(parents=True)
     (claim / ".lock").write_text(json.dumps({"pid": pid, "host": socket.gethostname()}))
     table = cs.status(tmp_path).set_index("unit")
@@ -179,7 +179,7 @@ def test_a_hand_damaged_claim_is_named_not_a_traceback(tmp_path, pid):
 
 
 def _paused_chunk(results, spec: dict):
-    chunk = cp._work(results) / "chunks" / "abc"
+    chunk = un._work(results) / "chunks" / "abc"
     (chunk / "checkpoints").mkdir(parents=True)
     (chunk / "checkpoints" / "chunk0.pt").write_bytes(b"x")
     (chunk / "chunk.json").write_text(json.dumps(spec))
@@ -205,7 +205,7 @@ def test_a_dangling_symlink_at_a_fragment_path_is_damaged_and_never_trained(tmp_
     """Finding 12: ``status`` showed the unit as todo; ``run`` trained the whole chunk and
     failed at publish ("Not a directory"), leaving its other unit unpublished."""
     results = tmp_path / "results"
-    link = cp.find_unit(A).path(results)
+    link = un.find_unit(A).path(results)
     link.parent.mkdir(parents=True)
     link.symlink_to(tmp_path / "nowhere")
     row = cs.status(results).set_index("unit").loc[A]
@@ -218,13 +218,13 @@ def test_a_dangling_symlink_at_a_fragment_path_is_damaged_and_never_trained(tmp_
 def test_a_publish_target_is_checked_before_training(tmp_path, monkeypatch):
     """Finding 12: ``_train_chunk`` checks where each unit will be published before it trains."""
     _no_training(monkeypatch)
-    link = cp.find_unit(A).path(tmp_path)
+    link = un.find_unit(A).path(tmp_path)
     link.parent.mkdir(parents=True)
     link.symlink_to(tmp_path / "nowhere")
     spec = {"units": [A, B], "probe": {}, "estimate_s": 60.0, "machine": {},
             "precision": "fp32", "precision_reason": "test"}
     with pytest.raises(ValueError, match=str(link)):
-        cr._train_chunk([cp.find_unit(A), cp.find_unit(B)], tmp_path, torch.device("cpu"),
+        cr._train_chunk([un.find_unit(A), un.find_unit(B)], tmp_path, torch.device("cpu"),
                         time.monotonic() + 60, spec, _quiet, {})
 
 

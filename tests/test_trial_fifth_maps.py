@@ -18,10 +18,10 @@ import pytest
 import torch
 
 from lstpe.cli import main
-from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import init_maps as im
+from lstpe.experiments import units as un
 from lstpe.experiments.runs import get_run
 from lstpe.nn import model as nn_model
 from lstpe.runtime import cache_dir
@@ -37,12 +37,12 @@ def base(tmp_path_factory):
     """A results folder holding the fragments of A and B (maps dropped on import), imported
     from one tiny 2-epoch run of the campaign's recipe that keeps them (``bundle``)."""
     root = tmp_path_factory.mktemp("fifth")
-    real = cp.Unit.config
+    real = un.Unit.config
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(cp.Unit, "config", lambda self, device="cpu", **o:
+        m.setattr(un.Unit, "config", lambda self, device="cpu", **o:
                   real(self, device=device, **{**TINY, **o}))
         m.setenv("LSTPE_CACHE", str(root / "cache"))
-        cfg = cp.find_unit(A).config(pes=["2d-fixed", "learn-0.2"], seeds=[2235])
+        cfg = un.find_unit(A).config(pes=["2d-fixed", "learn-0.2"], seeds=[2235])
         train(cfg, run_dir=root / "bundle", progress=False)
         fr.import_run(root / "bundle", root / "results")
     return root
@@ -61,12 +61,12 @@ def results(base, tmp_path, monkeypatch):
 def _training_maps(base, key: str) -> torch.Tensor:
     """Training's own maps at initialisation of ``key``'s model (the bundle kept them)."""
     bundle = res.load(base / "bundle")
-    m = bundle.artifacts["labels"].index(cp.find_unit(key).pe)
+    m = bundle.artifacts["labels"].index(un.find_unit(key).pe)
     return bundle.artifacts[im.KEY][m:m + 1]
 
 
 def _cached(results, key: str):
-    sha = res.read_manifest(cp.find_unit(key).path(results))["files"]["artifacts.pt"]["sha256"]
+    sha = res.read_manifest(un.find_unit(key).path(results))["files"]["artifacts.pt"]["sha256"]
     return cache_dir() / im.CACHE / f"{sha}.pt"
 
 
@@ -87,7 +87,7 @@ def _reseal(path, **artifacts) -> None:
 
 def _load(results, key: str = B) -> torch.Tensor:
     im._MEMO.clear()  # a new kernel: only the cache folder remembers
-    return fr.load_fragment(cp.find_unit(key), results).artifacts[im.KEY]
+    return fr.load_fragment(un.find_unit(key), results).artifacts[im.KEY]
 
 
 # --------------------------------------------------------------------------- 02, 03
@@ -148,7 +148,7 @@ def test_a_changed_initialisation_is_refused_with_a_warm_cache_as_with_a_cold_on
     a word; with a cold cache the same change raised InitMismatch naming the fragment."""
     assert torch.equal(_load(results), _training_maps(base, B))  # the cache is warm
     assert _cached(results, B).is_file()
-    where = str(cp.find_unit(B).path(results))
+    where = str(un.find_unit(B).path(results))
     with pytest.MonkeyPatch.context() as m:
         m.setattr(nn_model, "init_weights", _changed(what))
         with pytest.raises(im.InitMismatch, match=where):  # warm
@@ -170,7 +170,7 @@ def test_a_changed_initialisation_is_refused_with_a_warm_cache_as_with_a_cold_on
 def test_status_refuses_a_unit_whose_witness_the_chapters_refuse(results):
     """Finding 14: a fragment whose witness is 2e-3 off made every Table 2 chapter refuse
     (InitMismatch, named) while ``lstpe campaign status`` exited 0 with the unit done."""
-    path = cp.find_unit(B).path(results)
+    path = un.find_unit(B).path(results)
     head = res.load(path).artifacts[im.HEAD_KEY]
     _reseal(path, **{im.HEAD_KEY: (head.float() + 2e-3).clamp(0, 1).half()})
     with pytest.raises(im.InitMismatch, match=str(path)):  # what a chapter does
@@ -204,7 +204,7 @@ def test_a_fragment_without_a_witness_names_the_fragment_and_what_is_missing(res
                                                                              missing):
     """Finding 28: a fragment without ``pe_init`` gave a bare ``KeyError 'pe_init'``; one
     that dropped its maps without keeping their witness left them missing in silence."""
-    path = cp.find_unit(B).path(results)
+    path = un.find_unit(B).path(results)
     _reseal(path, **{missing: None})
     with pytest.raises(res.DamagedFileError, match=f"(?=.*{path})(?=.*{missing})"):
         _load(results)

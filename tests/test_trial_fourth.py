@@ -27,6 +27,7 @@ from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
+from lstpe.experiments import units as un
 from lstpe.experiments.runs import get_run
 from lstpe.nn.architecture import ModelConfig
 from lstpe.store import pack
@@ -44,11 +45,11 @@ def base(tmp_path_factory):
     """A results folder holding the fragments of A and B, imported from one tiny 2-epoch run
     of the campaign's recipe; and that run (``bundle``)."""
     root = tmp_path_factory.mktemp("fourth")
-    real = cp.Unit.config
+    real = un.Unit.config
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(cp.Unit, "config", lambda self, device="cpu", **o:
+        m.setattr(un.Unit, "config", lambda self, device="cpu", **o:
                   real(self, device=device, **{**TINY, **o}))
-        cfg = cp.find_unit(A).config(pes=["2d-fixed", "learn-0.2"], seeds=[2235])
+        cfg = un.find_unit(A).config(pes=["2d-fixed", "learn-0.2"], seeds=[2235])
         train(cfg, run_dir=root / "bundle", progress=False)
         fr.import_run(root / "bundle", root / "results")
     return root
@@ -79,7 +80,7 @@ def _reseal(path, history=None, **manifest) -> None:
 def test_a_merged_run_names_the_precision_of_every_fragment(results):
     """Finding 7: one bf16 unit among fp32 ones was described as "fp32" (the first
     fragment's config only)."""
-    path = cp.find_unit(B).path(results)
+    path = un.find_unit(B).path(results)
     camp = res.load(path).manifest["campaign"]
     _reseal(path, config={**res.load(path).config, "amp": True},
             campaign={**camp, "precision": "bf16"})
@@ -90,7 +91,7 @@ def test_a_merged_run_names_the_precision_of_every_fragment(results):
 
 
 def _cut(results, key: str, upto: int):
-    path = cp.find_unit(key).path(results)
+    path = un.find_unit(key).path(results)
     h = res.load(path).history
     _reseal(path, h[h["epoch"] <= upto].reset_index(drop=True))
     return path
@@ -125,7 +126,7 @@ def test_a_long_refusal_keeps_what_is_wrong_and_what_to_do():
 def test_a_unit_with_a_nan_accuracy_is_named_with_its_path(results):
     """Finding 13: a unit whose final accuracy is NaN (loss finite, not flagged diverged)
     stopped the sigma claim with "final has NaN in 'accuracy'", naming no unit."""
-    path = cp.find_unit(B).path(results)
+    path = un.find_unit(B).path(results)
     h = res.load(path).history.copy()
     last = h["epoch"] == h["epoch"].max()
     h.loc[last, "accuracy"] = math.nan
@@ -167,9 +168,9 @@ def test_a_unit_with_an_unusable_wall_time_is_named_and_left_out_of_the_rate(res
     rate at all: said so, never "nan min" or 0.0 hours left)."""
     keys = [A, B] if bad == "A and B" else [B]
     for key in keys:
-        man = res.load(cp.find_unit(key).path(results)).manifest
+        man = res.load(un.find_unit(key).path(results)).manifest
         probe = {"probe": {"s_per_model_epoch": 1.0}} if bad == "B measured" else {}
-        _reseal(cp.find_unit(key).path(results),
+        _reseal(un.find_unit(key).path(results),
                 campaign={**man["campaign"], "unit_wall_s": wall, **probe})
     table = cs.status(results)
     texts = cs.status_text(table), cs.progress_text(table)
@@ -177,13 +178,13 @@ def test_a_unit_with_an_unusable_wall_time_is_named_and_left_out_of_the_rate(res
         assert "nan min" not in text and "nan machine" not in text and "nan hours" not in text
     for key in keys:
         assert f"wall time unusable: {key}" in texts[0]
-        assert str(cp.find_unit(key).path(results) / "manifest.json") in texts[0]
+        assert str(un.find_unit(key).path(results) / "manifest.json") in texts[0]
     if bad == "A and B":
         assert math.isnan(cs.progress(table).loc["all", "hours left"])  # not 0.0
         assert all("no rate to estimate the hours left" in t for t in texts), texts
         assert "machine-hours" not in texts[0]
         return
-    good = fr.unit_seconds(res.load(cp.find_unit(A).path(results)).manifest)
+    good = fr.unit_seconds(res.load(un.find_unit(A).path(results)).manifest)
     assert cs.unit_rate(table)[0] == pytest.approx(good)
     assert f"{good / 60:.1f} min per unit" in texts[0]
     left = cs.progress(table).loc["all"]
@@ -196,7 +197,7 @@ def test_status_names_a_manifest_with_a_5000_digit_integer_and_goes_on(results, 
     with an error naming no file, and dropped the long-units section."""
     from lstpe.cli import main
 
-    man = cp.find_unit(B).path(results) / "manifest.json"
+    man = un.find_unit(B).path(results) / "manifest.json"
     text = man.read_text()
     man.write_text(text.replace('"n_models": 1', '"n_models": 1' + "0" * 5000, 1))
     assert man.read_text() != text
@@ -291,7 +292,7 @@ def test_unpack_names_an_index_too_deep_or_too_large(tmp_path, text, what):
 def _all_units_stored(results) -> None:
     """Every 200-epoch unit the campaign trains marked stored (a CPU then turns to long
     chunks); nothing is verified on this path."""
-    for u in cp.plan():
+    for u in un.plan():
         if u.item not in cp.NOT_TRAINED:
             u.path(results).mkdir(parents=True, exist_ok=True)
             (u.path(results) / "manifest.json").write_text(json.dumps({"config": {}}))
@@ -390,8 +391,7 @@ def test_report_facts_on_a_tree_without_learn_1(monkeypatch):
     x = C.Inputs(final=final, structure=structure, similarity=sim)
     verdicts = C.judge_all(x)
     monkeypatch.setattr(claims, "long_line", lambda lm: "long units: none yet.")
-    cl = claims.Claims(C.scorecard(verdicts), verdicts, x, pd.DataFrame(), pd.DataFrame(),
-                       None)
+    cl = claims.Claims(C.scorecard(verdicts), verdicts, x, pd.DataFrame(), None)
     rf = claims.report_facts(cl)
     assert rf["one_ci"] == rf["one_p"] == "learn-1 not trained yet"
     rows = next(v for v in verdicts if v.claim == "sigma").numbers["rows"].set_index("b")

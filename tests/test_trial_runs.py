@@ -13,10 +13,10 @@ import shutil
 
 import pytest
 
-from lstpe.experiments import campaign as cp
 from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import reproduce, runs
+from lstpe.experiments import units as un
 from lstpe.store import pack
 from lstpe.store import results as res
 from tests.test_campaign import _bundle, tiny  # noqa: F401 (a fixture)
@@ -50,7 +50,7 @@ def test_a_fragment_without_its_manifest_is_named_not_dropped(results, monkeypat
     """Finding 5: get_run showed the PE with one seed fewer and said nothing; chapter 11 said
     "38 of the 39 units done"."""
     _refuse_training(monkeypatch)
-    frag = cp.find_unit("table2/learn-0.2/2235").path(results)
+    frag = un.find_unit("table2/learn-0.2/2235").path(results)
     (frag / "manifest.json").unlink()
     with pytest.raises(res.DamagedFileError, match=str(frag)):
         runs.get_run("table2", "preview", results_dir=results)

@@ -27,7 +27,7 @@ from lstpe.chapters.long_mechanism import (
     weight_decay_witness,
 )
 from lstpe.evidence.claim_tables import model_human_agreement, noise_loss_per_model
-from lstpe.experiments import campaign_status as cs
+from lstpe.experiments.fragments import stored_units
 from lstpe.store.results import Run
 from lstpe.training.config import PAPER_SIGMAS
 
@@ -42,8 +42,7 @@ class Claims:
     card: pd.DataFrame        # one row per claim: lstpe.claims.SCORECARD_COLUMNS
     verdicts: list[C.Verdict]  # each claim's verdict with its tests and numbers
     inputs: C.Inputs          # what the claims read
-    stored: pd.DataFrame      # campaign_status.stored_units
-    long: pd.DataFrame        # campaign_status.long_table
+    stored: pd.DataFrame      # lstpe.experiments.fragments.stored_units
     mechanism_long: LongMechanism  # the mechanism's long units at epochs 0, 200 and their last
 
     @property
@@ -100,7 +99,7 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     t1, t2 = runs["table1"], runs["table2"]
     final = pd.concat([t1.final("val_dropout"), t2.final("val_dropout")]).drop_duplicates(
         ["pe", "seed"])
-    stored, long = cs.stored_units(results_dir), cs.long_table(results_dir)
+    stored = stored_units(results_dir)
     lm = long_mechanism(results_dir, reference=t2, every=False)
     x = C.Inputs(final=final, structure=pe_structure.stored_structure([t2]),
                  similarity=runs_human_similarity([t2, t1]), mechanism_epoch=lm.reached,
@@ -110,7 +109,7 @@ def claims_card(runs: Mapping[str, Run], results_dir: str | Path | None = None) 
     if x.paper_scale:  # what only the claims read: a preview tests none of them
         _measure_claims(x, t1, t2, runs.get("table4/adam"), stored, results_dir)
     verdicts = C.judge_all(x)
-    return Claims(C.scorecard(verdicts), verdicts, x, stored, long, lm)
+    return Claims(C.scorecard(verdicts), verdicts, x, stored, lm)
 
 
 def _measure_claims(x: C.Inputs, t1: Run, t2: Run, adam: Run | None, stored: pd.DataFrame,

@@ -217,7 +217,7 @@ def weight_decay_witness(results_dir: str | Path | None = None) -> pd.DataFrame:
         ``lr``, ``weight_decay`` and ``steps_per_epoch`` (the arguments of
         :func:`lstpe.analysis.long_runs.decay_factor`).
     """
-    from lstpe.experiments.campaign_status import STEPS_PER_EPOCH
+    from lstpe.experiments.units import STEPS_PER_EPOCH
 
     wd = next(c for c in lu.LONG_PLAN if c.name == "weight-decay")
     adam = {u.pe: u for c in lu.LONG_PLAN if c.name == "mechanism" for u in c.units}

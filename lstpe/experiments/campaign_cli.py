@@ -14,6 +14,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     from lstpe.experiments import campaign as cp
     from lstpe.experiments import campaign_status as cs
     from lstpe.experiments import fragments as fr
+    from lstpe.experiments import units as un
     from lstpe.store.results import results_root
 
     if args.action == "plan":
@@ -41,7 +42,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
                 pair=not args.no_pair, pair_first=args.pair_first)))
             return 0
         if args.keys:  # one trainable 200-epoch unit per line, in order (schedulers)
-            print("\n".join(u.key for u in cp.plan() if u.item not in cp.NOT_TRAINED))
+            print("\n".join(u.key for u in un.plan() if u.item not in cp.NOT_TRAINED))
             return 0
         print(cs.plan_text(args.results))
     elif args.action == "status":

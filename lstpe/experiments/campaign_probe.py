@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from lstpe.experiments import campaign as cp
+from lstpe.experiments import units as un
 from lstpe.runtime import cpu_flags
 
 MARGIN_S = 120.0
@@ -50,7 +50,7 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def probe(units: Sequence[cp.Unit], device: torch.device, steps: int = 4,
+def probe(units: Sequence[un.Unit], device: torch.device, steps: int = 4,
           **overrides: Any) -> dict[str, Any]:
     """Time real training steps and one evaluation of ``units`` batched together.
 

@@ -10,7 +10,7 @@
    pauses at the deadline and the next run resumes it);
 3. claims them (one :class:`~lstpe.store.rundir.RunLock` per unit: two processes never train the
    same unit), trains them as one batch of models (:func:`lstpe.training.train.train_many`,
-   checkpointed every :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs, pausing
+   checkpointed every :data:`~lstpe.experiments.units.CHECKPOINT_EVERY` epochs, pausing
    cleanly before the deadline), then verifies and publishes each unit as its fragment
    (:func:`lstpe.experiments.fragments.publish`);
 4. repeats while another unit fits and the budget lasts. Long chunks come first on a GPU, last
@@ -44,6 +44,7 @@ from lstpe.experiments import fragments as fr
 from lstpe.experiments import long_plan as lp
 from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
+from lstpe.experiments import units as un
 from lstpe.experiments.campaign_probe import estimate_s, floor_of, machine, probe
 from lstpe.runtime import pick_device
 from lstpe.store import results as res
@@ -67,7 +68,7 @@ def choose_precision(device: torch.device, results_dir: str | Path | None = None
     return name, why
 
 
-def fit_chunk(free: Sequence[cp.Unit], p: dict[str, Any], dev: torch.device, deadline: float,
+def fit_chunk(free: Sequence[un.Unit], p: dict[str, Any], dev: torch.device, deadline: float,
               epochs: int, overrides: dict, log) -> tuple[int, dict[str, Any]]:
     """How many of ``free`` to train as one chunk, and the probe that priced it.
 
@@ -96,14 +97,14 @@ def fit_chunk(free: Sequence[cp.Unit], p: dict[str, Any], dev: torch.device, dea
 
 
 def free_units(results_dir: str | Path | None = None, only: Sequence[str] | None = None
-               ) -> list[cp.Unit]:
+               ) -> list[un.Unit]:
     """Units not stored, not claimed by a live process, not waiting in a paused chunk
     (``only``: these unit keys), in plan order."""
     table = cs.status(results_dir, verify=False)
     free = set(table.loc[table["state"] == "todo", "unit"])
-    units = cp.plan()
+    units = un.plan()
     if only is not None:
-        keys = [cp.find_unit(k, units).key for k in only]
+        keys = [un.find_unit(k, units).key for k in only]
         units = [u for u in units if u.key in keys]
     else:  # listed, never trained unless asked for by name (cp.ITEMS says why)
         units = [u for u in units if u.item not in cp.NOT_TRAINED]
@@ -112,7 +113,7 @@ def free_units(results_dir: str | Path | None = None, only: Sequence[str] | None
 
 def run(minutes: float, results_dir: str | Path | None = None, device: str = "auto",
         units: Sequence[str] | None = None, max_units: int = MAX_UNITS,
-        allow_partial: bool = False, log=print, **overrides: Any) -> list[cp.Unit]:
+        allow_partial: bool = False, log=print, **overrides: Any) -> list[un.Unit]:
     """Train the next units that fit in ``minutes`` (module docstring); return those published.
 
     Args:
@@ -132,13 +133,13 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
     if max_units < 1:
         raise ValueError(f"--max-units must be >= 1, got {max_units}")
     deadline = time.monotonic() + 60.0 * minutes
-    res.ensure_writable_dir(cp._work(results_dir))  # a file or read-only folder: before the probe
+    res.ensure_writable_dir(un._work(results_dir))  # a file or read-only folder: before the probe
     cs.check_long_root(results_dir)
     dev = pick_device(device)
     precision, why = choose_precision(dev, results_dir)
     log(f"campaign: {precision} ({why}); device {res.device_name(dev)}; budget {minutes:g} min")
     fresh = {**overrides, "amp": precision != "fp32"}  # new chunks train in that precision
-    published: list[cp.Unit] = []
+    published: list[un.Unit] = []
     measured: float | None = None  # this process's last probe (s per model-epoch)
     chunks = {str(v): v for v in cs.paused_units(results_dir).values()}
     for _, chunk in sorted(chunks.items()):
@@ -150,7 +151,7 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
                  f" min left" if at >= 0 and of > 0 else "")
         log(f"resuming the paused chunk {chunk.name}{where}: {', '.join(spec['units'])}")
         same = {**overrides, "amp": spec.get("precision", "fp32") != "fp32"}  # as it began
-        done = _train_chunk([cp.find_unit(k) for k in spec["units"]], results_dir, dev,
+        done = _train_chunk([un.find_unit(k) for k in spec["units"]], results_dir, dev,
                             deadline, spec, log, same)
         published += done
         if not done:
@@ -291,14 +292,14 @@ def chunk_spec(chunk: Path) -> dict:
                              f"{hint}")
     for key in spec["units"]:
         try:
-            cp.find_unit(str(key))
+            un.find_unit(str(key))
         except ValueError:
             raise ValueError(f"{path} names {key!r}, which is no unit of the campaign's plan; "
                              f"{hint}") from None
     return spec
 
 
-def check_targets(chunk: Sequence[cp.Unit], results_dir: str | Path | None) -> None:
+def check_targets(chunk: Sequence[un.Unit], results_dir: str | Path | None) -> None:
     """Check, before training, that every unit of ``chunk`` can be published: its fragment path
     is no symbolic link and the nearest existing folder above it is a writable folder.
 
@@ -316,7 +317,7 @@ def check_targets(chunk: Sequence[cp.Unit], results_dir: str | Path | None) -> N
                              "folder); nothing was trained")
 
 
-def _finished_stage(stage: Path, unit: cp.Unit, overrides: dict) -> bool:
+def _finished_stage(stage: Path, unit: un.Unit, overrides: dict) -> bool:
     """Whether ``stage`` holds ``unit``'s finished, verified run of its recipe."""
     if not (stage / "manifest.json").is_file():
         return False
@@ -328,7 +329,7 @@ def _finished_stage(stage: Path, unit: cp.Unit, overrides: dict) -> bool:
         not fr.recipe_diff(cfg, unit, **overrides)
 
 
-def _publish_unit(unit: cp.Unit, stage: Path, spec: dict, results_dir: str | Path | None
+def _publish_unit(unit: un.Unit, stage: Path, spec: dict, results_dir: str | Path | None
                   ) -> None:
     """Record the chunk in the staged run's manifest (once) and publish it."""
     man = res.read_manifest(stage)
@@ -345,12 +346,12 @@ def _publish_unit(unit: cp.Unit, stage: Path, spec: dict, results_dir: str | Pat
 
 def _chunk_dir(results_dir: str | Path | None, keys: Sequence[str]) -> Path:
     digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
-    return cp._work(results_dir) / "chunks" / digest
+    return un._work(results_dir) / "chunks" / digest
 
 
-def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
+def _train_chunk(chunk: Sequence[un.Unit], results_dir: str | Path | None,
                  dev: torch.device, deadline: float, spec: dict, log,
-                 overrides: dict) -> list[cp.Unit]:
+                 overrides: dict) -> list[un.Unit]:
     """Claim, train, verify and publish one chunk; [] if it paused or was claimed."""
     import contextlib
 
@@ -358,7 +359,7 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
     from lstpe.training.engine import Paused
     from lstpe.training.train import train_many
 
-    work = cp._work(results_dir)
+    work = un._work(results_dir)
     cdir = _chunk_dir(results_dir, spec["units"])
     with contextlib.ExitStack() as claims:
         try:
@@ -369,7 +370,7 @@ def _train_chunk(chunk: Sequence[cp.Unit], results_dir: str | Path | None,
             return []
         check_targets(chunk, results_dir)
         resumed = (cdir / "chunk.json").is_file() and any(cdir.glob("checkpoints/*.pt"))
-        out: list[cp.Unit] = []
+        out: list[un.Unit] = []
         for u in chunk if resumed else []:  # killed while publishing: its verified stages
             stage = work / "staging" / u.slug
             if not u.path(results_dir).exists() and _finished_stage(stage, u, overrides):

@@ -1,11 +1,12 @@
 """What the campaign has done: units done, claimed, paused or damaged; hours spent and left.
 
-``lstpe campaign status`` prints :func:`status_text` of :func:`status`; chapter 11 shows
-:func:`progress` (per item of the plan, Tables 1-2 at 3 seeds, the whole plan),
-:func:`progress_text` (the same in a sentence) and :func:`stored_units` (one row per stored
-fragment). Hours come from the stored fragments' manifests (:func:`unit_seconds`: the unit's
-share of the wall time of the chunk it trained in); CPU core-hours are those times the threads
-the unit trained with (:func:`unit_threads`).
+``lstpe campaign status`` prints :func:`status_text` of :func:`status`, :func:`progress`
+(per item of the plan, Tables 1-2 at 3 seeds, the whole plan) and :func:`progress_text` (the
+same in a sentence); one row per stored fragment is
+:func:`lstpe.experiments.fragments.stored_units`, which the chapters read. Hours come from the
+stored fragments' manifests (:func:`unit_seconds`: the unit's share of the wall time of the
+chunk it trained in); CPU core-hours are those times the threads the unit trained with
+(:func:`unit_threads`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,15 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.experiments.campaign import CAMPAIGN_EPOCHS, ITEMS, WHY, _work, plan
-from lstpe.experiments.fragments import done_units, load_fragment, unit_seconds
+from lstpe.experiments.campaign import ITEMS, WHY
+from lstpe.experiments.fragments import (
+    done_units,
+    load_fragment,
+    stored_units,
+    unit_commits,
+    unit_seconds,
+)
+from lstpe.experiments.units import CAMPAIGN_EPOCHS, STEPS_PER_EPOCH, _work, plan
 from lstpe.store import results as res
 
 
@@ -89,7 +97,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
                 row.update(state="done", seconds=unit_seconds(man), device=man.get("device"),
                            error=wall_problem(man, u.path(results_dir)),
                            precision=camp.get("precision", ""),
-                           commit=_commits(man),
+                           commit=unit_commits(man),
                            epochs=man["config"].get("epochs"), measured="probe" in camp,
                            threads=unit_threads(man))
                 if verify:
@@ -202,13 +210,6 @@ def paused_epoch(chunk: Path) -> tuple[int, int]:
         return int(state["epoch"]), int(state["meta"]["configs"][0]["epochs"])
     except (OSError, ValueError, KeyError, IndexError, TypeError, StopIteration):
         return -1, 0
-
-
-def _commits(manifest: dict) -> str:
-    """The commits that trained a unit, short, oldest first (``a87a39c+36b4298`` for a chunk
-    paused under one and resumed under the next; ``?`` for a segment that did not record its
-    commit)."""
-    return "+".join(c[:7] for c in res.run_commits(manifest))
 
 
 def _threads(done: pd.DataFrame) -> pd.Series:
@@ -378,10 +379,6 @@ def progress_text(table: pd.DataFrame) -> str:
                    f"{whole['hours left']:.1f} for the whole plan.")
 
 
-STEPS_PER_EPOCH = 64
-"""Optimizer steps per epoch of the recipe (8100 puzzles in batches of 128)."""
-
-
 def plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> str:
     """``lstpe campaign plan``: every 200-epoch item in the campaign's order with the reason
     for its place and its units (done or not), then the long plan in its order with each
@@ -462,35 +459,3 @@ def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = Non
         for (flags, prec), g in st.groupby(["cpu flags", "precision"], dropna=False):
             lines.append(f"trained on {flags or '-'} in {prec or 'fp32'}: {len(g)} units")
     return "\n".join(lines)
-
-
-STORED_COLUMNS = ("unit", "epochs", "precision", "hours", "device", "cpu flags", "commit",
-                  "how")
-"""The columns of :func:`stored_units` (an empty results folder gives them too)."""
-
-
-def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
-    """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit``
-    (every commit that trained it, :func:`_commits`), ``how`` (trained by the campaign, or
-    imported from a run of the same recipe). A unit whose manifest cannot be read is left
-    out (:func:`status` names it); one whose wall time is unusable has NaN hours."""
-    rows = []
-    for u in done_units(results_dir):
-        try:
-            man = res.read_manifest(u.path(results_dir))
-            hours = round(unit_seconds(man) / 3600, 2)
-        except (ValueError, OSError, TypeError, ArithmeticError):
-            continue  # damaged: status() names it and why
-        if not isinstance(man.get("config"), dict):
-            continue
-
-        camp = man.get("campaign") or {}
-        mach = camp.get("machine") or {}
-        rows.append({"unit": u.key, "epochs": man["config"].get("epochs"),
-                     "precision": camp.get("precision", ""),
-                     "hours": hours if math.isfinite(hours) and hours >= 0 else math.nan,
-                     "device": man.get("device", ""),
-                     "cpu flags": " ".join(mach.get("cpu_flags", [])) or "-",
-                     "commit": _commits(man),
-                     "how": "imported" if "imported_from" in camp else "campaign"})
-    return pd.DataFrame(rows, columns=list(STORED_COLUMNS))

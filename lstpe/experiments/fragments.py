@@ -9,18 +9,19 @@ maps at initialisation are recomputed on load, :mod:`lstpe.experiments.init_maps
 
     results/paper/<run>/<pe>/<seed>/   history.csv, manifest.json, artifacts.pt, tables/noise.csv
 
-:func:`load_fragment` verifies one against its unit's recipe (:mod:`lstpe.experiments.campaign`,
-the plan), :func:`fragments_of` and :func:`merge` make a registry run of them for
-:func:`lstpe.experiments.runs.get_run`, :func:`import_run` splits a finished run of the same
-recipe into fragments, and :func:`publish` renames a verified staging folder into place: it
-must not exist, so an interrupted chunk leaves no fragment and a stored fragment is never
-overwritten.
+:func:`load_fragment` verifies one against its unit's recipe (:mod:`lstpe.experiments.units`,
+the plan), :func:`stored_units` lists the stored ones, :func:`fragments_of` and :func:`merge`
+make a registry run of them for :func:`lstpe.experiments.runs.get_run`, :func:`import_run`
+splits a finished run of the same recipe into fragments, and :func:`publish` renames a
+verified staging folder into place: it must not exist, so an interrupted chunk leaves no
+fragment and a stored fragment is never overwritten.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 from collections import Counter
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ import pandas as pd
 import torch
 
 from lstpe.experiments import init_maps
-from lstpe.experiments.campaign import IGNORED_KEYS, RecipeMismatch, Unit, _work, plan
+from lstpe.experiments.units import IGNORED_KEYS, RecipeMismatch, Unit, _work, plan
 from lstpe.store import results as res
 from lstpe.store.history import history_problems, nonfinite_problems
 from lstpe.store.rundir import RunLock
@@ -214,6 +215,46 @@ def unit_seconds(manifest: dict) -> float:
     if "unit_wall_s" in camp:
         return float(camp["unit_wall_s"])
     return float(manifest.get("wall_time_s", 0.0)) / max(1, int(manifest.get("n_models", 1)))
+
+
+def unit_commits(manifest: dict) -> str:
+    """The commits that trained a unit, short, oldest first (``a87a39c+36b4298`` for a chunk
+    paused under one and resumed under the next; ``?`` for a segment that did not record its
+    commit)."""
+    return "+".join(c[:7] for c in res.run_commits(manifest))
+
+
+STORED_COLUMNS = ("unit", "epochs", "precision", "hours", "device", "cpu flags", "commit",
+                  "how")
+"""The columns of :func:`stored_units` (an empty results folder gives them too)."""
+
+
+def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
+    """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit``
+    (every commit that trained it, :func:`unit_commits`), ``how`` (trained by the campaign, or
+    imported from a run of the same recipe). A unit whose manifest cannot be read is left
+    out (:func:`lstpe.experiments.campaign_status.status` names it); one whose wall time is
+    unusable has NaN hours."""
+    rows = []
+    for u in done_units(results_dir):
+        try:
+            man = res.read_manifest(u.path(results_dir))
+            hours = round(unit_seconds(man) / 3600, 2)
+        except (ValueError, OSError, TypeError, ArithmeticError):
+            continue  # damaged: campaign_status.status() names it and why
+        if not isinstance(man.get("config"), dict):
+            continue
+
+        camp = man.get("campaign") or {}
+        mach = camp.get("machine") or {}
+        rows.append({"unit": u.key, "epochs": man["config"].get("epochs"),
+                     "precision": camp.get("precision", ""),
+                     "hours": hours if math.isfinite(hours) and hours >= 0 else math.nan,
+                     "device": man.get("device", ""),
+                     "cpu flags": " ".join(mach.get("cpu_flags", [])) or "-",
+                     "commit": unit_commits(man),
+                     "how": "imported" if "imported_from" in camp else "campaign"})
+    return pd.DataFrame(rows, columns=list(STORED_COLUMNS))
 
 
 # --------------------------------------------------------------------------- import

@@ -49,7 +49,7 @@ import torch
 
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import precision as pr
-from lstpe.experiments.campaign import Unit
+from lstpe.experiments.units import Unit
 from lstpe.runtime import PAPER_SEEDS
 from lstpe.stats.seed_tests import ALPHA
 from lstpe.store import results as res

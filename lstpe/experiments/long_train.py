@@ -331,7 +331,7 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
     Resumes from the chunk's resume checkpoint; the precision is the one the chunk began with
     (``chunk.json`` beside the checkpoint), whatever ``amp`` says now. On a GPU the checkpoint
     is written at every segment's end and at the deadline (not every
-    :data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs), unless ``overrides`` say.
+    :data:`~lstpe.experiments.units.CHECKPOINT_EVERY` epochs), unless ``overrides`` say.
     Temporary files of the resume folder's writes go to ``long/.work/tmp/<chunk>/`` (a
     killed write never leaves one in the folder git tracks; they are removed at the next
     start). Returns True when the chunk reached its target, False when it paused at the

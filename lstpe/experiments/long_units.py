@@ -21,7 +21,7 @@ manifest checksum, so :func:`load_long` checks the chain when it joins them.
 
 **Resume state across machines.** The chunk's checkpoint (weights and Adam moments of every
 model, its history and snapshots not yet published; about 16 MB per model) is written every
-:data:`~lstpe.experiments.campaign.CHECKPOINT_EVERY` epochs to
+:data:`~lstpe.experiments.units.CHECKPOINT_EVERY` epochs to
 ``results/long/_resume/<chunk>/chunk0.pt``, a path git tracks, so a fresh clone continues the
 same trajectory (bit for bit on the same kind of machine; tests/test_long_units.py). What may
 be committed of it is bounded (:mod:`lstpe.experiments.long_plan`: 100 MB in the tree, at most
@@ -54,8 +54,8 @@ from typing import Any
 import pandas as pd
 import torch
 
-from lstpe.experiments.campaign import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.experiments.registry import run_config
+from lstpe.experiments.units import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.runtime import PAPER_SEEDS
 from lstpe.store import results as res
 from lstpe.store.storage import read_json_object

@@ -126,7 +126,7 @@ def pair_configs(device: str = "cpu", candidate: str = "bf16", **overrides: Any
                  ) -> dict[str, list]:
     """The pair's configurations: ``{"fp32": [...], "bf16": [...]}`` (``"tf32"`` for that
     candidate: fp32 configurations, trained with TF32 matmuls), one per (PE, seed)."""
-    from lstpe.experiments.campaign import Unit
+    from lstpe.experiments.units import Unit
 
     out: dict[str, list] = {}
     for name, amp in (("fp32", False), (candidate, candidate == "bf16")):
@@ -446,7 +446,7 @@ def incomplete_pair(base: Path) -> str | None:
 
 def no_pair_line(cpu_flags_of_units: pd.Series) -> str:
     """The sentence a report gives while no precision pair is stored, from the ``cpu flags``
-    column of :func:`lstpe.experiments.campaign_status.stored_units` (one string per unit):
+    column of :func:`lstpe.experiments.fragments.stored_units` (one string per unit):
     every unit trained in fp32, and how many of them on a CPU with bf16 instructions."""
     bf = cpu_flags_of_units.fillna("").str.split().map(
         lambda f: any(x in ("avx512_bf16", "amx_bf16") for x in f))

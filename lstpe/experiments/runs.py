@@ -342,12 +342,12 @@ def models_run(name: str, results_dir: str | Path | None = None, verbose: bool =
 
 def fragments_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
                   require: bool = False, **asked: Any) -> res.Run | None:
-    """The campaign's fragments of ``name`` (:mod:`lstpe.experiments.campaign`) merged into one
+    """The campaign's fragments of ``name`` (:mod:`lstpe.experiments.units`) merged into one
     run, or
     None if none is stored that fits what was asked.
 
     Each fragment is verified on load and must have its unit's recipe (else
-    :class:`lstpe.experiments.campaign.RecipeMismatch` names the fragment and the keys). The PEs
+    :class:`lstpe.experiments.units.RecipeMismatch` names the fragment and the keys). The PEs
     and seeds
     asked for select fragments; ``epochs`` keeps the fragments of that many epochs. Anything
     else asked (an optimizer, a learning rate...) is not what the campaign trained: the

@@ -123,13 +123,13 @@ def fragment_set(name: str, pes: Sequence[str], results_dir: str | Path | None =
     :func:`lstpe.experiments.fragments.fragments_of` selects them: the run's own units, and
     another run's units of the same recipe for a PE; None if none is stored. A fragment
     folder without a manifest counts (loading it names it)."""
-    from lstpe.experiments import campaign as cp
+    from lstpe.experiments import units as un
 
     base = res.results_root(results_dir)
     if name in NO_FRAGMENTS or not (base / "paper").is_dir():
         return None
     found: dict[tuple[str, int], Path] = {}
-    for u in cp.plan():
+    for u in un.plan():
         if u.pe not in pes or (seeds is not None and u.seed not in seeds) \
                 or (u.pe, u.seed) in found:
             continue
@@ -138,8 +138,8 @@ def fragment_set(name: str, pes: Sequence[str], results_dir: str | Path | None =
             continue
         if u.run != name:
             try:
-                mine = cp.Unit(name, u.pe, u.seed).config().to_dict()
-                if res.config_diff(u.config().to_dict(), mine, ignore=cp.IGNORED_KEYS):
+                mine = un.Unit(name, u.pe, u.seed).config().to_dict()
+                if res.config_diff(u.config().to_dict(), mine, ignore=un.IGNORED_KEYS):
                     continue
             except ValueError:
                 continue
