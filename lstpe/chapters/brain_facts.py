@@ -42,7 +42,7 @@ def brain_facts(run: Any, cells: pd.DataFrame, con: pd.DataFrame,
             "rest": fd.names([p for p in fin if c.loc[p, "verdict"] != "differs"], "no PE"),
             "zs": ", ".join(f"`{p}` {fd.ci(*c.loc[p, ['mean', 'ci_low', 'ci_high']], digits=1)}"
                             for p in fin),
-            "init_z": lo if lo == hi else f"{lo} to {hi}", "floor": f"{floor:.2g}",
+            "init_z": fd.span_text(lo, hi), "floor": f"{floor:.2g}",
             "order": "their verdicts are in the table" if floor < 0.05
             else "the order over σ is not tested by this run"}
 

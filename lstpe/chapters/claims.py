@@ -204,8 +204,8 @@ def opening_facts(cl: Claims) -> dict[str, str]:
     """What the intro's and chapter 11's openings glue in, every result named, the negative
     ones included: ``at`` (the models' epoch), ``n`` (sentences tested), per result word the
     count (``n_rep``, ``n_dir``, ``n_not``, ``n_open``) and what has it (``rep``, ``dir``,
-    ``not``, ``open``: the claims' names; for a sentence that keeps only its direction or does
-    not reproduce, its point in a few words), and ``at_init``: the claims whose explanation
+    ``not``, ``open``: the claims' names for the sentences that reproduce; for the others,
+    each sentence's point in a few words), and ``at_init``: the claims whose explanation
     is not supported because the ordering is already present at initialisation."""
     t = cl.checks
     out = {"at": str(cl.inputs.epoch), "n": str(len(t))}
@@ -213,10 +213,10 @@ def opening_facts(cl: Claims) -> dict[str, str]:
                       ("not", "not reproduced"), ("open", "not testable yet")):
         rows = t[t["result"] == word]
         out[f"n_{key}"] = str(len(rows))
-        names = [w if key in ("dir", "not") and w else CLAIM_NAMES.get(i, i)
+        names = [w if key != "rep" and w else CLAIM_NAMES.get(i, i)
                  for i, w in zip(rows["id"], rows["what"], strict=True)]
         out[key] = ", ".join(dict.fromkeys(names)) or "none"
-    init = t[t["explanation"].str.endswith(C.verdicts.AT_INIT)]
+    init = t[t["explanation"].str.contains(C.verdicts.AT_INIT, regex=False)]
     out["at_init"] = ", ".join(CLAIM_NAMES.get(i, i) for i in dict.fromkeys(init["id"])) or "none"
     return out
 
@@ -264,8 +264,7 @@ def _share_range(small: pd.DataFrame) -> str:
     """The initial draw's share of the PE as the table beside it reads: the lowest to the
     highest of its per-sigma medians (one value where they round alike)."""
     med = small.groupby("sigma")["init_share"].median()
-    lo, hi = f"{med.min():.0%}", f"{med.max():.0%}"
-    return lo if lo == hi else f"{lo} to {hi}"
+    return fd.span_text(f"{med.min():.0%}", f"{med.max():.0%}")
 
 
 def _rho(similarity: pd.DataFrame) -> str:

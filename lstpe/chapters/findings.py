@@ -66,6 +66,15 @@ def signed_interval(low: float, high: float, digits: int = 3) -> str:
     return f"[{_signed(low, digits)}, {_signed(high, digits)}]"
 
 
+def span_text(lo: str, hi: str) -> str:
+    """``"12%"`` where two formatted ends read alike, else ``"12% to 30%"``.
+
+    >>> span_text("0.2", "0.2"), span_text("0.1", "0.3")
+    ('0.2', '0.1 to 0.3')
+    """
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 def signed_ci(d: float, low: float, high: float, digits: int = 3) -> str:
     """``+0.563 [+0.363, +0.762]``: a difference and its interval (a value that rounds to zero
     prints as ``+0.000``, never ``-0.000``)."""

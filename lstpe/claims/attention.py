@@ -36,6 +36,7 @@ from lstpe.claims._common import SMALL_SIGMAS, correlation, rho_text, trend
 from lstpe.claims.inputs import Inputs, have
 from lstpe.claims.paper import Quote, label
 from lstpe.claims.verdicts import (
+    AT_INIT,
     Check,
     Verdict,
     explanation_of_ordering,
@@ -130,8 +131,8 @@ def checks(x: Inputs, rho: dict | None = None, rho0: dict | None = None) -> list
         "lower than the paper's"
         + (f"; at initialisation ρ = {r0['rho']:+.2f} ({p_text(r0['pvalue'])})" if r0 else ""),
         result_of_contrast(r["rho"], r["pvalue"], -1) if r else "not testable yet",
-        *explanation_of_ordering(r["rho"], r["pvalue"], -1,
-                                 r0["rho"] if r0 else None, r0["pvalue"] if r0 else None))
+        *_trained(explanation_of_ordering(r["rho"], r["pvalue"], -1, r0["rho"] if r0 else
+                                          None, r0["pvalue"] if r0 else None), t, t0))
     tracks = Check(QUOTES[1], "ρ = 0.96, p < 0.0001 (Fig. 2B in the text, panel C in its "
                    "caption; over σ)",
                    rho_text(rho, "cosine against accuracy:", x.epoch)
@@ -140,6 +141,20 @@ def checks(x: Inputs, rho: dict | None = None, rho0: dict | None = None) -> list
                    result_of_contrast(rho["rho"], rho["pvalue"], +1) if rho else
                    "not testable yet")
     return [order, tracks, a8_check(x)]
+
+
+def _trained(expl: tuple[str, str], t: pd.DataFrame, t0: pd.DataFrame | None
+             ) -> tuple[str, str]:
+    """``expl`` with what training did to the small-sigma cosine's level (its mean at
+    initialisation and trained), where the ordering was already there."""
+    if t0 is None or expl[1] != AT_INIT:
+        return expl
+    ch = learned_change(t, t0)
+    if ch.empty:
+        return expl
+    way = "lowers" if ch["change"].mean() < 0 else "raises"
+    return expl[0], (f"{AT_INIT}; training {way} the σ ≤ 0.2 cosine, "
+                     f"{ch['init'].mean():.3f} → {ch['final'].mean():.3f}")
 
 
 A8_OTHERS: tuple[str, ...] = ("relative", "random", "rope", "nope", "c-nope")

@@ -16,6 +16,7 @@ that has not converged says so.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from lstpe.claims._common import (
@@ -40,6 +41,7 @@ from lstpe.claims.verdicts import (
     weigh,
 )
 from lstpe.evidence import tables as ev
+from lstpe.stats.seed_stats import holm
 from lstpe.stats.seed_tests import ALPHA
 
 CLAIM = "table1"
@@ -114,11 +116,12 @@ def checks(x: Inputs) -> list[Check]:
     at = x.epoch
     have_all = [p for p in PAPER_ORDER if p in vals]
     ours = sorted(have_all, key=lambda p: -vals[p].mean())
+    p_adj, steps = adjacent(vals, have_all)
     order = Check(QUOTES[0], "2d-fixed 0.977, learn-0.2 0.956, relative 0.920, random 0.888, "
                   "rope 0.805, 1d-fixed 0.781 (Table 1, 4000 epochs, n = 15 each)",
-                  f"{means_text(vals, ours)} (epoch {at}, {n_of(vals, *ours)})",
-                  result_of_order(ours, have_all) if len(have_all) == len(PAPER_ORDER)
-                  else "not testable yet")
+                  f"{means_text(vals, ours)} (epoch {at}, {n_of(vals, *ours)}){steps}",
+                  result_of_order(ours, have_all, p_adj) if len(have_all) == len(PAPER_ORDER)
+                  else "not testable yet", what="Table 1's order of the PEs")
     out = [order]
     for (a, b), paper, want, q, what in (
             (("2d-fixed", "learn-0.2"), "t(13) = 0.96, p = 0.35: no robust difference (0.977 "
@@ -134,6 +137,21 @@ def checks(x: Inputs) -> list[Check]:
             result = result_of_contrast(t["diff"], t["p"], want)
         out.append(Check(q, paper, t_text(a, b, t, at, n_of(vals, a, b)), result, what=what))
     return [*out, converged_check(x, vals)]
+
+
+def adjacent(vals: dict, order: list[str]) -> tuple[list[float], str]:
+    """Each pair of neighbours in the paper's ``order`` (a above b), tested as the paper tests
+    its one such pair (Student's t), Holm-adjusted over the pairs: their p and a phrase
+    naming the pairs our n does not resolve."""
+    pairs = [(a, b) for a, b in zip(order, order[1:], strict=False)]
+    ts = [student(vals[a], vals[b]) for a, b in pairs]
+    if not pairs or any(t is None for t in ts):
+        return [], ""
+    p = list(holm(np.array([t["p"] for t in ts], float)))
+    loose = [f"{a} − {b} = {t['diff']:+.3f} (Holm p = {q:.3f})"
+             for (a, b), t, q in zip(pairs, ts, p, strict=True) if not q < ALPHA]
+    return p, (f"; each neighbour above the next, Student's t, Holm over {len(pairs)} pairs: "
+               + ("all resolved" if not loose else "not resolved: " + ", ".join(loose)))
 
 
 def converged_check(x: Inputs, vals: dict) -> Check:

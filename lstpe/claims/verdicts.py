@@ -147,20 +147,26 @@ def result_of_no_difference(p: float) -> str:
     return "reproduced" if p >= ALPHA else "not reproduced"
 
 
-def result_of_order(ours: Sequence[str], paper: Sequence[str]) -> str:
+def result_of_order(ours: Sequence[str], paper: Sequence[str],
+                    p_adjacent: Sequence[float] | None = None) -> str:
     """The result of an ordering the paper reads off its means (``paper``, best first) from
-    ours (``ours``, the same names in our order): the same order reproduces it; an order
-    that agrees in more pairs than it reverses (Kendall's tau between the two > 0) keeps its
-    direction; else not reproduced.
+    ours (``ours``, the same names in our order). The same order reproduces it only where
+    each neighbouring pair of it is also resolved: ``p_adjacent``, the p (adjusted for the
+    family) of each pair of ``paper``'s neighbours in turn, each below alpha; the same order
+    with a pair unresolved, or an order that agrees in more pairs than it reverses (Kendall's
+    tau between the two > 0), keeps its direction only; else not reproduced.
 
     >>> result_of_order(["a", "b", "c"], ["a", "b", "c"]), result_of_order("acb", "abc")
     ('reproduced', 'same direction, smaller')
+    >>> result_of_order("abc", "abc", [0.01, 0.4])
+    'same direction, smaller'
     """
     ours, paper = list(ours), list(paper)
     if sorted(ours) != sorted(paper) or len(paper) < 2:
         return "not testable yet"
     if ours == paper:
-        return "reproduced"
+        resolved = p_adjacent is None or all(p < ALPHA for p in p_adjacent)
+        return "reproduced" if resolved else "same direction, smaller"
     rank = {n: i for i, n in enumerate(ours)}
     pairs = [(a, b) for i, a in enumerate(paper) for b in paper[i + 1:]]
     agree = sum(rank[a] < rank[b] for a, b in pairs)
