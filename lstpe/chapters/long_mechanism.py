@@ -128,8 +128,8 @@ def long_facts(lm: LongMechanism, paper: Mapping[float, float] | None = None
                dominated=dominated,
                dominance=(f"the learned part has come to dominate the PE at σ = {dominated}"
                           if dominated else "the learned part has not come to dominate any PE "
-                          f"in these long runs (seed {listed(lm.seeds)}): there, the 2-D "
-                          "structure was written in the first epochs, not taken over later"),
+                          f"in these long runs (one model per σ, seed {listed(lm.seeds)}), "
+                          "which by themselves cannot say how often that holds"),
                paper=listed([(paper or {}).get(x, float("nan")) for x in s["sigma"]], ".3f"))
     return out
 
