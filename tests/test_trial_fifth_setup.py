@@ -9,6 +9,7 @@ chapter; ``--mode compiled`` times the compiled step. Each test failed before it
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import math
@@ -115,6 +116,46 @@ def test_every_parameter_of_every_chapter_has_a_validator():
     assert {"seeds", "epochs", "sigmas", "n_perm", "steps", "train_mask"} <= names
     positional = {"scale", "device", "results_dir"}
     assert names - positional <= set(nb.PARAMETERS), names - positional - set(nb.PARAMETERS)
+
+
+def _setup_keywords(f: Path) -> set[str] | None:
+    """The keyword names of the chapter's ``nb.setup(...)`` call (None: it makes none)."""
+    for c in json.loads(f.read_text())["cells"]:
+        if c["cell_type"] != "code" or "setup(" not in "".join(c["source"]):
+            continue
+        for node in ast.walk(ast.parse("".join(c["source"]))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "setup":
+                return {k.arg for k in node.keywords}
+    return None
+
+
+def test_every_chapter_passes_each_of_its_parameters_to_setup():
+    """Finding 30: chapter 10 had its ``n_perm`` validator but never called it, so 2.5 trained
+    for 89 s before failing. Each name in a chapter's parameters cell (but the three positional
+    ones) reaches ``nb.setup``, which checks it before anything runs."""
+    missing = {}
+    for name, params in _params_cells().items():
+        kws = _setup_keywords(REPO / "book" / name)
+        assert kws is not None, f"{name} never calls nb.setup"
+        if params - {"scale", "device", "results_dir"} - kws:
+            missing[name] = sorted(params - {"scale", "device", "results_dir"} - kws)
+    assert not missing, missing
+
+
+def test_chapter_10_refuses_a_fractional_n_perm_before_it_trains(tmp_path, monkeypatch):
+    """Chapter 10's setup cell, run with n_perm = 2.5 over an empty store, stops in setup with
+    an error naming n_perm: nothing is trained or loaded."""
+    cells = json.loads((REPO / "book" / "10_brain.ipynb").read_text())["cells"]
+    params = next("".join(c["source"]) for c in cells
+                  if "parameters" in c.get("metadata", {}).get("tags", []))
+    setup = next("".join(c["source"]) for c in cells
+                 if c["cell_type"] == "code" and "nb.setup(" in "".join(c["source"]))
+    head = setup[:setup.index("ASK = ")]  # the imports and the setup call, nothing that loads
+    env: dict = {}
+    exec(params, env)
+    env.update(n_perm=2.5, results_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="n_perm = 2.5"):
+        exec(head, env)
 
 
 GOOD = {
