@@ -69,10 +69,12 @@ def test_table1_long_facts_read_the_long_units():
                         "paper_val": 0.334, "paper_val_sd": 0.02, "paper_train": 0.509}]
                       ).set_index("pe")
     out = facts.table1_long_facts(t1)
-    assert (out["n"], out["epoch"], out["fit"]) == ("1 to 2 seeds", "800", "`1d-fixed`")
+    assert (out["n"], out["epoch"], out["fit"]) == ("1 to 2 seeds", "800 to 1000", "`1d-fixed`")
+    assert out["d1_epoch"] == "1000" and "`1d-fixed` 0.790 → 0.810 at epoch 1000" in out["moved"]
+    assert facts.table1_long_facts(t1.iloc[:1])["epoch"] == "1000"
     assert facts.table1_long_facts(t1.iloc[:1])["n"] == "2 seeds"
     assert facts.table1_long_facts(t1.iloc[1:])["n"] == "1 seed"
-    assert out["d1_200"] == "0.960" and "`nope` 0.340 → 0.350" in out["moved"]
+    assert out["d1_200"] == "0.960" and "`nope` 0.340 → 0.350 at epoch 800" in out["moved"]
     assert facts.table1_long_facts(t1.iloc[:0]) is None
 
 

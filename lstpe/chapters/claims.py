@@ -206,7 +206,9 @@ def opening_facts(cl: Claims) -> dict[str, str]:
     count (``n_rep``, ``n_dir``, ``n_not``, ``n_open``) and what has it (``rep``, ``dir``,
     ``not``, ``open``: the claims' names for the sentences that reproduce; for the others,
     each sentence's point in a few words), and ``at_init``: the claims whose explanation
-    is not supported because the ordering is already present at initialisation."""
+    is not supported because the ordering is already present at initialisation, and
+    ``against`` (a sentence, or empty): those of them whose reason names our own measure
+    against that reading."""
     t = cl.checks
     out = {"at": str(cl.inputs.epoch), "n": str(len(t))}
     for key, word in (("rep", "reproduced"), ("dir", "same direction, smaller"),
@@ -218,6 +220,12 @@ def opening_facts(cl: Claims) -> dict[str, str]:
         out[key] = ", ".join(dict.fromkeys(names)) or "none"
     init = t[t["explanation"].str.contains(C.verdicts.AT_INIT, regex=False)]
     out["at_init"] = ", ".join(CLAIM_NAMES.get(i, i) for i in dict.fromkeys(init["id"])) or "none"
+    weighed = init[init["explanation"].str.contains("against this reading", regex=False)]
+    out["against"] = (" Yet for " + ", ".join(CLAIM_NAMES.get(i, i) for i in
+                                             dict.fromkeys(weighed["id"]))
+                      + ", our own measure finds that what training adds to a small-σ PE is 2-D, "
+                      "which the paper's distance does not register (chapter 7)." if len(weighed)
+                      else "")
     return out
 
 

@@ -87,7 +87,8 @@ def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
     """Chapter 5's paragraph on Table 1's long units (``t1``:
     :func:`lstpe.chapters.long_mechanism.table1_long` indexed by PE); None when none is
     stored. Keys: ``n`` (seeds per PE in words: ``1 seed``, ``1 to 2 seeds``), ``epoch``
-    (the epoch all reached), ``fit`` (the PEs whose running training accuracy is 0.99 or more
+    (the last epoch of each PE's long runs: one number, or a span ``600 to 1000``),
+    ``d1_epoch`` (1d-fixed's), ``fit`` (the PEs whose running training accuracy is 0.99 or more
     there), ``d1_200``, ``d1_last``, ``d1_paper`` (1d-fixed's running training accuracy),
     ``moved`` (each PE's validation accuracy at 200 and at ``epoch``, with the paper's),
     ``missing`` (the Table 1 PEs without a long run, in words)."""
@@ -99,13 +100,16 @@ def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
     gone = [p for p in TABLE1_PES if p not in t1.index]
     lo, hi = int(t1["seeds"].min()), int(t1["seeds"].max())
     return {"n": f"{lo} seed{'s' if lo > 1 else ''}" if lo == hi else f"{lo} to {hi} seeds",
-            "epoch": str(int(t1["epoch"].min())),
+            "epoch": fd.span_text(str(int(t1["epoch"].min())), str(int(t1["epoch"].max()))),
+            "d1_epoch": str(int(d1["epoch"])) if d1 is not None else "–",
             "fit": fd.names(list(t1.index[t1["train_last"] >= 0.99])),
             "d1_200": f"{d1['train_200']:.3f}" if d1 is not None else "–",
             "d1_last": f"{d1['train_last']:.3f}" if d1 is not None else "–",
             "d1_paper": f"{d1['paper_train']:.3f}" if d1 is not None else "–",
-            "moved": "; ".join(f"`{pe}` {r.val_200:.3f} → {r.val_last:.3f} (paper "
-                               f"{r.paper_val:.3f} ± {r.paper_val_sd:.3f})"
+            "moved": "; ".join(f"`{pe}` {r.val_200:.3f} → {r.val_last:.3f}"
+                               + (f" at epoch {int(r.epoch)}" if t1["epoch"].nunique() > 1
+                                  else "")
+                               + f" (paper {r.paper_val:.3f} ± {r.paper_val_sd:.3f})"
                                for pe, r in t1.iterrows()),
             "missing": (f"{fd.names(gone)} {'has' if len(gone) == 1 else 'have'} not been "
                         "trained past epoch 200 yet" if gone
