@@ -1,4 +1,4 @@
-"""First command of a GPU lease: is the CUDA path the same computation as the CPU reference?
+"""First command on a GPU machine: is the CUDA path the same computation as the CPU reference?
 
 Trains one small mixed batch (every PE of Table 1, two seeds, dropout included) for two epochs
 with each step mode -- eager on the CPU (the reference), eager, graph and compile on CUDA --
@@ -6,7 +6,7 @@ and compares final validation logits and weights with the CPU run, in fp32 (TF32
 default of ``lstpe.training.train.TF32``). Then checks that the device's mixed precision
 (:func:`lstpe.runtime.choose_amp`: bf16 on capability >= 8.0, fp16 with per-model loss scaling
 on a T4 or V100) stays close, and that training left the global TF32 flags as they were.
-Prints one line per mode and exits non-zero on a mismatch, so a lease is never spent training
+Prints one line per mode and exits non-zero on a mismatch, so no GPU time is spent training
 with a broken step.
 
     PYTHONPATH=. python scripts/gpu_check.py [--modes eager graph compile]

@@ -79,35 +79,6 @@ def all_squares() -> np.ndarray:
     return grids[ok].astype(np.int8)
 
 
-@pytest.fixture
-def lease_checkout():
-    """``make(root, extra=None)``: a git checkout at ``root`` shaped like this repository for
-    ``scripts/lease_tree.py`` (code, a stored unit, the mechanism's and weight decay's
-    segments at epochs 200 and 400 and their checkpoints; ``extra``: more files, path ->
-    text), committed; returns ``root``."""
-    import subprocess
-
-    from lstpe.experiments import long_units as lu
-
-    def make(root, extra: dict[str, str] | None = None):
-        files = {"lstpe/x.py": "code", "results/paper/table1/nope/8880/history.csv": "h",
-                 **(extra or {})}
-        for c in ("mechanism", "weight-decay"):
-            files[f"results/long/_resume/{c}/chunk0.pt"] = c
-            for u in next(ch for ch in lu.LONG_PLAN if ch.name == c).units:
-                for e in ("e0200", "e0400"):
-                    files[f"results/long/{u.key}/{e}/manifest.json"] = f"{u.key}{e}"
-        for f, text in files.items():
-            (root / f).parent.mkdir(parents=True, exist_ok=True)
-            (root / f).write_text(text)
-        for args in (["init", "-q"], ["add", "-A"],
-                     ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
-            subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
-        return root
-
-    return make
-
-
 @pytest.fixture(scope="session", autouse=True)
 def house_style() -> None:
     """Every figure of the suite is drawn in the house style, as every chapter draws it

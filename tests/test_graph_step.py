@@ -4,7 +4,7 @@
 the shape of the paper's 8100 = 63 x 128 + 36. Step mode ``graph`` must capture both shapes
 (the full one at the first step, the last at the end of the first epoch) and train two models
 as the eager step does: the same history and weights, to float tolerance (the captured
-kernels are the eager ones, replayed). On a CPU these tests are skipped: run them on a lease
+kernels are the eager ones, replayed). On a CPU these tests are skipped: run them on a GPU
 (``python3 -m pytest tests/test_graph_step.py``).
 """
 

@@ -299,12 +299,11 @@ def test_one_results_folder_resolver() -> None:
     assert not found, found
 
 
-CAMPAIGN_PREFIXES: tuple[str, ...] = ("campaign", "lease", "long_plan", "long_progress",
-                                      "long_train", "packed", "precision", "preflight",
-                                      "scale_search")
+CAMPAIGN_PREFIXES: tuple[str, ...] = ("campaign", "long_plan", "long_progress", "long_train",
+                                      "packed", "precision")
 """The campaign's modules: those of :mod:`lstpe.experiments` whose name starts with one of
-these (this project's own CPU scheduler, its GPU leases and their records). The book's readers
-never need them: what a page reads of the stored units lives in reader modules
+these (this project's own CPU scheduler, its packed chunks and its precision pair). The book's
+readers never need them: what a page reads of the stored units lives in reader modules
 (:mod:`lstpe.experiments.units`, ``fragments``, ``long_units``...)."""
 
 BOOK = ROOT.parent / "book"

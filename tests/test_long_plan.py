@@ -10,7 +10,6 @@ import torch
 
 from lstpe.experiments import campaign_run as cr
 from lstpe.experiments import campaign_status as cs
-from lstpe.experiments import lease as ls
 from lstpe.experiments import long_plan as lp
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.registry import REGISTRY
@@ -91,25 +90,13 @@ def test_table5s_claim_deciding_sigmas_are_where_the_papers_accuracy_falls():
 
 
 def test_campaign_plan_prints_the_long_plan_in_order_with_reasons_and_costs(tmp_path):
-    for gpu in (False, True):
-        text = cs.plan_text(tmp_path, gpu=gpu)
-        at = [text.index(f"\nitem {i}: ") for i in (4, 5, 6, 10, 13, 14, 15, 16, 17)]
-        assert at == sorted(at)
-        assert "cost 20,000 model-epochs, 20,000 left" in text  # Table 4, nothing stored
-        assert "cost 9,000 model-epochs, 9,000 left" in text  # the mechanism, from 1000
-        assert "the only optimizer claim no unit speaks to" in text
-    assert "a CPU (campaign run): table4-sgd-learn-0.01-2235" in cs.plan_text(tmp_path)
-
-
-def test_a_lease_takes_the_open_legs_in_the_plans_order_but_not_those_whose_state_is_kept():
-    order = [c.name for c in lu.LONG_PLAN if c.name in ls.LEASE_ORDER and c.target == 1000]
-    assert list(ls.LEASE_ORDER) == order
-    assert ls.LEASE_ORDER[:6] == ("table1-2235", "table1-2d-fixed-2235", "table1-6312",
-                                  "table1-2d-fixed-6312", "table1-learn-0.2-6312",
-                                  "table1-6068")
-    kept = {c.name for c in legs(17)}
-    assert not kept & set(ls.LEASE_ORDER) and "table4-sgd-learn-0.01-6312" in ls.LEASE_ORDER
-    assert ls.LEASE_ORDER[-2:] == ("table1-9742", "table1-8880")
+    text = cs.plan_text(tmp_path)
+    at = [text.index(f"\nitem {i}: ") for i in (4, 5, 6, 10, 13, 14, 15, 16, 17)]
+    assert at == sorted(at)
+    assert "cost 20,000 model-epochs, 20,000 left" in text  # Table 4, nothing stored
+    assert "cost 9,000 model-epochs, 9,000 left" in text  # the mechanism, from 1000
+    assert "the only optimizer claim no unit speaks to" in text
+    assert "a CPU (campaign run): table4-sgd-learn-0.01-2235" in text
 
 
 # --------------------------------------------------------------------------- the CPU's order
@@ -152,7 +139,7 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     assert skip == {"weight-decay", *lp.CPU_FIRST[:2]}  # the others wait for the units
     assert "weight-decay to 1000 needs about 8 min" in log[0]
     assert pick(1200, {"weight-decay"}).name == lp.CPU_FIRST[0]
-    # a unit a lease has taken (segments, no checkpoint) is passed over
+    # a unit with segments and no checkpoint (as a past lease left one) is passed over
     taken = lu.find_chunk(lp.CPU_FIRST[0]).units[0].path(tmp_path) / "e0200"
     taken.mkdir(parents=True)
     (taken / "manifest.json").write_text(json.dumps({}))

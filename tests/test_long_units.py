@@ -110,7 +110,7 @@ def test_resume_in_a_fresh_clone_continues_bit_for_bit(short, tmp_path):
 
 def test_a_chunk_without_its_checkpoint_is_refused_not_retrained(short, tmp_path,
                                                                   monkeypatch):
-    """Published segments without the resume checkpoint (a tree trimmed for a GPU lease):
+    """Published segments without the resume checkpoint (a clone without the resume state):
     train_chunk refuses, naming the file, and next_chunk passes the chunk over."""
     assert train(3, tmp_path)
     assert not lu.unresumable(chunk(6), tmp_path)
@@ -118,9 +118,33 @@ def test_a_chunk_without_its_checkpoint_is_refused_not_retrained(short, tmp_path
     assert lu.next_chunk(tmp_path) == chunk(6)
     (lu.resume_dir(chunk(6), tmp_path) / "chunk0.pt").unlink()
     assert lu.unresumable(chunk(6), tmp_path) and lu.next_chunk(tmp_path) is None
-    with pytest.raises(FileNotFoundError, match="chunk0.pt is missing .* epoch 2"):
+    with pytest.raises(FileNotFoundError, match="chunk0.pt is missing .* epoch 2") as e:
         train(6, tmp_path)
+    # the hint never promises a checkpoint git never held (segments without one)
+    assert "none was ever written" in str(e.value)
+    assert "git checkout -- results/long)" not in str(e.value)
     assert [p.name for p in lu.segments(UNITS[0], tmp_path)] == ["e0002"]  # untouched
+
+
+def test_segments_another_trajectory_published_past_a_checkpoint_are_reported(short, tmp_path):
+    """A checkpoint at epoch 1 here, and segments to epoch 6 that the chunk trained from
+    epoch 0 elsewhere: ``chunk_problems`` names each unit's segments past the checkpoint; one
+    segment at the end of the checkpoint's open segment (a process killed between its publish
+    and its next checkpoint) is no problem. (Moved from the GPU lease's trial tests.)"""
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert train(1, here)
+    assert train(6, there)
+    unit = UNITS[0]
+    shutil.copytree(unit.path(there) / "e0002", unit.path(here) / "e0002")
+    assert lu.chunk_problems(chunk(6), here) == []  # the open segment's end: compared on resume
+    for u in UNITS:
+        for p in lu.segments(u, there):
+            if not (u.path(here) / p.name).exists():
+                shutil.copytree(p, u.path(here) / p.name)
+    problems = lu.chunk_problems(chunk(6), here)
+    assert len(problems) == 2  # one per unit
+    assert all("past the resume checkpoint" in p and "epoch 1" in p for p in problems)
+    assert str(unit.path(here) / "e0004") in problems[0]
 
 
 def test_the_resume_folder_is_tracked_by_git(tmp_path):

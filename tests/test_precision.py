@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 import torch
@@ -105,3 +108,51 @@ def test_pair_trains_stores_and_decides(monkeypatch, tmp_path):
         "fp32", f"fp32: this CPU has bf16 instructions ({pr.cpu_tag()}), but no precision "
         "pair is stored for it (lstpe campaign pair)")
     assert pr.decide(cuda, tmp_path)[1] == name and gpu in pr.decide(cuda, tmp_path)[2]
+
+
+# --------------------------------------------------------------------------- a GPU's candidates
+
+
+def _runs(name: str, shift: float, tf32: bool | None = None) -> list[SimpleNamespace]:
+    """Crafted stored runs of the pair in precision ``name``: every (PE, seed), validation
+    accuracy 0.5 + 0.02 x seed index (a seed spread of 0.02) plus ``shift``."""
+    out = []
+    for _, pe in pr.PAIR_PES:
+        for i, seed in enumerate(pr.PAIR_SEEDS):
+            epochs = list(range(pr.PAIR_EPOCHS + 1))
+            hist = pd.DataFrame({"split": "val_dropout", "condition": "all", "pe": pe,
+                                 "seed": seed, "epoch": epochs, "loss": 1.0,
+                                 "accuracy": [0.5 + 0.02 * i + shift] * len(epochs),
+                                 "diverged": False})
+            cfg = {"amp": name == "bf16", "epochs": pr.PAIR_EPOCHS, "pes": [pe],
+                   "seeds": [seed], "lr": 1e-3}
+            man = {"config": cfg, "precision": "fp32" if name == "tf32" else name,
+                   "tf32": name == "tf32" if tf32 is None else tf32}
+            out.append(SimpleNamespace(history=hist, manifest=man,
+                                       path=Path("pair") / name / f"{pe}__{seed}", name=pe))
+    return out
+
+
+def test_a_candidate_inside_the_margin_is_cleared_under_its_own_tag():
+    """(Moved from the GPU lease's tuning tests, which read these decisions per card.)"""
+    h200_bf16 = pr.candidate_tag("NVIDIA H200", "bf16")
+    h200_tf32 = pr.candidate_tag("NVIDIA H200", "tf32")
+    assert h200_tf32 == "gpu-NVIDIA-H200-tf32on-fp32" != h200_bf16
+    assert pr.tag_candidate(h200_tf32) == "tf32" and pr.tag_candidate(h200_bf16) == "bf16"
+    assert pr.candidate_tag("NVIDIA H100", "tf32") != h200_tf32  # another card, another tag
+    ok, why = pr.pair_decision({"fp32": _runs("fp32", 0.0), "tf32": _runs("tf32", 0.005)},
+                               h200_tf32)
+    assert ok and "0.005 vs seed spread 0.020" in why
+
+
+def test_a_candidate_outside_the_margin_is_refused_with_its_numbers():
+    tag = pr.candidate_tag("NVIDIA H200", "bf16")
+    ok, why = pr.pair_decision({"fp32": _runs("fp32", 0.0), "bf16": _runs("bf16", -0.05)}, tag)
+    assert not ok and "by 0.050, more than its seed spread 0.020" in why
+
+
+def test_a_tf32_pair_trained_without_tf32_clears_nothing():
+    tag = pr.candidate_tag("NVIDIA H200", "tf32")
+    ok, why = pr.pair_decision({"fp32": _runs("fp32", 0.0),
+                                "tf32": _runs("tf32", 0.0, tf32=False)}, tag)
+    assert not ok and "not with TF32 matmuls" in why

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from lstpe.experiments import lease_store as lc
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import precision as pr
 from lstpe.experiments import units as un
@@ -30,7 +29,6 @@ def test_an_absent_results_dir_is_the_default_everywhere(given: str | None, tmp_
     assert pr.pair_dir(given, tag="cpu-x") == env / "precision_pair" / "cpu-x"
     unit = un.Unit("table2", "learn-0.2", 2235)
     assert unit.path(given) == env / "paper" / "table2" / "learn-0.2" / "2235"
-    assert str(env / "benchmarks") in lc.record_error(given, [])
 
 
 def test_a_given_results_dir_is_used_as_it_is(tmp_path: Path,

@@ -317,7 +317,7 @@ def test_a_results_long_that_is_a_file_is_one_named_error(tmp_path):
 @pytest.mark.parametrize("minutes", ["-1", "0", "nan", "inf"])
 def test_campaign_run_refuses_minutes_that_are_not_a_positive_number(tmp_path, minutes):
     """``campaign run --minutes inf`` (or -1, 0, nan) was accepted and trained without a
-    deadline; now it is refused like ``campaign lease``'s, the value named, nothing written."""
+    deadline; now it is refused, the value named, nothing written."""
     from lstpe.cli import main
 
     err = io.StringIO()

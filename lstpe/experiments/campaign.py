@@ -1,11 +1,12 @@
 """The reproduction as a campaign: the plan of the paper's runs, grown one unit at a time.
 
 The paper-size model costs about 8e11 FLOPs per model-epoch, a 200-epoch model 20-30 minutes
-of a 2-core CPU (GPUs come only as short leases, :mod:`lstpe.experiments.lease`). So the
-paper's runs are cut into **units** (:class:`lstpe.experiments.units.Unit`: a registry run,
-one PE, one seed), each trained with the authors' recipe for
-:data:`~lstpe.experiments.units.CAMPAIGN_EPOCHS` epochs and stored as its own **fragment**
-``results/paper/<run>/<pe>/<seed>/`` (:mod:`lstpe.experiments.fragments`: load, verify, merge,
+of a 2-core CPU (this project has no GPU; a reader with a GPU or a cluster trains the
+paper's runs whole with :mod:`lstpe.experiments.reproduce`). So the paper's runs are cut
+into **units** (:class:`lstpe.experiments.units.Unit`: a registry run, one PE, one seed),
+each trained with the authors' recipe for :data:`~lstpe.experiments.units.CAMPAIGN_EPOCHS`
+epochs and stored as its own **fragment** ``results/paper/<run>/<pe>/<seed>/``
+(:mod:`lstpe.experiments.fragments`: load, verify, merge,
 import, publish). What a unit is and which units exist (:func:`lstpe.experiments.units.plan`)
 live in :mod:`lstpe.experiments.units`, where the chapters read them.
 

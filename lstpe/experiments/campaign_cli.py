@@ -1,15 +1,14 @@
-"""``lstpe campaign``: its subcommands (plan, status, run, pair, lease, preflight, import) and
+"""``lstpe campaign``: its subcommands (plan, status, run, pair, import) and
 their parser, which :mod:`lstpe.cli` mounts (:func:`add_campaign_parser`)."""
 
 from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    """``lstpe campaign plan | status | run | pair | lease | preflight | import``
+    """``lstpe campaign plan | status | run | pair | import``
     (:mod:`lstpe.experiments.campaign`)."""
     from lstpe.experiments import campaign as cp
     from lstpe.experiments import campaign_status as cs
@@ -23,24 +22,6 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             how = "is not a folder" if where.exists() else "does not exist"
             raise FileNotFoundError(f"the results folder {where} {how} (--results or "
                                     "$LSTPE_RESULTS)")
-        gpu = bool(args.device) and args.device.startswith("cuda")
-        if args.device and not gpu and args.device != "cpu":
-            raise ValueError(f"lstpe campaign plan: unknown --device {args.device!r}: cpu "
-                             "(the default: the units in order) or cuda (a GPU lease)")
-        if gpu and args.minutes is None:
-            raise ValueError("lstpe campaign plan --device cuda needs --minutes (the lease)")
-        if not gpu and args.minutes is not None:
-            raise ValueError("lstpe campaign plan: --minutes prices a GPU lease; give it with "
-                             "--device cuda")
-        if gpu:
-            from lstpe.experiments import lease as ls
-
-            print(cs.plan_text(args.results, gpu=True))
-            print(ls.lease_plan_text(ls.lease_plan(
-                args.minutes, args.results,
-                log=lambda msg: print(f"lstpe: {msg}", file=sys.stderr),
-                pair=not args.no_pair, pair_first=args.pair_first)))
-            return 0
         if args.keys:  # one trainable 200-epoch unit per line, in order (schedulers)
             print("\n".join(u.key for u in un.plan() if u.item not in cp.NOT_TRAINED))
             return 0
@@ -81,22 +62,6 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(v["per_pe"].to_string(index=False))
         print(f"{args.candidate} within the seed spread over epochs {v['epochs'][0]}-"
               f"{v['epochs'][1]}: {'yes' if v['ok'] else 'no'} ({where})")
-    elif args.action == "lease":
-        from lstpe.experiments.lease import lease
-
-        summary = lease(args.minutes, args.out, args.results, device=args.device or "cuda",
-                        skip_table=args.no_table, pair=False if args.no_pair else None,
-                        pair_first=args.pair_first,
-                        log=lambda msg: print(msg, flush=True))
-        print(f"lease: {summary.get('model_epochs', 0)} model-epochs published in "
-              f"{summary['wall_s']:.0f} s ({args.out})")
-    elif args.action == "preflight":
-        from lstpe.experiments.preflight import lease_preflight
-
-        res = lease_preflight(args.minutes, args.results,
-                              log=lambda msg: print(msg, flush=True))
-        print(f"preflight: {'passed' if res['ok'] else 'FAILED'}")
-        return 0 if res["ok"] else 1
     elif args.action == "import":
         units = fr.import_run(args.path, args.results, run=args.run, note=args.note or "")
         print(f"imported {len(units)} fragment(s): {', '.join(u.key for u in units)}")
@@ -128,15 +93,6 @@ def add_campaign_parser(sub: argparse._SubParsersAction) -> None:
         if name == "plan":
             q.add_argument("--keys", action="store_true",
                            help="only the trainable 200-epoch units' keys, one per line")
-            q.add_argument("--device", help="cpu (default: the units in order) or cuda: what "
-                           "a GPU lease would train (long first)")
-            q.add_argument("--minutes", type=_positive_minutes,
-                           help="the lease (with --device cuda)")
-            pq = q.add_mutually_exclusive_group()
-            pq.add_argument("--no-pair", action="store_true", help="a lease run with "
-                            "--no-pair: no stored-unit precision pair, its time to the chunks")
-            pq.add_argument("--pair-first", action="store_true", help="a lease run with "
-                            "--pair-first: the pair whenever it fits the call")
     q = csub.add_parser("run", help="train the next units that fit in --minutes")
     q.add_argument("--minutes", type=_positive_minutes, required=True,
                    help="time budget (wall clock)")
@@ -153,29 +109,6 @@ def add_campaign_parser(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--device", help="cpu (default) or cuda")
     q.add_argument("--candidate", choices=("bf16", "tf32"), default="bf16",
                    help="the precision judged against fp32 (tf32: on a GPU only)")
-    q.add_argument("--results", help="results folder (default: the repository's)")
-    q = csub.add_parser("lease", help="a GPU lease in one call: the throughput table, then "
-                        "the long units that finish in --minutes and the paused chunk the "
-                        "tree carries, as one chunk; what it wrote is packed into --out")
-    q.add_argument("--minutes", type=_positive_minutes, required=True,
-                   help="the call's budget")
-    q.add_argument("--out", required=True, help="folder for what comes back (at most 4 "
-                   "pieces of 15 MiB and lease.json; an earlier lease's pieces there are "
-                   "removed first)")
-    q.add_argument("--device", help="cuda (default) or cpu")
-    q.add_argument("--no-table", action="store_true", help="skip the throughput table")
-    pq = q.add_mutually_exclusive_group()
-    pq.add_argument("--no-pair", action="store_true", help="skip the stored-unit precision "
-                    "pair (its time goes to the chunks: a call that finishes the mechanism)")
-    pq.add_argument("--pair-first", action="store_true", help="run the stored-unit precision "
-                    "pair whenever it fits the call, not only within 40%% of it (a short "
-                    "second call)")
-    q.add_argument("--results", help="results folder (default: the repository's)")
-    q = csub.add_parser("preflight", help="on the CPU, a tiny model: the lease's tuning, "
-                        "the compiled step paused and resumed, the pack, and per step variant "
-                        "what the next lease trains and why")
-    q.add_argument("--minutes", type=_positive_minutes, default=9.0,
-                   help="the next lease's call (default 9)")
     q.add_argument("--results", help="results folder (default: the repository's)")
     q = csub.add_parser("import", help="split a finished run of the recipe into fragments")
     q.add_argument("path", help="the run folder (lstpe train --preset paper --epochs 200)")

@@ -29,7 +29,7 @@ from lstpe.experiments.fragments import (
     unit_commits,
     unit_seconds,
 )
-from lstpe.experiments.units import CAMPAIGN_EPOCHS, STEPS_PER_EPOCH, _work, plan
+from lstpe.experiments.units import CAMPAIGN_EPOCHS, _work, plan
 from lstpe.store import results as res
 
 
@@ -379,11 +379,11 @@ def progress_text(table: pd.DataFrame) -> str:
                    f"{whole['hours left']:.1f} for the whole plan.")
 
 
-def plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> str:
+def plan_text(results_dir: str | Path | None = None) -> str:
     """``lstpe campaign plan``: every 200-epoch item in the campaign's order with the reason
     for its place and its units (done or not), then the long plan in its order with each
-    item's reason and cost (:func:`lstpe.experiments.long_plan.long_plan_text`; ``gpu``: what
-    a lease takes, else a CPU's order)."""
+    item's reason and cost, and a CPU's order
+    (:func:`lstpe.experiments.long_plan.long_plan_text`)."""
     from lstpe.experiments import long_plan as lp
 
     done = {u.key for u in done_units(results_dir)}
@@ -396,7 +396,7 @@ def plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> str:
         lines.append(f"item {item}: {what} -- {WHY[item]}")
         lines.append(f"  {len(mine)} units of {CAMPAIGN_EPOCHS} epochs, {n} stored: "
                      + ", ".join(u.key + (" (done)" if u.key in done else "") for u in mine))
-    return "\n".join([*lines, lp.long_plan_text(results_dir, gpu)])
+    return "\n".join([*lines, lp.long_plan_text(results_dir)])
 
 
 def long_table(results_dir: str | Path | None = None,
@@ -410,27 +410,6 @@ def long_table(results_dir: str | Path | None = None,
     from lstpe.experiments import long_progress
 
     out = long_progress.long_status(results_dir, rate)
-    out["gpu_minutes_left"] = gpu_minutes_left(out, results_dir)
-    return out
-
-
-def gpu_minutes_left(long: pd.DataFrame, results_dir: str | Path | None = None) -> list[float]:
-    """Per row of :func:`lstpe.experiments.long_progress.long_status`: minutes of a GPU to its
-    target, by the step-time fit of the newest lease record
-    (:func:`lstpe.experiments.lease.last_record`; NaN without one), each chunk alone."""
-    from lstpe.experiments import lease as ls
-    from lstpe.experiments import long_units as lu
-
-    rec = ls.last_record(results_dir)
-    if rec is None:
-        return [float("nan")] * len(long)
-    cfg = lu.LONG_PLAN[0].units[0].config()
-    out = []
-    for _, r in long.iterrows():
-        lo, hi = int(r["from"]), int(r["target"])
-        sec = ls.predict_seconds(int(r["units"]), rec["fit"], ls.n_evals(cfg, lo, hi), hi - lo,
-                                 STEPS_PER_EPOCH)
-        out.append(sec / 60 if hi > lo else 0.0)
     return out
 
 
@@ -446,14 +425,9 @@ def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = Non
 
     lines = [long_progress.long_status_text(long), budget_text(results_dir)]
     last = long.drop_duplicates("chunk", keep="last")  # a chunk's last target holds the rest
-    if last["gpu_minutes_left"].notna().any():
-        from lstpe.experiments.lease import last_record
-
-        rec = last_record(results_dir)
+    if last["hours_left"].notna().any():
         lines.append(f"long units left: {last['hours_left'].sum():.1f} hours of this kind of "
-                     f"CPU, or {last['gpu_minutes_left'].sum():.0f} minutes of an "
-                     f"{rec.get('gpu')} in fp32 at the step-time fit of its lease "
-                     f"({Path(rec['path']).name}), each chunk trained alone")
+                     "CPU, each chunk trained alone")
     st = stored_units(results_dir)
     if len(st):
         for (flags, prec), g in st.groupby(["cpu flags", "precision"], dropna=False):

@@ -11,7 +11,7 @@ weight-decay pair), then the legs of :data:`CPU_BEFORE_UNITS` (Table 4's SGD at 
 (:func:`lstpe.experiments.campaign_run.run` probes) or, fresh, when at least half of it fits
 (:func:`splits`: it pauses once and the next run finishes it); then the 200-epoch units; then
 the rest of :data:`CPU_FIRST` (Table 1 at 1000, SGD's other sigmas, Adam beside them). A leg
-with published segments and no checkpoint was taken by a lease and is passed over.
+with published segments and no checkpoint (as a past GPU lease left some) is passed over.
 
 **Resume state in the tree** (``results/long/_resume/``, tracked by git so that another
 machine continues the same trajectory) is bounded (:func:`resume_problems`, which ``lstpe
@@ -165,8 +165,9 @@ def cpu_first(results_dir: str | Path | None = None,
               units_left: bool = False) -> list[lu.LongChunk]:
     """The legs a CPU takes before its 200-epoch units, in order: every leg short of its
     target that resumes from a checkpoint in the tree, then :data:`CPU_FIRST` (only the legs
-    of :data:`CPU_BEFORE_UNITS` while ``units_left``, 200-epoch units still to train); none a
-    lease has taken (:func:`~lstpe.experiments.long_units.unresumable`), none at its target."""
+    of :data:`CPU_BEFORE_UNITS` while ``units_left``, 200-epoch units still to train); none with
+    segments and no checkpoint (:func:`~lstpe.experiments.long_units.unresumable`), none at
+    its target."""
     out: list[lu.LongChunk] = []
     for c in lu.LONG_PLAN:
         if c.name in {x.name for x in out} or not lu.resume_checkpoint(c, results_dir).exists():
@@ -337,10 +338,10 @@ def budget_text(results_dir: str | Path | None = None) -> str:
 # --------------------------------------------------------------------------- the plan
 
 
-def long_plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> str:
+def long_plan_text(results_dir: str | Path | None = None) -> str:
     """The long plan in its order, per item its reason and its cost and what is left in
-    model-epochs, and each leg (epoch reached of its target); then the order a CPU (or, with
-    ``gpu``, a lease) takes them in."""
+    model-epochs, and each leg (epoch reached of its target); then the order a CPU takes them
+    in."""
     lines = ["the long plan, in order (model-epochs: models x epochs of each leg):"]
     items = list(dict.fromkeys(c.item for c in lu.LONG_PLAN))
     for item in items:
@@ -350,17 +351,10 @@ def long_plan_text(results_dir: str | Path | None = None, gpu: bool = False) -> 
         lines.append(f"  cost {cost:,} model-epochs, {left:,} left: " + ", ".join(
             f"{c.name} ({len(c.units)}, at {min(reached(c, results_dir), c.target)} of "
             f"{c.target})" for c in legs))
-    if gpu:
-        from lstpe.experiments.lease import LEASE_ORDER
-
-        lines.append("a GPU lease: the paused chunk the tree carries, then the 1000-epoch legs "
-                     f"from epoch 0 in this order ({len(LEASE_ORDER)}; legs whose final state "
-                     "the plan keeps train where it stays: campaign run)")
-    else:
-        now = cpu_first(results_dir, units_left=True)
-        later = [c for c in cpu_first(results_dir) if c not in now]
-        lines.append("a CPU (campaign run): " + ", ".join(c.name for c in now) + ", each when "
-                     "predicted to finish in the budget, one model at a time; then the "
-                     "200-epoch units; then " + "".join(f"{c.name}, " for c in later)
-                     + "and the legs above that finish in the budget")
+    now = cpu_first(results_dir, units_left=True)
+    later = [c for c in cpu_first(results_dir) if c not in now]
+    lines.append("a CPU (campaign run): " + ", ".join(c.name for c in now) + ", each when "
+                 "predicted to finish in the budget, one model at a time; then the "
+                 "200-epoch units; then " + "".join(f"{c.name}, " for c in later)
+                 + "and the legs above that finish in the budget")
     return "\n".join(lines)

@@ -92,14 +92,12 @@ def long_status_text(table: pd.DataFrame) -> str:
     lines, shown = [], set()
     for _, r in table.iterrows():
         at = f" at {r['basis']}" if r["basis"] else " (no rate measured yet)"
-        gpu = r.get("gpu_minutes_left", float("nan"))
-        on_gpu = f", or {gpu:.0f} GPU-minutes" if gpu == gpu else ""
         ckpt = "no resume checkpoint" if not r.get("resume_here", True) else \
             "resume checkpoint unreadable" if r["resume_epoch"] < 0 else \
             f"resume checkpoint at epoch {r['resume_epoch']}"
         lines.append(f"item {r['item']} (long): {r['chunk']} ({r['units']} models) at epoch "
                      f"{r['epoch']} of {r['target']} ({ckpt}); "
-                     f"{r['hours_left']:.1f} machine-hours left{at}{on_gpu}")
+                     f"{r['hours_left']:.1f} machine-hours left{at}")
         if r.get("state") == "damaged" and r["chunk"] not in shown:  # once per chunk
             shown.add(r["chunk"])
             lines.append(f"  DAMAGED, not trained until repaired: {r['problem']}")

@@ -119,8 +119,9 @@ def _legs(item: int, reason: str, cells: list[tuple[str, str]], seeds: tuple[int
     """1000-epoch legs of ``cells`` (run, PE) at ``seeds`` (the outer loop), leaving out a
     model an earlier leg already trains (same optimizer, PE and seed: the same recipe, e.g.
     Table 4's Adam at sigma 0.2 and Table 1's learn-0.2). ``group``: one chunk per seed named
-    ``<group>-<seed>`` (a lease's); else one single-model chunk per model, named
-    ``<run>-<pe>-<seed>`` (what a CPU trains, one model at a time)."""
+    ``<group>-<seed>`` (several models, as this project's past GPU leases trained them); else
+    one single-model chunk per model, named ``<run>-<pe>-<seed>`` (what a CPU trains, one
+    model at a time)."""
     from lstpe.experiments.registry import REGISTRY
 
     have = {(REGISTRY[u.run].optimizer, u.pe, u.seed) for c in earlier for u in c.units}
@@ -216,7 +217,7 @@ def next_chunk(results_dir: str | Path | None = None,
 
 def unresumable(chunk: LongChunk, results_dir: str | Path | None = None) -> bool:
     """True when a unit of ``chunk`` has published segments but the chunk's resume
-    checkpoint is not here (a tree trimmed for a GPU lease, a checkpoint lost): training it
+    checkpoint is not here (a clone without the resume state, a checkpoint lost): training it
     would start again from epoch 0, so :func:`train_chunk` refuses."""
     return not resume_checkpoint(chunk, results_dir).exists() and \
         any(published_epoch(u, results_dir) > 0 for u in chunk.units)
@@ -423,9 +424,9 @@ def chunk_problems(chunk: LongChunk, results_dir: str | Path | None = None,
     again), and a segment other than the one the checkpoint's trajectory published (its
     record of their manifest checksums), or one past the checkpoint's open segment that it
     did not publish (another trajectory). ``whole``: every unit's chain must start at epoch 0;
-    without it a missing beginning is allowed (a tree trimmed for a GPU lease keeps only the
-    last segment of each unit). A chunk without its checkpoint is :func:`unresumable`, not a
-    problem here.
+    without it a missing beginning is allowed (a tree trimmed to the last segment of each
+    unit, as the past GPU leases carried it). A chunk without its checkpoint is
+    :func:`unresumable`, not a problem here.
     """
     out: list[str] = []
     ckpt = resume_checkpoint(chunk, results_dir)

@@ -1,9 +1,12 @@
-"""Packed chunks: long units at different epochs trained as one batch of models (a GPU lease).
+"""Packed chunks: long units at different epochs trained as one batch of models.
 
-A GPU's step costs about the same for 3 models as for 12 (the leases' fits: 2.0 ms + 0.8 ms
-per model on an H100), so a lease should train every long unit it can in one chunk: units
-that start at epoch 0 beside units paused on a CPU at epoch 2817. A :class:`PackedChunk` maps
-each unit to a model slot with its own offset (the epoch it starts at) and target:
+A GPU's step costs about the same for 3 models as for 12 (the fits of this project's past GPU
+leases, ``results/benchmarks/lease_*.json``: 2.0 ms + 0.8 ms per model on an H100), so a GPU
+should train every long unit it can in one chunk: units that start at epoch 0 beside units
+paused on a CPU at epoch 2817. No command drives a packed chunk now (the GPU lease that did
+is gone); :func:`train_packed` is kept for a trainer of long units on a GPU. A
+:class:`PackedChunk` maps each unit to a model slot with its own offset (the epoch it starts
+at) and target:
 
 * a unit that **continues a paused chunk** of the plan (its *source*,
   :data:`lstpe.experiments.long_units.LONG_PLAN`) takes its weights, Adam moments and step
@@ -22,9 +25,8 @@ each unit to a model slot with its own offset (the epoch it starts at) and targe
 * **so does a new group that pauses.** Units that started at epoch 0 and pause short of
   their target get their group's resume checkpoint written the same way (``chunk.json``,
   fp32, the checkpoint of their chunk trained alone from epoch 0 to where they stopped), so
-  ``lstpe campaign run`` or a later lease continues them; a group that reaches its target
-  keeps its published segments alone. (Whether that checkpoint, about 15 MB a model, comes
-  back from a lease is the lease's choice: :func:`lstpe.experiments.lease_store.unfinished`.)
+  ``lstpe campaign run`` continues them; a group that reaches its target keeps its published
+  segments alone.
 
 The packed chunk's own checkpoint (``long/.work/packed/<name>/``, untracked) exists only to
 pause at a deadline; after a pause it is removed (and one left over is never resumed), so a

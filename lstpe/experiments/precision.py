@@ -3,8 +3,9 @@
 Precision is decided here and only here (:func:`decide`), with one reason string:
 
 * a CUDA device: fp32 with TF32 off, as the authors' V100 trained (no precision pair has
-  been run on a GPU, and a stored result earns bf16 only through one); a GPU lease trains
-  long units, which then continue on CPUs in fp32 without a change of precision;
+  been run on a GPU, and a stored result earns bf16 only through a pair of that model of
+  card, ``lstpe campaign pair --device cuda``); long units trained on a GPU in fp32 then
+  continue on CPUs without a change of precision;
 * a CPU without bf16 instructions (AVX2 only: older AMD EPYCs and Intel Xeons): fp32 --
   bf16 is emulated there, many times slower;
 * a CPU with bf16 instructions (``avx512_bf16``: AMD EPYC Zen 4, most of this project's

@@ -322,8 +322,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(table.to_string(index=False))
     total = table["minutes_at_rate"].sum()
     print(f"\ntotal: {int(table['model_epochs'].sum()):,} model-epochs, {total:.1f} min of "
-          f"training at {args.rate:g} model-epochs/s (plus ~2 min to start a machine); a lease "
-          "holds 30 min, one command 10 min (a cut-off part resumes in the next command)")
+          f"training at {args.rate:g} model-epochs/s (a part that --minutes cuts off resumes "
+          "when the same command runs again)")
     return 0
 
 

@@ -1,6 +1,7 @@
 """Finished runs through a narrow door: pack them into small files, unpack them safely.
 
-A GPU lease returns at most 8 files of at most 16 MiB (64 MiB in all) per command. :func:`pack`
+A lent GPU machine (this project's past leases) returned at most 8 files of at most 16 MiB
+(64 MiB in all) per command. :func:`pack`
 writes the finished runs under a results folder (``manifest.json`` and the files it lists:
 ``history.csv``, ``artifacts.pt``, ``tables/``; never ``checkpoints/``, lock files, a run in a
 hidden folder such as the campaign's ``.campaign/``, or a file the manifest does not list) into

@@ -21,7 +21,7 @@ from lstpe.store.storage import parse_json
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 MAX_PACK_BYTES = 2**40
-"""No size in a pack's index may exceed this (1 TiB; a lease returns 64 MiB)."""
+"""No size in a pack's index may exceed this (1 TiB; a past lease returned 64 MiB)."""
 
 MANIFEST_MAX_BYTES = 4 * 2**20
 """A run's ``manifest.json`` in a pack is read into memory only up to this size (the package

@@ -69,7 +69,7 @@ def epoch_s(first_s: float, longest: float) -> float:
     """The seconds a deadline must leave for one more epoch: the longest epoch timed after the
     first this process trained, or that first one while it is the only one. The first holds
     one-time costs (a CUDA graph's captures, a ``torch.compile``, the allocator's first
-    allocations) that no later epoch pays, so it would end a lease early."""
+    allocations) that no later epoch pays, so it would end a short run early."""
     return longest if longest > 0 else first_s
 
 

@@ -265,7 +265,7 @@ def one_model_chunk(cfgs: list[TrainConfig], device: torch.device, splits: dict 
                     **task_kw: Any):
     """The task and optimizer of one chunk of one-model configurations ``cfgs`` (each its own
     PE, seed and optimizer settings; the rest of ``cfgs[0]``), with the evaluation subsets of
-    ``cfgs[0]``: what the campaign's probe and a GPU lease time, and a packed chunk trains.
+    ``cfgs[0]``: what the campaign's probe times and a packed chunk trains.
     ``splits``: the data (default: loaded); ``task_kw`` go to :class:`LSTTask` (``eval_chunk``,
     ``offsets``, ``targets``, ``total``). Returns ``(task, opt)``."""
     from lstpe.training.config import load_data
