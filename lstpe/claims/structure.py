@@ -128,10 +128,20 @@ def _against(x: Inputs, block: int = 0) -> str:
     t = s[(s["block"] == block) & s["sigma"].isin(SMALL_SIGMAS)] if have(s) else None
     if t is None or t.empty or not (t["p_dpe"] < ALPHA).any():
         return ""
+    whole = ""
+    if "p_final" in t:
+        fin = t["p_final"] < ALPHA
+        new = int((fin & ~(t["p_init"] < ALPHA)).sum()) if "p_init" in t else None
+        whole = (f"; the whole trained PE is 2-D in {int(fin.sum())} of {len(t)}"
+                 + (f", {new} of them not at initialisation" if new is not None else ""))
+        if "init_share" in t:
+            lo, hi = f"{t['init_share'].min():.0%}", f"{t['init_share'].max():.0%}"
+            share = lo if lo == hi else f"{lo} to {hi}"
+            whole += f", though the initial draw still carries {share} of it"
     return (f"; against this reading, on our own measure: what training added (the learned "
             f"part dPE) is 2-D in {int((t['p_dpe'] < ALPHA).sum())} of {len(t)} models at "
-            "σ ≤ 0.2 (chapter 7), a change the distance, set by the PE's norm, does not "
-            "register")
+            f"σ ≤ 0.2{whole} (chapter 7), a change the distance, set by the PE's norm, does "
+            "not register")
 
 
 def _uncovered(at0: tuple[str, str], shift: tuple[float, float] | None, moved: str
