@@ -246,7 +246,7 @@ def test_structure_is_judged_on_the_papers_distance_not_on_our_grid_score():
         assert c.why.startswith(verdicts.AT_INIT), c.why
         assert "against this reading, on our own measure" in c.why
         assert "2-D in 10 of 10 models at σ ≤ 0.2; the whole trained PE is 2-D in 10 of 10, " \
-            "10 of them not at initialisation, though the initial draw still carries 90% of " \
+            "none of them 2-D at initialisation, though the initial draw still carries 90% of " \
             "it" in c.why
     assert "as far from 2d-fixed as they started" in still[0].why
     closer = structure.checks(C.Inputs(final=FALLING, structure=grid, procrustes=_learn(

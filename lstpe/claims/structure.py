@@ -133,7 +133,8 @@ def _against(x: Inputs, block: int = 0) -> str:
         fin = t["p_final"] < ALPHA
         new = int((fin & ~(t["p_init"] < ALPHA)).sum()) if "p_init" in t else None
         whole = (f"; the whole trained PE is 2-D in {int(fin.sum())} of {len(t)}"
-                 + (f", {new} of them not at initialisation" if new is not None else ""))
+                 + ("" if new is None else ", none of them 2-D at initialisation"
+                    if new == int(fin.sum()) else f", {new} of them not 2-D at initialisation"))
         if "init_share" in t:
             lo, hi = f"{t['init_share'].min():.0%}", f"{t['init_share'].max():.0%}"
             share = lo if lo == hi else f"{lo} to {hi}"
