@@ -44,3 +44,24 @@ def test_table1_long_reads_the_mechanisms_learn_02_at_table_1s_length() -> None:
                  & (h["condition"].astype(str) == "all")]["accuracy"].mean()
         assert t.loc["learn-0.2", "val_last"] == pytest.approx(want)
     assert (t["epoch"] <= 1000).all()
+
+
+def test_a_seed_still_on_its_way_does_not_pull_its_pe_back(monkeypatch) -> None:
+    """One seed at Table 1's length and one paused at 400: the PE reads at 1000 over the one
+    seed that got there (its accuracy, not a mean with the other's), never at 400."""
+    def fake(unit: lu.LongUnit, results_dir=None) -> dict | None:
+        if unit.pe != "rope":
+            return None
+        last = 1000 if unit.seed == 2235 else 400
+        acc = 0.9 if unit.seed == 2235 else 0.5
+        h = pd.DataFrame([{"epoch": e, "split": s, "condition": "all", "accuracy": acc}
+                          for e in range(200, last + 1, 200)
+                          for s in ("val_dropout", "train_running")])
+        return {"epoch": last, "history": h}
+
+    monkeypatch.setattr(lu, "load_long", fake)
+    t = table1_long().set_index("pe")
+    assert list(t.index) == ["rope"]
+    assert t.loc["rope", "epoch"] == 1000 and t.loc["rope", "seeds"] == 1
+    assert t.loc["rope", "val_last"] == pytest.approx(0.9)
+    assert t.loc["rope", "val_200"] == pytest.approx(0.9)

@@ -258,7 +258,8 @@ def table1_long(results_dir: str | Path | None = None, at: int = AT) -> pd.DataF
     :data:`lstpe.experiments.long_units.LONG_PLAN` of a Table 1 PE (the chunks
     ``table1-<seed>``, ``2d-fixed`` and ``learn-0.2`` on their own, and a model another leg
     trains with the same recipe, e.g. the mechanism's ``learn-0.2`` at seed 2235), each PE at
-    the longest epoch all its published units reached, at most Table 1's length (1000).
+    the furthest epoch one of its published units reached, at most Table 1's length (1000),
+    over the units that reached it (a seed still on its way joins once it gets there).
 
     Returns:
         :data:`TABLE1_LONG_COLUMNS`, one row per PE with a published unit (in Table 1's
@@ -281,7 +282,8 @@ def table1_long(results_dir: str | Path | None = None, at: int = AT) -> pd.DataF
         longs = [x for x in (lu.load_long(u, results_dir) for u in us.values()) if x is not None]
         if not longs:
             continue
-        last = min(min(x["epoch"] for x in longs), REGISTRY["table1"].paper_epochs)
+        last = min(max(x["epoch"] for x in longs), REGISTRY["table1"].paper_epochs)
+        longs = [x for x in longs if x["epoch"] >= last]  # a seed still on its way waits
         acc = pd.concat([long_runs.accuracy_at(x, [at, last]) for x in longs])
         mean = acc.groupby(["split", "epoch"])["accuracy"].mean()
         rows.append({"pe": pe, "seeds": len(longs), "epoch": last,
