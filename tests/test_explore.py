@@ -224,6 +224,36 @@ def test_the_page_views_hold_every_stored_model(run):
     plt.close("all")
 
 
+def test_later_views_are_drawn_into_the_first_views_frame_and_keep_their_checks(run):
+    """The page's views share one layout per kind: a later model's figure takes the first
+    view's size and panel positions (no layout engine of its own), its own kernel and curve
+    drawn there, and each view on the page still carries both renderings' checks."""
+    import html as h
+    import json
+
+    from lstpe.rendering.responsive import CHECK_ATTR
+
+    for phone in (False, True):
+        first, _ = explore.model_figure(run.history, run.artifacts, "learn-0.1", 1, phone=phone)
+        frame = explore._frame(first)
+        later, (k, _, _) = explore.model_figure(run.history, run.artifacts, "learn-0.5", 2,
+                                                phone=phone, frame=frame)
+        assert later.get_layout_engine() is None
+        assert tuple(later.get_size_inches()) == pytest.approx(frame[0])
+        np.testing.assert_allclose([ax.get_position(original=True).bounds for ax in later.axes],
+                                   frame[1])
+        np.testing.assert_allclose(k, _kernel(run, "learn-0.5", 2))
+        panel = _kernel_panels(later)[0]
+        np.testing.assert_allclose(panel.images[0].get_array(), k)
+        assert "seed 2" in panel.get_title()
+    text = explore.sigma_views(run.history, run.artifacts)
+    checks = [json.loads(h.unescape(c)) for c in re.findall(rf'{CHECK_ATTR}="([^"]*)"', text)]
+    assert len(checks) == len(_views(h.unescape(text))) == 5
+    assert all(set(c) == {"laptop", "phone"} and set(c["phone"]) >= {"small", "cut"}
+               for c in checks)
+    plt.close("all")
+
+
 def test_views_html_refuses_a_key_of_the_wrong_length():
     with pytest.raises(ValueError, match="one value per control"):
         widgets.views_html({("a",): b"x"}, [widgets.Control("a", (("a", "a"),)),

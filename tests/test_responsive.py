@@ -210,3 +210,20 @@ def test_a_wide_table_of_heatmaps_is_stacked_with_its_row_names_and_colour_bars(
     key.legend(*ax.get_legend_handles_labels())
     ph2 = phone.phone_figure(style.readable(fig2))
     assert len(ph2.axes) == 1 and len(ph2.legends) + (ph2.axes[0].get_legend() is not None) == 1
+
+
+def test_a_just_checked_figure_saves_the_same_png_without_drawing_it_again():
+    """After :func:`responsive.check_figure` laid out a figure without a layout engine (an
+    explorer's later views), the PNG read from that draw's tight box is byte for byte the one
+    ``bbox_inches="tight"`` saves."""
+    fig, (a, b) = plt.subplots(1, 2, layout="none", dpi=style.DPI)
+    a.imshow(np.random.default_rng(0).random((16, 16)))
+    fig.colorbar(a.images[0], ax=a)
+    b.plot([0, 200], [0.2, 0.9], "D-")
+    b.set_title("ours at 200: 0.963\nauthors at 200: 0.947 ± 0.027")
+    fig.legend(["x"], loc="lower center")
+    responsive.check_figure(fig, style.COLUMN_PX)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+    assert responsive._png(fig, drawn=True) == buf.getvalue()
+    plt.close(fig)

@@ -196,28 +196,54 @@ def sigma_grid(history: pd.DataFrame, artifacts: Mapping[str, Any], seed: int | 
     return style.readable(fig)
 
 
+Frame = tuple[tuple[float, float], tuple[tuple[float, float, float, float], ...]]
+"""A laid-out figure's size (inches) and each axes' original position (figure fractions), in
+``fig.axes`` order: :func:`model_figure` draws another model into the same frame without
+laying it out again."""
+
+
+def _frame(fig: Figure) -> Frame:
+    """The frame of ``fig``, laid out (:data:`Frame`)."""
+    from lstpe.rendering.style import lay_out
+
+    lay_out(fig)
+    size = tuple(float(x) for x in fig.get_size_inches())
+    return size, tuple(tuple(ax.get_position(original=True).bounds) for ax in fig.axes)
+
+
 def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, seed: int,
-                 phone: bool = False) -> tuple[Figure, tuple[np.ndarray, pd.DataFrame, str]]:
+                 phone: bool = False, frame: Frame | None = None
+                 ) -> tuple[Figure, tuple[np.ndarray, pd.DataFrame, str]]:
     """One model's explorer view (:func:`draw_model`, the legend under both panels), as
     wide as the page's column; the figure (closed in pyplot) and its kernel, curve, split.
     ``phone``: the same view drawn for the phone's column
-    (:data:`lstpe.rendering.phone.PHONE_PX`): the kernel above the curve."""
+    (:data:`lstpe.rendering.phone.PHONE_PX`): the kernel above the curve. ``frame``: another
+    model's laid-out view of the same kind (:func:`_frame`): this one takes its size and
+    panel positions instead of a layout of its own (the panels, ticks and legend are the same
+    in every view; the page's checks still read each view)."""
     import matplotlib.pyplot as plt
 
     from lstpe.rendering.phone import PHONE_PX
 
     kernel, curve, authors, split = _model_data(history, artifacts, pe, int(seed))
+    layout = "constrained" if frame is None else "none"
     if phone:
         fig, (ax_k, ax_c) = plt.subplots(2, 1, figsize=((PHONE_PX - 24) / style.DPI, 6.6),
-                                         layout="constrained", dpi=style.DPI)
+                                         layout=layout, dpi=style.DPI)
     else:
         fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.7),
-                                         layout="constrained", dpi=style.DPI,
+                                         layout=layout, dpi=style.DPI,
                                          gridspec_kw={"width_ratios": [1, 1.25]})
     draw_model(ax_k, ax_c, kernel, curve, authors, pe, int(seed), split)
     fig.legend(*ax_c.get_legend_handles_labels(), fontsize=9, loc="outside lower center",
                ncols=1 if phone else 3)  # under the panels: inside, it would cover the curve
-    if not phone:
+    if frame is not None and len(frame[1]) == len(fig.axes):
+        fig.set_size_inches(*frame[0])
+        for ax, pos in zip(fig.axes, frame[1], strict=True):
+            ax.set_position(pos, which="both")
+    elif frame is not None:  # another set of panels than the frame's: lay this one out
+        fig.set_layout_engine("constrained")
+    if not phone and frame is None:
         style.readable(fig)
     close_figure(fig)
     return fig, (kernel, curve, split)
@@ -227,15 +253,32 @@ def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any]) -> str:
     """The explorer for the rendered page: every stored (sigma, seed) model pre-rendered
     (:func:`model_figure`, for the laptop's and the phone's column) behind a sigma and a seed
     select box
-    (:func:`lstpe.rendering.widgets.views_html`; a pair with no stored model says so)."""
+    (:func:`lstpe.rendering.widgets.views_html`; a pair with no stored model says so). Each
+    kind of view is laid out once, on the first model, and every other model is drawn into
+    that frame (:func:`_frame`): the layout engine is the slow part of a view."""
+    from lstpe.rendering.responsive import figure_html
+
     models = sigma_models(artifacts)
-    views = {(pe, str(s)): (model_figure(history, artifacts, pe, s)[0],
-                            model_figure(history, artifacts, pe, s, phone=True)[0])
-             for pe, seeds in models.items() for s in seeds}
+    views: dict[tuple[str, str], str] = {}
+    frames: dict[bool, Frame] = {}
+    for pe, seeds in models.items():
+        for s in seeds:
+            figs = {}
+            for phone in (False, True):
+                figs[phone] = model_figure(history, artifacts, pe, s, phone=phone,
+                                           frame=frames.get(phone))[0]
+            views[(pe, str(s))] = figure_html(figs[False], phone=figs[True],
+                                              alt=f"{ALT}: {pe}|{s}", fitted=bool(frames))
+            if not frames:  # the first view, fitted to the column: every other one's frame
+                frames = {p: _frame(f) for p, f in figs.items()}
     seeds = sorted({s for ss in models.values() for s in ss})
     controls = [Control("σ", tuple((pe, f"{_sigma(pe):g}") for pe in models)),
                 Control("seed", tuple((str(s), str(s)) for s in seeds))]
-    return views_html(views, controls, alt="learned PE and learning curve")
+    return views_html(views, controls, alt=ALT)
+
+
+ALT = "learned PE and learning curve"
+"""The alt text of the explorer's views (each view's key appended)."""
 
 
 class SigmaExplorer:

@@ -65,15 +65,19 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
     :func:`~lstpe.rendering.style.crowded_cell_labels`)."""
     import warnings
 
+    if not hasattr(fig.canvas, "get_renderer"):  # closed in pyplot: measured on an Agg canvas
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(fig)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        style.lay_out(fig)
+        style.lay_out(fig)  # once: every check below reads the boxes of this draw
     collapsed = sorted({str(w.message).split(".")[0] for w in caught
                         if "collapsed" in str(w.message)})
-    return {"small": [list(t) for t in style.small_text(fig, column_px=column_px)],
+    return {"small": [list(t) for t in style.small_text(fig, column_px=column_px, draw=False)],
             "overlap": [list(t) for t in style.overlapping_text(fig, draw=False)],
             "legend": [list(t) for t in style.legend_clashes(fig, draw=False)],
-            "cut": [list(t) for t in style.markers_at_edge(fig)],
+            "cut": [list(t) for t in style.markers_at_edge(fig, draw=False)],
             "collapsed": collapsed,
             "dense": [list(t) for t in style.crowded_cell_labels(fig, draw=False)]}
 
@@ -81,15 +85,25 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
 # --------------------------------------------------------------------------- the phone
 
 
-def _png(fig: Figure) -> bytes:
+def _png(fig: Figure, drawn: bool = False) -> bytes:
+    """The PNG the inline backend saves (``bbox_inches="tight"``). ``drawn``: ``fig`` was just
+    laid out (:func:`check_figure`): without a layout engine, its tight box is read from that
+    draw (the same box) instead of drawing it once more first."""
+    import matplotlib as mpl
+
+    bbox: Any = "tight"
+    if drawn and fig.get_layout_engine() is None and hasattr(fig.canvas, "get_renderer"):
+        pad = mpl.rcParams["savefig.pad_inches"]
+        bbox = fig.get_tightbbox(fig.canvas.get_renderer()).padded(pad)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches=bbox)
     return buf.getvalue()
 
 
-def renderings(fig: Figure, phone: Figure | None = None
+def renderings(fig: Figure, phone: Figure | None = None, fitted: bool = False
                ) -> tuple[bytes, bytes | None, dict[str, Any]]:
-    """The laptop's PNG (``fig`` fitted to the column first: :func:`style.readable`), the
+    """The laptop's PNG (``fig`` fitted to the column first: :func:`style.readable`, unless
+    ``fitted``: drawn into a frame already fitted, which the checks still measure), the
     phone's PNG (None where the figure cannot be copied) and the checks of each
     (``{"laptop": ..., "phone": ...}``; the phone's is ``{"error": [why]}`` when there is no
     phone rendering). ``phone``: the phone's figure drawn for its column by the caller
@@ -103,16 +117,17 @@ def renderings(fig: Figure, phone: Figure | None = None
         return BLANK_PNG, None, {"phone": {"error": [f"{TEXT_ONLY_ENV}=1: not drawn"]}}
     with warnings.catch_warnings():  # layout engines warn while they try: the checks judge
         warnings.simplefilter("ignore", UserWarning)
-        style.readable(fig)
+        if not fitted:
+            style.readable(fig)
         result: dict[str, Any] = {"laptop": check_figure(fig, style.COLUMN_PX)}
-        laptop = _png(fig)
+        laptop = _png(fig, drawn=True)
         try:
             ph = phone if phone is not None else phone_figure(fig)
         except Exception as err:  # noqa: BLE001 - any failure is reported, the figure shows
             result["phone"] = {"error": [f"{type(err).__name__}: {err}"]}
             return laptop, None, result
         result["phone"] = check_figure(ph, PHONE_PX)
-        phone = _png(ph)
+        phone = _png(ph, drawn=True)
     plt.close(ph)
     return laptop, phone, result
 
@@ -126,11 +141,12 @@ def _data_uri(png: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
 
 
-def figure_html(fig: Figure, alt: str | None = None, phone: Figure | None = None) -> str:
+def figure_html(fig: Figure, alt: str | None = None, phone: Figure | None = None,
+                fitted: bool = False) -> str:
     """``fig`` as a ``<picture>``: the phone's rendering below :data:`PHONE_MEDIA`, the
-    laptop's otherwise, both checked (:data:`CHECK_ATTR`); ``phone``: as in
+    laptop's otherwise, both checked (:data:`CHECK_ATTR`); ``phone``, ``fitted``: as in
     :func:`renderings`."""
-    laptop, phone, result = renderings(fig, phone)
+    laptop, phone, result = renderings(fig, phone, fitted)
     alt = alt or _alt(fig)
     source = (f'<source media="{PHONE_MEDIA}" srcset="{_data_uri(phone)}">' if phone else "")
     return (f'<picture class="lstpe-figure" {CHECK_ATTR}="{html.escape(json.dumps(result))}">'

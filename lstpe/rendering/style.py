@@ -101,9 +101,10 @@ def lay_out(fig: Figure) -> None:
         fig.draw(renderer)
 
 
-def _png_width_px(fig: Figure) -> float:
+def _png_width_px(fig: Figure, draw: bool = True) -> float:
     """Width in px of the PNG the inline backend saves (``bbox_inches="tight"``, which pads
-    the tight box by ``savefig.pad_inches`` on each side), measured on the drawn figure."""
+    the tight box by ``savefig.pad_inches`` on each side), measured on the drawn figure
+    (``draw=False``: it was just drawn)."""
     import matplotlib as mpl
 
     canvas = fig.canvas
@@ -111,7 +112,8 @@ def _png_width_px(fig: Figure) -> float:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         canvas = FigureCanvasAgg(fig)
-    lay_out(canvas.figure)  # a layout engine places the axes when the figure is drawn
+    if draw:
+        lay_out(canvas.figure)  # a layout engine places the axes when the figure is drawn
     pad = 2 * mpl.rcParams["savefig.pad_inches"] * fig.dpi
     return fig.get_tightbbox(canvas.get_renderer()).width * fig.dpi + pad
 
@@ -129,12 +131,12 @@ def _texts(fig: Figure) -> list[Text]:
     return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
 
 
-def small_text(fig: Figure, min_pt: float = MIN_PT,
-               column_px: float = COLUMN_PX) -> list[tuple[str, float]]:
+def small_text(fig: Figure, min_pt: float = MIN_PT, column_px: float = COLUMN_PX,
+               draw: bool = True) -> list[tuple[str, float]]:
     """``(text, displayed pt)`` of every visible text of ``fig`` that shows under ``min_pt``
-    on the page (:func:`displayed_pt`)."""
+    on the page (:func:`displayed_pt`); ``draw=False``: the figure was just drawn."""
     out = []
-    scale = min(1.0, column_px / _png_width_px(fig)) * fig.dpi / DPI  # one layout for all
+    scale = min(1.0, column_px / _png_width_px(fig, draw)) * fig.dpi / DPI  # one layout for all
     for t in _texts(fig):
         pt = t.get_fontsize() * scale
         if pt < min_pt - 1e-6:
@@ -216,13 +218,16 @@ def _has_marker(line: Any) -> bool:
     return line.get_visible() and line.get_marker() not in (None, "None", "none", "", " ")
 
 
-def markers_at_edge(fig: Figure, margin_px: float = 2.0) -> list[tuple[str, float, float]]:
+def markers_at_edge(fig: Figure, margin_px: float = 2.0, draw: bool = True
+                    ) -> list[tuple[str, float, float]]:
     """``(label, x, y)`` (data coordinates) of every marker of ``fig``'s axes whose centre lies
     less than its half size plus ``margin_px`` inside its axes' box: a point drawn on the
-    frame, cut by it, or out of view (error-bar caps included; colour bars skipped)."""
+    frame, cut by it, or out of view (error-bar caps included; colour bars skipped).
+    ``draw=False``: the figure was just drawn."""
     import numpy as np
 
-    lay_out(fig)
+    if draw:
+        lay_out(fig)
     out = []
     for ax in fig.axes:
         if not ax.get_visible() or ax.get_label() == "<colorbar>":

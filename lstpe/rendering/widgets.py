@@ -102,13 +102,15 @@ def _control_html(c: Control) -> str:
     raise ValueError(f"unknown control kind {c.kind!r}")
 
 
-def views_html(views: Mapping[tuple[str, ...], bytes | Figure | tuple[Figure, Figure]],
+def views_html(views: Mapping[tuple[str, ...], bytes | str | Figure | tuple[Figure, Figure]],
                controls: Sequence[Control],
                alt: str = "explorer view") -> str:
     """The pre-rendered views of an explorer as one HTML block that switches between them.
 
     Args:
-        views: a PNG (or SVG), or a figure, per state, keyed by the controls' values in order
+        views: a PNG (or SVG), a figure, or a ``<picture>`` of
+            :func:`lstpe.rendering.responsive.figure_html`, per state, keyed by the controls'
+            values in order
             (a control with no option of that value makes the view unreachable); a figure
             becomes a ``<picture>`` with its phone rendering and checks
             (:func:`lstpe.rendering.responsive.figure_html`), a pair of figures (laptop,
@@ -132,6 +134,10 @@ def views_html(views: Mapping[tuple[str, ...], bytes | Figure | tuple[Figure, Fi
         k = "|".join(key)
         hidden = "" if k == first else " hidden"
         label = f"{alt}: {k}"
+        if isinstance(png, str):  # a <picture> already drawn (figure_html, its alt given)
+            imgs.append(png.replace("<picture ", f'<picture data-key="{html.escape(k)}"{hidden} ',
+                                    1))
+            continue
         if not isinstance(png, bytes):  # a figure (or laptop and phone figures): a <picture>
             fig, phone = png if isinstance(png, tuple) else (png, None)
             imgs.append(figure_html(fig, alt=label, phone=phone).replace(
