@@ -156,3 +156,22 @@ def test_a_task_paused_by_its_budget_resumes_to_the_same_models(results, monkeyp
     mine = runs.models_run("table2", results, pes=["learn-0.2"], seeds=[2235])
     assert mine.final("val")["accuracy"].tolist() == pytest.approx(
         got.final("val")["accuracy"].tolist(), abs=1e-6)
+
+
+def test_the_plan_counts_what_a_readers_tasks_finished(results, capsys):
+    """``reproduce plan`` says what is left: before any task all 30 models of the (shrunk)
+    Table 2; after two of three tasks over 3 seeds, the models of the third task's slice."""
+    seeds = [2235, 6312, 6068]
+    plan = ["reproduce", "plan", "--table", "2", "--seeds", *map(str, seeds), "--device",
+            "h100"]
+    assert cli.main(plan) == 0
+    assert "6 of 6 models" in capsys.readouterr().out
+    for i in range(2):
+        assert reproduce("--seeds", *map(str, seeds), "--task-index", str(i),
+                         "--task-count", "3") == 0
+    capsys.readouterr()
+    assert cli.main(plan) == 0
+    out = capsys.readouterr().out
+    third = slices.task_slice(slices.run_models(["table2"], "paper", seeds=seeds), 2, 3)
+    assert f"{len(third)} of 6 models" in out and f"{len(third) * 2} of 12 model-epochs" in out
+    assert "measured fp32" in out and "H100" in out  # the stored lease's rate, named

@@ -312,18 +312,90 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_plan(args: argparse.Namespace) -> int:
-    from lstpe.experiments.plan import plan_table
+TABLE_PARTS: dict[str, list[str]] = {
+    "1": ["table1"], "2": ["table2"], "3": ["table2"], "4": ["table4/adam", "table4/sgd"],
+    "5": ["tables56"], "6": ["tables56"], "mechanism": ["long4000"]}
+"""``--table``: the parts that train the models a table of the paper reads (tables numbered
+as in its first version; Table 3 reads Table 2's models, Tables 5 and 6 the same runs)."""
 
-    parts = [p for p in (args.parts or DEFAULT_PARTS) if p in REGISTRY]
-    _check_parts(args.parts or [])
-    table = plan_table(parts, args.scale, rate=args.rate, memory_gib=args.memory_gib,
-                       **_overrides(args))
+
+def _parts(args: argparse.Namespace) -> list[str]:
+    """The parts named by ``--parts`` or ``--table`` (not both), default :data:`DEFAULT_PARTS`."""
+    table = getattr(args, "table", None)
+    if table is not None and args.parts:
+        raise ValueError("give --parts or --table, not both")
+    if table is not None:
+        if str(table) not in TABLE_PARTS:
+            raise ValueError(f"--table {table!r} is not a table of the paper that trains "
+                             f"models; one of {', '.join(TABLE_PARTS)}")
+        return TABLE_PARTS[str(table)]
+    return args.parts or DEFAULT_PARTS
+
+
+def stored_models(runs: list[str], args: argparse.Namespace, out: Path) -> dict[str, int]:
+    """Run name -> its models already finished where ``reproduce run`` writes them (the whole
+    run's folder, or a cluster task's ``<run>/<pe>/<seed>/``), each verified."""
+    ov = _overrides(args)
+    done: dict[str, int] = {}
+    for name in runs:
+        home = run_home(name, args, out)
+        models = slices.run_models([name], args.scale, **ov)
+        if (home / "manifest.json").exists() and _finished(home, run_config(
+                name, args.scale, **ov).to_dict()):
+            done[name] = len(models)
+            continue
+        done[name] = sum(1 for m in models
+                         if (model_home(m, args, out) / "manifest.json").exists()
+                         and _finished(model_home(m, args, out),
+                                       _model_config(m, args.scale, ov).to_dict()))
+    return done
+
+
+def _device_kind(device: str | None) -> str:
+    """The kind of ``--device`` for the plan's rate: the local GPU's (or ``cpu``) for auto."""
+    from lstpe.experiments.plan import device_kind
+
+    if device in (None, "auto", "cuda") or str(device).startswith("cuda:"):
+        import torch
+
+        if torch.cuda.is_available():
+            return device_kind(torch.cuda.get_device_name())
+        return "cpu" if device in (None, "auto") else "cuda"
+    return device_kind(str(device))
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print what the parts cost, what is left of them here, and the minutes that leaves on
+    ``--device`` at a measured rate (an assumed one, labelled so, where none was measured)."""
+    from lstpe.experiments.plan import TARGET_RATE, measured_rates, plan_table, rate_on
+
+    asked = _parts(args)
+    _check_parts(asked)
+    parts = [p for p in asked if p in REGISTRY]
+    out = Path(args.out) if args.out else res.results_root() / args.scale
+    kind, precision = _device_kind(args.device), "bf16" if args.amp else "fp32"
+    measured = None if args.rate is not None else rate_on(kind, precision,
+                                                          measured_rates(repo_root()))
+    rate = TARGET_RATE if args.rate is None else args.rate
+    table = plan_table(parts, args.scale, rate=rate, memory_gib=args.memory_gib,
+                       stored=stored_models(parts, args, out),
+                       rate_at=measured[0] if measured else None, **_overrides(args))
     print(table.to_string(index=False))
     total = table["minutes_at_rate"].sum()
-    print(f"\ntotal: {int(table['model_epochs'].sum()):,} model-epochs, {total:.1f} min of "
-          f"training at {args.rate:g} model-epochs/s (a part that --minutes cuts off resumes "
-          "when the same command runs again)")
+    left = int((table["to_train"] * table["epochs"]).sum())
+    print(f"\nleft to train (not finished by `lstpe reproduce run` in {out.parent}): "
+          f"{int(table['to_train'].sum())} of "
+          f"{int(table['models'].sum())} models, {left:,} of "
+          f"{int(table['model_epochs'].sum()):,} model-epochs; {total:.1f} min of training on "
+          f"{kind} ({precision})")
+    if measured:
+        print(f"rate: {measured[1]}")
+    else:
+        why = "--rate" if args.rate is not None else f"never measured on {kind} in {precision}"
+        print(f"rate: an estimate, {rate:g} model-epochs/s assumed ({why}; the default is an "
+              "H200's measured bf16 rate at 48 models)")
+    print("evaluation and start-up come on top; a part that --minutes cuts off resumes when "
+          "the same command runs again")
     return 0
 
 
@@ -386,8 +458,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
             s.add_argument("--task-count", type=int, metavar="N", help="the array's number of "
                            "tasks (default: $SLURM_ARRAY_TASK_COUNT)")
         if name == "plan":
-            s.add_argument("--rate", type=float, default=250.0,
-                           help="assumed model-epochs per second (default 250: the target)")
+            s.add_argument("--table", metavar="N", help="the parts that train table N's models "
+                           f"({', '.join(TABLE_PARTS)}), instead of --parts")
+            s.add_argument("--rate", type=float, help="assumed model-epochs per second "
+                           "(default: the rate measured on --device, else an H200's)")
             s.add_argument("--memory-gib", type=float, default=70.0)
     s = sub.add_parser("pack")
     s.add_argument("--root", help="results folder to pack (default results/paper)")

@@ -1,0 +1,56 @@
+"""``lstpe reproduce plan``'s rates: read from the stored throughput measurements (the GPU
+leases' tables, checked here against the CSV rows themselves), an assumed rate labelled as an
+estimate where a kind of device was never measured, and ``--table`` naming the paper's
+tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from lstpe import cli
+from lstpe.experiments import plan
+from lstpe.experiments.reproduce import TABLE_PARTS
+from lstpe.runtime import repo_root
+
+H100 = "results/benchmarks/lease_NVIDIA_H100_80GB_HBM3_2026-11-27T020505Z.csv"
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"), ("Tesla T4", "t4"),
+    ("NVIDIA A100-SXM4-40GB", "a100"), ("cpu: x86_64 (2 threads)", "cpu"), ("NVIDIA L4", "l4"),
+    ("NVIDIA L40S", "l40s")])
+def test_device_kinds(name, kind):
+    assert plan.device_kind(name) == kind
+
+
+def test_the_rate_is_the_lease_measurement_at_the_largest_chunk_not_above():
+    rows = pd.read_csv(repo_root() / H100)
+    bf16 = rows[rows["precision"] == "bf16"].set_index("models")["model_epochs_per_s"]
+    at, what = plan.rate_on("h100", "bf16", plan.measured_rates(repo_root()))
+    assert at(48) == pytest.approx(bf16[48]) and at(315) == pytest.approx(bf16[48])
+    assert at(20) == pytest.approx(bf16[12]) and at(1) == pytest.approx(bf16[3])
+    assert H100 in what and "H100" in what
+    assert plan.rate_on("t4", "fp32", plan.measured_rates(repo_root())) is None
+
+
+def test_an_unmeasured_device_gets_an_estimate_said_to_be_one(capsys):
+    assert cli.main(["reproduce", "plan", "--table", "4", "--device", "t4"]) == 0
+    out = capsys.readouterr().out
+    assert "an estimate" in out and "never measured on t4" in out
+    assert "table4/adam + table4/sgd" in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--table", "7"], "--table '7' is not a table"),
+    (["--table", "2", "--parts", "table1"], "not both")])
+def test_a_bad_table_is_named(argv, words, capsys):
+    assert cli.main(["reproduce", "plan", *argv]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_every_table_that_trains_is_a_registry_run():
+    from lstpe.experiments.registry import REGISTRY
+
+    assert {p for parts in TABLE_PARTS.values() for p in parts} <= set(REGISTRY)
+    assert TABLE_PARTS["4"] == ["table4/adam", "table4/sgd"]
