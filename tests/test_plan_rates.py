@@ -41,12 +41,15 @@ def test_an_unmeasured_device_gets_an_estimate_said_to_be_one(capsys):
     assert "table4/adam + table4/sgd" in out
 
 
+@pytest.mark.parametrize("action", ["plan", "run"])
 @pytest.mark.parametrize("argv, words", [
     (["--table", "7"], "--table '7' is not a table"),
     (["--table", "2", "--parts", "table1"], "not both")])
-def test_a_bad_table_is_named(argv, words, capsys):
-    assert cli.main(["reproduce", "plan", *argv]) == 2
+def test_a_bad_table_is_named(action, argv, words, capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("LSTPE_RESULTS", str(tmp_path / "results"))
+    assert cli.main(["reproduce", action, *argv]) == 2
     assert words in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()  # refused before anything is written
 
 
 def test_every_table_that_trains_is_a_registry_run():

@@ -259,7 +259,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     minutes = None if args.minutes is None else positive_minutes(args.minutes)
     args.deadline = time.monotonic() + 60 * minutes if minutes is not None else None
     task = slices.task_of(getattr(args, "task_index", None), getattr(args, "task_count", None))
-    parts = args.parts or DEFAULT_PARTS
+    parts = _parts(args)
     _check_parts(parts)
     runs = [p for p in parts if p in REGISTRY]
     ov = _overrides(args)
@@ -457,9 +457,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                            "<run>/<pe>/<seed>/ (default: $SLURM_ARRAY_TASK_ID)")
             s.add_argument("--task-count", type=int, metavar="N", help="the array's number of "
                            "tasks (default: $SLURM_ARRAY_TASK_COUNT)")
+        s.add_argument("--table", metavar="N", help="the parts that train table N's models "
+                       f"({', '.join(TABLE_PARTS)}), instead of --parts")
         if name == "plan":
-            s.add_argument("--table", metavar="N", help="the parts that train table N's models "
-                           f"({', '.join(TABLE_PARTS)}), instead of --parts")
             s.add_argument("--rate", type=float, help="assumed model-epochs per second "
                            "(default: the rate measured on --device, else an H200's)")
             s.add_argument("--memory-gib", type=float, default=70.0)
