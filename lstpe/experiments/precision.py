@@ -196,13 +196,6 @@ def load_pair(results_dir: str | Path | None = None, tag: str | None = None
     return out
 
 
-def stored_pairs(results_dir: str | Path | None = None) -> dict[str, dict[str, list[res.Run]]]:
-    """Every stored precision pair, by CPU tag (chapter 11 shows them wherever they ran)."""
-    base = pair_dir(results_dir, "x").parent
-    tags = sorted(p.name for p in base.glob("*") if p.is_dir()) if base.is_dir() else []
-    return {t: pr for t in tags if (pr := load_pair(results_dir, t)) is not None}
-
-
 def _metric_rows(history: pd.DataFrame) -> pd.DataFrame:
     """The rows of :data:`PAIR_METRIC` (empty where the history has none)."""
     split, cond = PAIR_METRIC

@@ -26,7 +26,6 @@ fp16 (the per-model loss scaler of old GPUs) is not compiled: that chunk keeps s
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -224,20 +223,6 @@ def explain(step: CompiledStep, batch: torch.Tensor, keys: torch.Tensor | None) 
     if step.consts is None:
         step.consts = consts_of(step.opt, step.missing(batch, keys))
     return torch._dynamo.explain(step._step)(batch, keys)
-
-
-def set_cache_dir(root: str | Path | None) -> Path | None:
-    """Point inductor's cache at ``root`` (created), unless ``TORCHINDUCTOR_CACHE_DIR`` is set
-    already; returns the folder in use (None: inductor's default)."""
-    env = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if env:
-        return Path(env)
-    if root is None:
-        return None
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
-    return path
 
 
 def folder_bytes(path: Path | None) -> int:
