@@ -69,4 +69,4 @@ def test_the_sentence_reads_the_table():
 def test_the_table_names_each_pairs_machines(twins):
     md = twin_table(twins)
     assert md.count("\n") == len(twins) + 2
-    assert "| `learn-2` | 2235 | CPU → H100 |" in md
+    assert "| `learn-2`, 2235 | CPU → H100 |" in md

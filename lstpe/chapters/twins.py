@@ -128,12 +128,11 @@ def _short(machine: str) -> str:
 
 
 def twin_table(twins: pd.DataFrame) -> str:
-    """:func:`machine_twins` as a narrow Markdown table (PE, seed, the two machines, the
-    epoch they part, validation accuracy at 200 of each)."""
-    head = ("| PE | seed | machines | parted at epoch | val. acc. at 200 |\n"
-            "|---|---|---|---|---|\n")
+    """:func:`machine_twins` as a Markdown table narrow enough for a phone (the model: PE and
+    seed; the two machines; the epoch they part; validation accuracy at 200 of each)."""
+    head = "| model | machines | apart at epoch | val. acc. at 200 |\n|---|---|---|---|\n"
     body = "".join(
-        f"| `{m.split('/')[1]}` | {m.split('/')[2]} | "
+        f"| `{m.split('/')[1]}`, {m.split('/')[2]} | "
         f"{_short(r.stored_on)} → {_short(r.again_on)} | "
         f"{'–' if np.isnan(r.first_apart) else int(r.first_apart)} | "
         f"{r.val_stored:.3f} → {r.val_again:.3f} |\n"
