@@ -50,20 +50,24 @@ def test_only_models_of_one_recipe_are_paired(twins):
 
 
 def test_the_sentence_reads_the_table():
+    """Gaps in validation puzzles (of 108), ties named, and each pair against the SD of its
+    own PE's stored seeds (computed here by hand)."""
     t = pd.DataFrame([
-        {"model": "table1/rope/1", "first_apart": 8, "gap": 0.01},
+        {"model": "table1/rope/1", "first_apart": 8, "gap": 1 / 108},
         {"model": "table1/nope/2", "first_apart": math.nan, "gap": 0.0},
-        {"model": "table1/rope/2", "first_apart": 30, "gap": 0.05},
-        {"model": "table1/nope/1", "first_apart": 2, "gap": 0.05}])
+        {"model": "table1/rope/2", "first_apart": 30, "gap": 6 / 108},
+        {"model": "table1/nope/1", "first_apart": 2, "gap": 6 / 108}])
     final = pd.DataFrame({"pe": ["rope"] * 3 + ["nope"] * 2, "seed": [1, 2, 3, 1, 2],
                           "accuracy": [0.5, 0.6, 0.7, 0.30, 0.40]})
     f = twin_facts(t, final)
     assert f["n"] == "4" and f["same"] == "1" and f["apart"] == "between epoch 2 and 30"
-    assert f["median"] == "0.030"
-    assert f["largest"] == "0.050, `rope` at seed 2 and `nope` at seed 1"
-    sd_rope, sd_nope = 0.1, math.sqrt(0.005)  # SDs of (0.5, 0.6, 0.7) and (0.3, 0.4)
-    assert f["sd"] == f"{(sd_rope + sd_nope) / 2:.3f}" and f["vs"] == "smaller than"
-    assert twin_facts(t.iloc[:0]) is None
+    assert f["median"] == "3.5 puzzles of 108 (0.032)"  # the mean of 1/108 and 6/108
+    assert f["largest"] == "6 puzzles of 108 (0.056), `rope` at seed 2 and `nope` at seed 1"
+    # rope's seeds: SD 0.1 (0.5, 0.6, 0.7); nope's: SD sqrt(0.005) = 0.0707 (0.3, 0.4)
+    assert f["n_over"] == "0" and f["over"] == "none"
+    f = twin_facts(t, final.assign(accuracy=[0.5, 0.51, 0.52, 0.30, 0.40]))  # rope SD 0.01
+    assert f["n_over"] == "1" and f["over"] == "`rope` at seed 2: 0.056 against 0.010"
+    assert twin_facts(t)["over"] == "–" and twin_facts(t.iloc[:0]) is None
 
 
 def test_the_table_names_each_pairs_machines(twins):

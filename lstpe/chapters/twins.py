@@ -87,35 +87,45 @@ def machine_twins(results_dir: str | Path | None = None, at: int = 200) -> pd.Da
     return pd.DataFrame(rows, columns=list(TWIN_COLUMNS))
 
 
-def twin_facts(twins: pd.DataFrame, final: pd.DataFrame | None = None
+def twin_facts(twins: pd.DataFrame, final: pd.DataFrame | None = None, n_val: int = 108
                ) -> dict[str, str] | None:
     """Chapter 11's sentence on :func:`machine_twins`: ``n`` (pairs), ``apart`` (where their
-    logs first differ: ``between epoch 1 and 60``), ``median``, ``largest`` (the gap at 200,
-    with its models), ``same`` (pairs never apart up to 200), ``sd`` (the median, over the
-    twins' PEs, of the SD between the stored seeds of a PE in ``final``: ``pe, seed,
-    accuracy``, one row per model; "–" without it), ``vs`` (the median gap against it:
-    ``smaller than`` or ``as large as``); None when there is no pair."""
+    logs first differ: ``between epoch 1 and 60``), ``same`` (pairs never apart up to 200),
+    ``median`` and ``largest`` (the gap at 200 in validation puzzles of ``n_val`` and as
+    accuracy; the largest with its models), ``over`` (the pairs whose gap exceeds the SD
+    between the stored seeds of their PE in ``final``: ``pe, seed, accuracy``, one row per
+    model; "–" without it), ``n_over``; None when there is no pair."""
     if twins.empty:
         return None
     apart = twins["first_apart"].dropna()
     top = twins["gap"].max()
-    at_top = [f"`{m.split('/')[1]}` at seed {m.split('/')[2]}"
-              for m in twins.loc[np.isclose(twins["gap"], top), "model"]]
-    sd, vs = "–", "beside"
+
+    def name(m: str) -> str:
+        return f"`{m.split('/')[1]}` at seed {m.split('/')[2]}"
+
+    def puzzles(gap: float) -> str:
+        k = round(gap * n_val, 1)  # a median of two can fall between whole puzzles
+        return f"{k:g} puzzle{'' if k == 1 else 's'} of {n_val} ({gap:.3f})"
+
+    over, n_over = "–", "–"
     if final is not None and len(final):
-        pes = {m.split("/")[1] for m in twins["model"]}
-        by = final[final["pe"].isin(pes)].groupby("pe")["accuracy"].std(ddof=1).dropna()
-        sd = f"{by.median():.3f}" if len(by) else "–"
-        vs = ("smaller than" if len(by) and twins["gap"].median() < by.median()
-              else "as large as")
+        sd = final.groupby("pe")["accuracy"].std(ddof=1)
+        pe_sd = twins["model"].map(lambda m: sd.get(m.split("/")[1], np.nan))
+        big = twins[twins["gap"] > pe_sd]
+        n_over = str(len(big))
+        over = "; ".join(f"{name(m)}: {g:.3f} against {s:.3f}"
+                         for m, g, s in zip(big["model"], big["gap"], pe_sd[big.index],
+                                            strict=True)) or "none"
     return {"n": str(len(twins)),
             "apart": ("at no logged epoch" if not len(apart)
                       else f"at epoch {int(apart.min())}" if apart.min() == apart.max()
                       else f"between epoch {int(apart.min())} and {int(apart.max())}"),
-            "median": f"{twins['gap'].median():.3f}",
-            "largest": f"{top:.3f}, {' and '.join(at_top)}",
             "same": str(int(twins["first_apart"].isna().sum())),
-            "sd": sd, "vs": vs}
+            "median": puzzles(float(twins["gap"].median())),
+            "largest": (puzzles(float(top)) + ", "
+                        + " and ".join(name(m) for m in
+                                       twins.loc[np.isclose(twins["gap"], top), "model"])),
+            "n_over": n_over, "over": over}
 
 
 def _short(machine: str) -> str:
@@ -130,7 +140,8 @@ def _short(machine: str) -> str:
 def twin_table(twins: pd.DataFrame) -> str:
     """:func:`machine_twins` as a Markdown table narrow enough for a phone (the model: PE and
     seed; the two machines; the epoch they part; validation accuracy at 200 of each)."""
-    head = "| model | machines | apart at epoch | val. acc. at 200 |\n|---|---|---|---|\n"
+    head = ("| model | machines | first differ at epoch | val. acc. at 200 |\n"
+            "|---|---|---|---|\n")
     body = "".join(
         f"| `{m.split('/')[1]}`, {m.split('/')[2]} | "
         f"{_short(r.stored_on)} → {_short(r.again_on)} | "
