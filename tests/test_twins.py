@@ -56,7 +56,8 @@ def test_the_sentence_reads_the_table():
         {"model": "table1/rope/1", "first_apart": 8, "gap": 1 / 108},
         {"model": "table1/nope/2", "first_apart": math.nan, "gap": 0.0},
         {"model": "table1/rope/2", "first_apart": 30, "gap": 6 / 108},
-        {"model": "table1/nope/1", "first_apart": 2, "gap": 6 / 108}])
+        {"model": "table1/nope/1", "first_apart": 2, "gap": 6 / 108}]).assign(
+            precisions="fp32/fp32")
     final = pd.DataFrame({"pe": ["rope"] * 3 + ["nope"] * 2, "seed": [1, 2, 3, 1, 2],
                           "accuracy": [0.5, 0.6, 0.7, 0.30, 0.40]})
     f = twin_facts(t, final)
@@ -68,6 +69,9 @@ def test_the_sentence_reads_the_table():
     f = twin_facts(t, final.assign(accuracy=[0.5, 0.51, 0.52, 0.30, 0.40]))  # rope SD 0.01
     assert f["n_over"] == "1" and f["over"] == "`rope` at seed 2: 0.056 against 0.010"
     assert twin_facts(t)["over"] == "–" and twin_facts(t.iloc[:0]) is None
+    assert f["precision"] == "both in fp32"
+    mixed = twin_facts(t.assign(precisions=["fp32/fp32", "fp32/bf16", "fp32/fp32", "?/fp32"]))
+    assert mixed["precision"] == "in ?, bf16, fp32 (the table says which)"
 
 
 def test_the_table_names_each_pairs_machines(twins):

@@ -24,10 +24,11 @@ from lstpe.store import results as res
 
 __all__ = ["TWIN_COLUMNS", "machine_twins", "twin_facts", "twin_table"]
 
-TWIN_COLUMNS = ("model", "stored_on", "again_on", "first_apart", "val_stored", "val_again",
-                "gap")
+TWIN_COLUMNS = ("model", "stored_on", "again_on", "precisions", "first_apart", "val_stored",
+                "val_again", "gap")
 """``model`` (``run/pe/seed`` of the long run), ``stored_on`` / ``again_on`` (each one's
-machine: its device, and its CPU's flags where recorded), ``first_apart`` (the first logged
+machine: its device, and its CPU's flags where recorded), ``precisions`` (both runs'
+arithmetic, e.g. ``fp32/fp32``; ``?`` where not recorded), ``first_apart`` (the first logged
 epoch whose running training accuracy differs; NaN: none up to 200), ``val_stored`` /
 ``val_again`` (validation accuracy with dropout on at epoch 200), ``gap`` (their absolute
 difference)."""
@@ -45,6 +46,12 @@ def _machine(manifest: dict[str, Any]) -> str:
     if device.startswith("cuda"):
         return device.split(":", 1)[-1].strip()
     return f"CPU ({' '.join(flags)})" if flags else "CPU (flags not recorded)"
+
+
+def _precision(manifest: dict[str, Any]) -> str:
+    """A manifest's arithmetic (``fp32``, ``bf16``), ``?`` where it records none."""
+    return str((manifest.get("long") or {}).get("precision")
+               or (manifest.get("campaign") or {}).get("precision") or "?")
 
 
 def _accuracy(history: pd.DataFrame, split: str) -> pd.Series:
@@ -81,6 +88,8 @@ def machine_twins(results_dir: str | Path | None = None, at: int = 200) -> pd.Da
                           for r in (stored, again))
                 rows.append({"model": u.key, "stored_on": _machine(stored.manifest),
                              "again_on": _machine(again.manifest),
+                             "precisions": f"{_precision(stored.manifest)}/"
+                                           f"{_precision(again.manifest)}",
                              "first_apart": int(apart.min()) if len(apart) else np.nan,
                              "val_stored": va, "val_again": vb, "gap": abs(va - vb)})
                 break
@@ -94,7 +103,8 @@ def twin_facts(twins: pd.DataFrame, final: pd.DataFrame | None = None, n_val: in
     ``median`` and ``largest`` (the gap at 200 in validation puzzles of ``n_val`` and as
     accuracy; the largest with its models), ``over`` (the pairs whose gap exceeds the SD
     between the stored seeds of their PE in ``final``: ``pe, seed, accuracy``, one row per
-    model; "–" without it), ``n_over``; None when there is no pair."""
+    model; "–" without it), ``n_over``, ``precision`` (``both in fp32``, or the kinds);
+    None when there is no pair."""
     if twins.empty:
         return None
     apart = twins["first_apart"].dropna()
@@ -116,7 +126,10 @@ def twin_facts(twins: pd.DataFrame, final: pd.DataFrame | None = None, n_val: in
         over = "; ".join(f"{name(m)}: {g:.3f} against {s:.3f}"
                          for m, g, s in zip(big["model"], big["gap"], pe_sd[big.index],
                                             strict=True)) or "none"
+    kinds = sorted({p for pair in twins["precisions"] for p in pair.split("/")})
     return {"n": str(len(twins)),
+            "precision": (f"both in {kinds[0]}" if len(kinds) == 1
+                          else "in " + ", ".join(kinds) + " (the table says which)"),
             "apart": ("at no logged epoch" if not len(apart)
                       else f"at epoch {int(apart.min())}" if apart.min() == apart.max()
                       else f"between epoch {int(apart.min())} and {int(apart.max())}"),
