@@ -242,7 +242,7 @@ def test_reproduce_dry_run_of_a_bundle(tmp_path, capsys):
 def test_reproduce_plan_and_errors(capsys):
     assert cli.main(["reproduce", "plan", "--parts", "table2", "table1"]) == 0
     out = capsys.readouterr().out
-    assert "table2" in out and "minutes_at_rate" in out and "total: 213,000 model-epochs" in out
+    assert "table2" in out and "minutes_at_rate" in out and "of 213,000 model-epochs" in out
     assert cli.main(["reproduce", "run", "--parts", "table9"]) == 2
     assert "'table9'" in capsys.readouterr().err
     assert "brain" not in reproduce.DEFAULT_PARTS
