@@ -45,8 +45,9 @@ from lstpe.rendering import style
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["MATCH_COLUMNS", "SUMMARY_COLUMNS", "snapshot_table", "alignment_table",
-           "attention_table", "over_epochs", "long_summary", "fragment_match", "plot_long"]
+__all__ = ["MATCH_COLUMNS", "SUMMARY_COLUMNS", "split_accuracy", "snapshot_table",
+           "alignment_table", "attention_table", "over_epochs", "long_summary", "fragment_match",
+           "plot_long"]
 
 MATCH_COLUMNS = ("quantity", "epochs", "long_at", "stored_at", "diff_before", "diff_last",
                  "scale")
@@ -154,7 +155,7 @@ SUMMARY_COLUMNS = ("pe", "sigma", "seed", "epoch", "fit_epoch", "val_at", "val_l
 """Columns of :func:`long_summary`."""
 
 
-def _accuracy(history: pd.DataFrame, split: str) -> pd.Series:
+def split_accuracy(history: pd.DataFrame, split: str) -> pd.Series:
     """Accuracy over all conditions of ``split``, indexed by epoch."""
     h = history[(history["split"] == split) & (history["condition"].astype(str) == "all")]
     return h.groupby("epoch")["accuracy"].mean()
@@ -195,7 +196,7 @@ def long_summary(over: pd.DataFrame, longs: Mapping[str, Mapping[str, Any]], at:
         g = g.set_index("epoch")
         a, z = g.loc[at], g.loc[max(eps)]
         h = require(longs[pe_name], "history")
-        train, val = _accuracy(h, "train"), _accuracy(h, "val")
+        train, val = split_accuracy(h, "train"), split_accuracy(h, "val")
         fitted = train[train >= fit]
         n0 = float(np.linalg.norm(p0))
         rows.append({"pe": pe_name, "sigma": a["sigma"], "seed": a["seed"],
@@ -339,7 +340,7 @@ def norm_over_epochs(long: Mapping[str, Any], split: str = "val") -> pd.DataFram
     flat = pe.reshape(pe.shape[0], pe.shape[1], -1).astype(np.float64)
     norms = np.linalg.norm(flat, axis=2)  # (k, L)
     ratio = (norms / norms[eps.index(0)]).mean(axis=1)
-    acc = _accuracy(require(long, "history"), split)
+    acc = split_accuracy(require(long, "history"), split)
     return pd.DataFrame({"epoch": eps, "norm_ratio": ratio,
                          "accuracy": [float(acc.get(e, np.nan)) for e in eps]})
 
@@ -380,7 +381,7 @@ def accuracy_at(long: Mapping[str, Any], epochs: Sequence[int],
     h = require(long, "history")
     rows = []
     for split in splits:
-        acc = _accuracy(h, split)
+        acc = split_accuracy(h, split)
         rows += [{"epoch": int(e), "split": split, "accuracy": float(acc[e])}
                  for e in epochs if e in acc.index]
     return pd.DataFrame(rows, columns=list(ACCURACY_AT_COLUMNS))

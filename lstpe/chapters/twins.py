@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from lstpe.analysis.long_runs import split_accuracy
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.units import IGNORED_KEYS, plan
 from lstpe.store import results as res
@@ -54,11 +55,6 @@ def _precision(manifest: dict[str, Any]) -> str:
                or (manifest.get("campaign") or {}).get("precision") or "?")
 
 
-def _accuracy(history: pd.DataFrame, split: str) -> pd.Series:
-    h = history[(history["split"] == split) & (history["condition"].astype(str) == "all")]
-    return h.groupby("epoch")["accuracy"].mean()
-
-
 def machine_twins(results_dir: str | Path | None = None, at: int = 200) -> pd.DataFrame:
     """Every long run whose first segment retrains a stored model of the same recipe and seed.
 
@@ -81,10 +77,10 @@ def machine_twins(results_dir: str | Path | None = None, at: int = 200) -> pd.Da
                         u.config().to_dict(), f.config().to_dict(), ignore=_SAME_RECIPE_IGNORES):
                     continue
                 stored = res.load(home, artifacts=False)
-                ta, tb = (_accuracy(r.history, "train_running") for r in (stored, again))
+                ta, tb = (split_accuracy(r.history, "train_running") for r in (stored, again))
                 both = ta.index.intersection(tb.index)
                 apart = both[(ta[both] - tb[both]).abs().to_numpy() > 0]
-                va, vb = (_accuracy(r.history, "val_dropout").get(at, np.nan)
+                va, vb = (split_accuracy(r.history, "val_dropout").get(at, np.nan)
                           for r in (stored, again))
                 rows.append({"model": u.key, "stored_on": _machine(stored.manifest),
                              "again_on": _machine(again.manifest),
