@@ -344,10 +344,9 @@ def stored_models(runs: list[str], args: argparse.Namespace, out: Path) -> dict[
                 name, args.scale, **ov).to_dict()):
             done[name] = len(models)
             continue
-        done[name] = sum(1 for m in models
-                         if (model_home(m, args, out) / "manifest.json").exists()
-                         and _finished(model_home(m, args, out),
-                                       _model_config(m, args.scale, ov).to_dict()))
+        homes = [(m, model_home(m, args, out)) for m in models]
+        done[name] = sum(1 for m, h in homes if (h / "manifest.json").exists()
+                         and _finished(h, _model_config(m, args.scale, ov).to_dict()))
     return done
 
 
