@@ -17,7 +17,8 @@ each importing only those above it in this list:
 - :mod:`lstpe.figures`      the book's plots
 - :mod:`lstpe.brain`        masked prediction on real HCP connectivity (config to plots)
 - :mod:`lstpe.tutorial`     the checks and figures of the tutorial chapters
-- :mod:`lstpe.experiments`  the registry of named runs, get_run, planner, campaign, GPU driver
+- :mod:`lstpe.experiments`  the registry of named runs, get_run, stored models, planner, GPU driver
+- :mod:`lstpe.campaign`     this project's own CPU scheduler (no chapter imports it)
 - :mod:`lstpe.chapters`     what the book's chapters call: setup, tables, text, batch runs
 - :mod:`lstpe.cli`, :mod:`lstpe.repo`  the ``lstpe`` command; the repository URL
 """

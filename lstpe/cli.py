@@ -54,9 +54,10 @@ from typing import Any
 import pandas as pd
 
 from lstpe import repo
+from lstpe.campaign import cli as campaign_cli
 from lstpe.chapters.batch import run_batch
 from lstpe.chapters.values import VALUE_SYNTAX, parse_grid, parse_params
-from lstpe.experiments import campaign_cli, reproduce
+from lstpe.experiments import reproduce
 from lstpe.training.flags import add_training_flags
 
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from lstpe import runtime
-from lstpe.experiments import campaign as cp
-from lstpe.experiments import campaign_run as cr
-from lstpe.experiments import campaign_status as cs
+from lstpe.campaign import items as cp
+from lstpe.campaign import scheduler as cr
+from lstpe.campaign import status as cs
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import units as un
 from lstpe.experiments.runs import get_run
@@ -189,7 +189,7 @@ def test_claimed_unit_is_not_trained_twice(tmp_path, tiny):
     results = tmp_path / "results"
     key = "table2/learn-1/2235"
     unit = un.find_unit(key)
-    with RunLock(un._work(results) / "claims" / unit.slug):
+    with RunLock(un.campaign_work(results) / "claims" / unit.slug):
         assert cs.status(results).set_index("unit").loc[key, "state"] == "claimed"
         assert key not in [u.key for u in cr.free_units(results)]
         assert cr.run(5, results, device="cpu", units=[key], log=lambda m: None) == []
@@ -397,7 +397,7 @@ def test_progress_before_any_unit(tmp_path):
 def test_stored_units_of_an_empty_folder_keep_their_columns(tmp_path):
     """Chapter 11 on a copy without results/ reads the columns of no units (it failed with
     KeyError 'cpu flags')."""
-    from lstpe.experiments import precision
+    from lstpe.campaign import precision
 
     t = fr.stored_units(tmp_path)
     assert t.empty and list(t.columns) == list(fr.STORED_COLUMNS)

@@ -15,7 +15,7 @@ import threading
 import pytest
 import torch
 
-from lstpe.experiments import campaign_run as cr
+from lstpe.campaign import scheduler as cr
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import init_maps as im
 from lstpe.experiments import units as un
@@ -140,7 +140,7 @@ def test_fragments_stored_before_are_compacted_in_place_and_read_the_same(tmp_pa
     held, release = threading.Event(), threading.Event()
 
     def claim():  # a campaign run's claim on the unit (another thread is refused like it)
-        with RunLock(un._work(results) / "claims" / unit.slug):
+        with RunLock(un.campaign_work(results) / "claims" / unit.slug):
             held.set()
             release.wait(30)
 
@@ -160,7 +160,7 @@ def test_fragments_stored_before_are_compacted_in_place_and_read_the_same(tmp_pa
         assert torch.equal(after.artifacts[key], before.artifacts[key])
     assert after.history.equals(before.history)
     assert fr.compact_stored(unit, results) is None  # nothing left to drop
-    assert sorted(p.name for p in (un._work(results) / "staging").iterdir()) == []
+    assert sorted(p.name for p in (un.campaign_work(results) / "staging").iterdir()) == []
 
 
 def test_a_stored_whole_run_gets_its_maps_back_too():

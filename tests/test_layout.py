@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "figures": 8,
     "brain": 9, "tutorial": 9,
     "experiments": 10,
-    "claims": 11,
+    "claims": 11, "campaign": 11,
     "chapters": 12,
     "cli": 13,
 }
@@ -299,19 +299,16 @@ def test_one_results_folder_resolver() -> None:
     assert not found, found
 
 
-CAMPAIGN_PREFIXES: tuple[str, ...] = ("campaign", "long_plan", "long_progress", "long_train",
-                                      "packed", "precision")
-"""The campaign's modules: those of :mod:`lstpe.experiments` whose name starts with one of
-these (this project's own CPU scheduler, its packed chunks and its precision pair). The book's
-readers never need them: what a page reads of the stored units lives in reader modules
-(:mod:`lstpe.experiments.units`, ``fragments``, ``long_units``...)."""
+CAMPAIGN = "campaign"
+"""The campaign's subpackage, :mod:`lstpe.campaign` (this project's own CPU scheduler, its packed
+chunks and its precision pair). The book's readers never need it: what a page reads of the
+stored models lives in :mod:`lstpe.experiments` (``units``, ``fragments``, ``long_units``...)."""
 
 BOOK = ROOT.parent / "book"
 
 
 def _campaign(module: str) -> bool:
-    parts = module.split(".")
-    return len(parts) == 3 and parts[1] == "experiments" and parts[2].startswith(CAMPAIGN_PREFIXES)
+    return _part(module) == CAMPAIGN
 
 
 def _notebook_imports(path: Path) -> set[str]:
@@ -360,7 +357,7 @@ def _chain(module: str, came_from: dict[str, str]) -> str:
 
 
 def test_notebooks_import_no_campaign_module() -> None:
-    """The book's notebooks reach no campaign module (:data:`CAMPAIGN_PREFIXES`), counting
+    """The book's notebooks reach no campaign module (:mod:`lstpe.campaign`), counting
     imports inside functions: a page reads stored units, it never imports the scheduler that
     trains them."""
     came_from = _notebook_closure()

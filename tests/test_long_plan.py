@@ -8,9 +8,9 @@ import time
 
 import torch
 
-from lstpe.experiments import campaign_run as cr
-from lstpe.experiments import campaign_status as cs
-from lstpe.experiments import long_plan as lp
+from lstpe.campaign import long_plan as lp
+from lstpe.campaign import scheduler as cr
+from lstpe.campaign import status as cs
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.registry import REGISTRY
 from lstpe.references.paper_tables import load_paper_tables

@@ -20,7 +20,7 @@ from scipy.linalg import orthogonal_procrustes  # noqa: E402
 from lstpe.analysis import long_runs as lr  # noqa: E402
 from lstpe.analysis import mechanism as mech  # noqa: E402
 from lstpe.analysis import pe_structure as ps  # noqa: E402
-from lstpe.experiments import long_train as lt  # noqa: E402
+from lstpe.campaign import long_train as lt  # noqa: E402
 from lstpe.experiments import long_units as lu  # noqa: E402
 from lstpe.nn import encodings as enc  # noqa: E402
 from lstpe.nn.model import ModelConfig  # noqa: E402

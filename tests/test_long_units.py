@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lstpe.experiments import long_progress as lp
-from lstpe.experiments import long_train as lt
+from lstpe.campaign import long_progress as lp
+from lstpe.campaign import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.nn.model import ModelConfig
 from lstpe.store import results as res
@@ -178,8 +178,8 @@ def test_campaign_run_trains_a_long_chunk_in_its_place(short, tmp_path, monkeypa
     target, publishes its segments, and then finds nothing left (item 9 is never trained)."""
     import json
 
-    from lstpe.experiments import campaign as cp
-    from lstpe.experiments import campaign_run as cr
+    from lstpe.campaign import items as cp
+    from lstpe.campaign import scheduler as cr
     from lstpe.experiments import units as un
 
     monkeypatch.setattr(lu, "LONG_PLAN", (lu.LongChunk("m", UNITS, 4, 4, "test"),))
@@ -267,7 +267,7 @@ def test_a_segment_resumed_in_its_middle_is_priced_by_the_epochs_it_timed(short,
 
 def test_the_campaign_trains_fp32_on_a_gpu():
     """No precision pair has been run on a GPU, and the authors' V100 trained in fp32."""
-    from lstpe.experiments import precision as pr
+    from lstpe.campaign import precision as pr
 
     amp, name, why = pr.decide(torch.device("cuda"))
     assert (amp, name) == (False, "fp32") and "TF32 off" in why

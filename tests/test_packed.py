@@ -1,4 +1,4 @@
-"""Packed chunks (:mod:`lstpe.experiments.packed`, issue 47): a chunk paused at epoch 3 and a
+"""Packed chunks (:mod:`lstpe.campaign.packed`, issue 47): a chunk paused at epoch 3 and a
 new unit train as one batch, each at its own epoch, and everything published equals the same
 units trained alone, bit for bit on one thread; a packed chunk paused before a target writes
 the paused chunk's resume checkpoint back, and that chunk finishes alone as if never packed.
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from lstpe.experiments import long_train as lt
+from lstpe.campaign import long_train as lt
+from lstpe.campaign import packed as pk
 from lstpe.experiments import long_units as lu
-from lstpe.experiments import packed as pk
 from tests.test_long_units import TINY, UNITS
 
 SOURCE = (lu.LongChunk("s", UNITS, 3, 2, "test"), lu.LongChunk("s", UNITS, 6, 2, "test"))

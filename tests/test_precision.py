@@ -1,5 +1,5 @@
 """The precision pair and the campaign's one decision on precision
-(:mod:`lstpe.experiments.precision`)."""
+(:mod:`lstpe.campaign.precision`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe.experiments import precision as pr
+from lstpe.campaign import precision as pr
 from lstpe.nn.model import ModelConfig
 
 TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, epochs=3, eval_train_max=64,

@@ -58,7 +58,7 @@ def test_article_text_keeps_outputs_and_visible_code_and_drops_folded_code() -> 
 
 
 def test_code_names_carry_the_projects_words_and_a_call_is_no_gloss() -> None:
-    for text, term in [("from lstpe.experiments import campaign_status as cs", "campaign"),
+    for text, term in [("from lstpe.campaign import status as cs", "campaign"),
                        ("lstpe.analysis.long_runs.fragment_match per model", "fragment"),
                        ("wit = lmm.weight_decay_witness(S.results_dir)", "witness"),
                        ("wfig = long_runs.plot_witness(wit)", "witness"),

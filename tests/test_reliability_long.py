@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from lstpe.experiments import campaign as cp
-from lstpe.experiments import campaign_run as cr
-from lstpe.experiments import long_progress as lp
-from lstpe.experiments import long_train as lt
+from lstpe.campaign import items as cp
+from lstpe.campaign import long_progress as lp
+from lstpe.campaign import long_train as lt
+from lstpe.campaign import scheduler as cr
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import units as un
 from lstpe.nn.model import ModelConfig
@@ -41,8 +41,8 @@ TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, eval_train_ma
 UNITS = (lu.LongUnit("table2", "learn-0.2", 2235), lu.LongUnit("tables56", "learn-2", 2235))
 SETUP = """
     import sys, time, torch
-    from lstpe.experiments import campaign_run as cr
-    from lstpe.experiments import long_train as lt
+    from lstpe.campaign import scheduler as cr
+    from lstpe.campaign import long_train as lt
     from lstpe.experiments import long_units as lu
     from lstpe.nn.model import ModelConfig
     lu.LONG_EPOCHS, lu.SEGMENT = 6, 2

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from lstpe import cli
-from lstpe.experiments import precision as pr
+from lstpe.campaign import precision as pr
 from lstpe.experiments.plan import plan_table
 from lstpe.store import results as res
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from lstpe.campaign import precision as pr
 from lstpe.experiments import long_units as lu
-from lstpe.experiments import precision as pr
 from lstpe.experiments import units as un
 from lstpe.store import results as res
 

@@ -134,7 +134,7 @@ def test_scorecard_on_the_stored_units():
     short = claims.claims_markdown(card, evidence=False).splitlines()  # chapter 11 folds it
     assert short[1] == "| --- | --- | --- |" and len(short) == len(md)
     assert all(r.evidence not in ln for ln, r in zip(short[2:], card.itertuples(), strict=True))
-    from lstpe.experiments import campaign_status as cs  # the campaign's table, not the page's
+    from lstpe.campaign import status as cs  # the campaign's table, not the page's
     assert cs.long_table()["hours_left"].notna().all()  # priced at the units' rate before a segment
     # the numbers chapter 11 and the intro glue in, read off the same verdicts
     rf, cf = claims.report_facts(cl), claims.counts_facts(card)
@@ -158,8 +158,8 @@ def test_report_figures_draw_every_stored_seed_readably():
     import matplotlib
 
     matplotlib.use("Agg")
-    from lstpe.experiments import campaign_status as cs
-    from lstpe.experiments import long_progress as lp
+    from lstpe.campaign import long_progress as lp
+    from lstpe.campaign import status as cs
     from lstpe.experiments import long_units as lu
     from lstpe.experiments.runs import get_run
     from lstpe.figures import report_plots

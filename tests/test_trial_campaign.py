@@ -17,8 +17,8 @@ import time
 import pytest
 import torch
 
-from lstpe.experiments import campaign_run as cr
-from lstpe.experiments import campaign_status as cs
+from lstpe.campaign import scheduler as cr
+from lstpe.campaign import status as cs
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import units as un
 from lstpe.store import results as res
@@ -64,7 +64,7 @@ def test_a_chunk_killed_after_publishing_one_unit_publishes_the_others(tmp_path,
         cr.run(5, results, device="cpu", units=[A, B, C], log=_quiet)
     monkeypatch.setattr(fr, "publish", real)
     assert calls == [A]
-    staged = {k: json.loads((un._work(results) / "staging" / un.find_unit(k).slug /
+    staged = {k: json.loads((un.campaign_work(results) / "staging" / un.find_unit(k).slug /
                              "manifest.json").read_text())["finished_at"] for k in (B, C)}
     _no_training(monkeypatch)
     lines: list[str] = []
@@ -74,7 +74,7 @@ def test_a_chunk_killed_after_publishing_one_unit_publishes_the_others(tmp_path,
         frag = fr.load_fragment(un.find_unit(k), results)
         assert frag.manifest["finished_at"] == staged[k]
         assert frag.manifest["campaign"]["chunk"] == [A, B, C]
-    assert not any((un._work(results) / "chunks").glob("*/checkpoints/*.pt"))
+    assert not any((un.campaign_work(results) / "chunks").glob("*/checkpoints/*.pt"))
 
 
 @pytest.mark.usefixtures("tiny")
@@ -114,7 +114,7 @@ def test_import_refuses_a_claimed_unit_naming_the_holder(tmp_path, sleeper):
     failed at its first publish and its other units went back to todo."""
     src = _bundle(tmp_path)
     results = tmp_path / "results"
-    claim = un._work(results) / "claims" / un.find_unit("table2/learn-0.2/2235").slug
+    claim = un.campaign_work(results) / "claims" / un.find_unit("table2/learn-0.2/2235").slug
     claim.mkdir(parents=True)
     (claim / ".lock").write_text(json.dumps({
         "pid": sleeper, "host": socket.gethostname(), "boot_id": _boot_id(),
@@ -129,7 +129,7 @@ def test_import_refuses_a_unit_of_a_paused_chunk(tmp_path):
     """Finding 3: the same for a unit waiting in a paused chunk."""
     src = _bundle(tmp_path)
     results = tmp_path / "results"
-    chunk = un._work(results) / "chunks" / "abc"
+    chunk = un.campaign_work(results) / "chunks" / "abc"
     (chunk / "checkpoints").mkdir(parents=True)
     (chunk / "checkpoints" / "chunk0.pt").write_bytes(b"x")
     (chunk / "chunk.json").write_text(json.dumps({"units": ["table2/2d-fixed/2235"]}))
@@ -170,7 +170,7 @@ def test_a_hand_damaged_fragment_manifest_is_named_not_a_traceback(tmp_path, tex
 @pytest.mark.parametrize("pid", [None, "abc"])
 def test_a_hand_damaged_claim_is_named_not_a_traceback(tmp_path, pid):
     """Finding 11: a claim holding ``"pid": null`` or ``"abc"`` crashed ``status``."""
-    claim = un._work(tmp_path) / "claims" / un.find_unit(A).slug
+    claim = un.campaign_work(tmp_path) / "claims" / un.find_unit(A).slug
     claim.mkdir(parents=True)
     (claim / ".lock").write_text(json.dumps({"pid": pid, "host": socket.gethostname()}))
     table = cs.status(tmp_path).set_index("unit")
@@ -179,7 +179,7 @@ def test_a_hand_damaged_claim_is_named_not_a_traceback(tmp_path, pid):
 
 
 def _paused_chunk(results, spec: dict):
-    chunk = un._work(results) / "chunks" / "abc"
+    chunk = un.campaign_work(results) / "chunks" / "abc"
     (chunk / "checkpoints").mkdir(parents=True)
     (chunk / "checkpoints" / "chunk0.pt").write_bytes(b"x")
     (chunk / "chunk.json").write_text(json.dumps(spec))

@@ -17,8 +17,8 @@ import shutil
 import pytest
 import torch
 
+from lstpe.campaign import status as cs
 from lstpe.cli import main
-from lstpe.experiments import campaign_status as cs
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import init_maps as im
 from lstpe.experiments import units as un

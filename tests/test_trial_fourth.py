@@ -21,11 +21,11 @@ import pandas as pd
 import pytest
 import torch
 
-from lstpe.experiments import campaign as cp
-from lstpe.experiments import campaign_run as cr
-from lstpe.experiments import campaign_status as cs
+from lstpe.campaign import items as cp
+from lstpe.campaign import long_train as lt
+from lstpe.campaign import scheduler as cr
+from lstpe.campaign import status as cs
 from lstpe.experiments import fragments as fr
-from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import units as un
 from lstpe.experiments.runs import get_run

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from lstpe.experiments import campaign_status as cs
+from lstpe.campaign import status as cs
 from lstpe.experiments import fragments as fr
 from lstpe.experiments import reproduce, runs
 from lstpe.experiments import units as un

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from lstpe.experiments import init_maps
-from lstpe.experiments.units import IGNORED_KEYS, RecipeMismatch, Unit, _work, plan
+from lstpe.experiments.units import IGNORED_KEYS, RecipeMismatch, Unit, campaign_work, plan
 from lstpe.store import results as res
 from lstpe.store.history import history_problems, nonfinite_problems
 from lstpe.store.rundir import RunLock
@@ -233,7 +233,7 @@ def stored_units(results_dir: str | Path | None = None) -> pd.DataFrame:
     """One row per stored unit: ``unit, epochs, precision, hours, device, cpu flags, commit``
     (every commit that trained it, :func:`unit_commits`), ``how`` (trained by the campaign, or
     imported from a run of the same recipe). A unit whose manifest cannot be read is left
-    out (:func:`lstpe.experiments.campaign_status.status` names it); one whose wall time is
+    out (:func:`lstpe.campaign.status.status` names it); one whose wall time is
     unusable has NaN hours."""
     rows = []
     for u in done_units(results_dir):
@@ -322,7 +322,7 @@ def import_run(path: str | Path, results_dir: str | Path | None = None,
     with contextlib.ExitStack() as claims:  # as training does: never a unit in training
         for u in units:
             try:
-                claims.enter_context(RunLock(_work(results_dir) / "claims" / u.slug))
+                claims.enter_context(RunLock(campaign_work(results_dir) / "claims" / u.slug))
             except res.RunLockedError as e:
                 raise res.RunLockedError(f"{u.key} is being trained: {e}; not imported") \
                     from None
@@ -334,7 +334,7 @@ def import_run(path: str | Path, results_dir: str | Path | None = None,
 def paused_chunk(unit: Unit, results_dir: str | Path | None = None) -> Path | None:
     """The paused chunk (a folder with ``chunk.json`` and a checkpoint) that holds ``unit``,
     or None."""
-    chunks = _work(results_dir) / "chunks"
+    chunks = campaign_work(results_dir) / "chunks"
     for d in sorted(chunks.glob("*")) if chunks.is_dir() else []:
         if not any(d.glob("checkpoints/*.pt")):
             continue
@@ -365,7 +365,7 @@ def _write_fragment_from(src: res.Run, m: int, u: Unit, results_dir: str | Path 
     manifest["campaign"] = {"unit": u.key, "unit_wall_s": round(share, 1),
                             "precision": "bf16" if src.config.get("amp") else "fp32",
                             "imported_from": {**origin, "model": m}}
-    stage = _work(results_dir) / "staging" / f"import-{u.slug}"
+    stage = campaign_work(results_dir) / "staging" / f"import-{u.slug}"
     if stage.exists():
         shutil.rmtree(stage)
     res.save_run(stage, hist.reset_index(drop=True), manifest, arts, tables)
@@ -411,9 +411,9 @@ def compact_stored(unit: Unit, results_dir: str | Path | None = None) -> float |
     dest = unit.path(results_dir)
     if init_maps.KEY not in load_fragment(unit, results_dir, restore=False).artifacts:
         return None  # verified, of its recipe, and nothing to drop
-    work = _work(results_dir) / "staging"
+    work = campaign_work(results_dir) / "staging"
     new, old = work / f"compact-{unit.slug}", work / f"compacted-{unit.slug}"
-    with RunLock(_work(results_dir) / "claims" / unit.slug):
+    with RunLock(campaign_work(results_dir) / "claims" / unit.slug):
         for d in (new, old):
             if d.exists():
                 shutil.rmtree(d)

@@ -24,7 +24,7 @@ model, its history and snapshots not yet published; about 16 MB per model) is wr
 :data:`~lstpe.experiments.units.CHECKPOINT_EVERY` epochs to
 ``results/long/_resume/<chunk>/chunk0.pt``, a path git tracks, so a fresh clone continues the
 same trajectory (bit for bit on the same kind of machine; tests/test_long_units.py). What may
-be committed of it is bounded (:mod:`lstpe.experiments.long_plan`: 100 MB in the tree, at most
+be committed of it is bounded (:mod:`lstpe.campaign.long_plan`: 100 MB in the tree, at most
 one checkpoint per 1000 epochs of a chunk, none once its last planned leg is done).
 
 **Integrity.** Published segments and the checkpoint depend on each other: a segment cannot be
@@ -36,7 +36,7 @@ its manifest (an incomplete copy), a segment missing behind the checkpoint, and 
 other than the one the checkpoint's trajectory published. A chunk with a problem is refused,
 naming the file and a repair that keeps the work (restore it as git holds it), never
 "delete it": that would leave a chunk that can neither resume nor publish again. Training
-(:func:`lstpe.experiments.long_train.train_chunk`) compares a segment it finds already
+(:func:`lstpe.campaign.long_train.train_chunk`) compares a segment it finds already
 published with the one it recomputes, and refuses a different one (two trajectories would be
 spliced); every process that trained epochs of a segment is in its manifest
 (``long.processes``).
@@ -138,7 +138,7 @@ def _legs(item: int, reason: str, cells: list[tuple[str, str]], seeds: tuple[int
 
 def _long_plan() -> tuple[LongChunk, ...]:
     """:data:`LONG_PLAN`, built in its order (each entry's reason: its item's
-    :data:`lstpe.experiments.campaign.WHY`)."""
+    :data:`lstpe.campaign.items.WHY`)."""
     from lstpe.experiments.registry import TABLE1_PES, TABLE4_SIGMAS, learn_pes
 
     s13, s45 = PAPER_SEEDS[:3], PAPER_SEEDS[3:5]
@@ -175,8 +175,8 @@ from 0.1 up to it), then 0.929, 0.900, 0.707 and 0.586."""
 
 LONG_PLAN: tuple[LongChunk, ...] = _long_plan()
 """The long chunks' legs in the campaign's order, each with its item
-(:data:`lstpe.experiments.campaign.ITEMS`, whose :data:`~lstpe.experiments.campaign.WHY` is its
-reason; :mod:`lstpe.experiments.long_plan` prices them): the mechanism and the weight-decay
+(:data:`lstpe.campaign.items.ITEMS`, whose :data:`~lstpe.campaign.items.WHY` is its
+reason; :mod:`lstpe.campaign.long_plan` prices them): the mechanism and the weight-decay
 pair to 1000 (begun before this plan), the mechanism to 4000, Table 1 at 1000 (its 8 PEs at
 seeds 1-3), Tables 4, 6 and 5 at 1000 (seeds 1-3), Table 1 at seeds 4-5, then seed 1 of
 Tables 4-6 to 4000. A leg with the name of an earlier one continues its models (same resume

@@ -5,9 +5,9 @@ trained with the authors' recipe (d=160, 4 blocks, batch 128, Adam lr 1e-4, thei
 split, fp32) for :data:`CAMPAIGN_EPOCHS` epochs and stored as its own **fragment**
 ``results/paper/<run>/<pe>/<seed>/`` (:mod:`lstpe.experiments.fragments`: load, verify, merge).
 :func:`plan` lists every 200-epoch unit in the campaign's order (why each item has its place:
-:data:`lstpe.experiments.campaign.ITEMS` and :data:`~lstpe.experiments.campaign.WHY`);
+:data:`lstpe.campaign.items.ITEMS` and :data:`~lstpe.campaign.items.WHY`);
 :func:`find_unit` names one. The chapters read the stored units through these; the campaign
-(:mod:`lstpe.experiments.campaign_run`) trains them.
+(:mod:`lstpe.campaign.scheduler`) trains them.
 
 Where the campaign works (ignored by git): ``results/paper/.campaign/`` (:data:`WORK`) holds a
 claim per unit in training (a :class:`lstpe.store.rundir.RunLock`: two processes never train the
@@ -50,7 +50,7 @@ IGNORED_KEYS: tuple[str, ...] = (*res.EXECUTION_KEYS, "save_attention", "preset"
 """Config keys in which a fragment may differ from its unit's recipe: how it was executed,
 whether attention maps were kept (what was computed is the same), and ``amp``: bf16 autocast,
 which the campaign uses only where a precision pair has shown it moves accuracy less than a
-change of seed (:mod:`lstpe.experiments.precision`); each fragment's manifest names its
+change of seed (:mod:`lstpe.campaign.precision`); each fragment's manifest names its
 precision and why."""
 
 
@@ -102,11 +102,11 @@ STEPS_PER_EPOCH = 64
 
 
 def plan() -> list[Unit]:
-    """Every 200-epoch unit, in the order of :data:`lstpe.experiments.campaign.ITEMS` (which
+    """Every 200-epoch unit, in the order of :data:`lstpe.campaign.items.ITEMS` (which
     says what each item holds; its long units are
     :data:`lstpe.experiments.long_units.LONG_PLAN`): 21, 18, 26, 10, 42 and 28 units for items
     1, 2, 3, 11, 7 and 12, then item 9's, listed but not trained
-    (:data:`lstpe.experiments.campaign.NOT_TRAINED`). Within an item, seeds are the outer loop:
+    (:data:`lstpe.campaign.items.NOT_TRAINED`). Within an item, seeds are the outer loop:
     every PE gets its first seed before any gets a second. Seeds 6-15 are not listed (a reader
     with a GPU runs them with ``get_run``).
     """
@@ -151,6 +151,6 @@ def find_unit(key: str, units: Sequence[Unit] | None = None) -> Unit:
                      "run/pe/seed, e.g. table2/learn-0.2/2235 (lstpe campaign plan lists them)")
 
 
-def _work(results_dir: str | Path | None) -> Path:
+def campaign_work(results_dir: str | Path | None) -> Path:
     """The campaign's work folder ``<results>/paper/.campaign`` (:data:`WORK`)."""
     return res.results_root(results_dir) / "paper" / WORK

@@ -101,7 +101,7 @@ def plot_progress(progress: pd.DataFrame, long: pd.DataFrame,
                   names: Mapping[int, str] | None = None) -> Figure:
     """How far the reproduction's runs have got: one bar per part of the plan, its share
     done. A part of 200-epoch models (``progress``:
-    :func:`lstpe.experiments.campaign_status.progress`, its numbered rows) counts models
+    :func:`lstpe.campaign.status.progress`, its numbered rows) counts models
     stored; a part of long runs (``long``: ``item, units, epoch, target``, one row per run
     and target) counts model-epochs reached against its targets, and how many of its models
     stand at their target. ``names``: each part's description by its number (default:

@@ -19,7 +19,7 @@ Presets (:func:`preset`):
 
 Every preset trains in fp32, as the authors did. Mixed precision is asked for explicitly
 (``amp=True``, ``--amp``; :func:`lstpe.runtime.choose_amp` says which autocast dtype a device
-then uses) or decided by the campaign's precision pair (:func:`lstpe.experiments.precision.decide`,
+then uses) or decided by the campaign's precision pair (:func:`lstpe.campaign.precision.decide`,
 the one place that turns it on by itself).
 """
 
@@ -47,7 +47,7 @@ SCALES: tuple[str, ...] = ("preview", "cpu", "paper")
 """The presets, smallest first: ``preview`` (a small model, minutes on a CPU), ``cpu`` (the
 paper's model and data on a CPU for :data:`CPU_EPOCHS` epochs: tens of minutes to hours, run
 in the background) and
-``paper`` (the published setup; on this project's CPUs, :mod:`lstpe.experiments.campaign`)."""
+``paper`` (the published setup; on this project's CPUs, :mod:`lstpe.campaign.items`)."""
 
 
 # --------------------------------------------------------------------------- value checks

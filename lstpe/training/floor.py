@@ -5,7 +5,7 @@ forward and backward, from the ``ModelConfig`` and the batch size; :func:`measur
 each with ``torch.bmm`` (best of several repeats) and turns the achieved GFLOP/s into the
 *floor* in model-epochs/s: the rate training would reach if it were nothing but these matmuls.
 ``benchmarks/train_throughput.py`` reports every engine as a fraction of it, and the campaign
-(:mod:`lstpe.experiments.campaign_run`) records it beside each chunk's measured rate.
+(:mod:`lstpe.campaign.scheduler`) records it beside each chunk's measured rate.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ at) and target:
   :data:`lstpe.experiments.long_units.LONG_PLAN`) takes its weights, Adam moments and step
   count from the source's resume checkpoint (:meth:`lstpe.training.optim.StackedOptimizer.adopt`),
   and what that chunk held of its open segment (history rows, snapshots, processes:
-  :meth:`lstpe.experiments.long_train.SegmentWriter.carry`), so its segments chain to the
+  :meth:`lstpe.campaign.long_train.SegmentWriter.carry`), so its segments chain to the
   ones published before;
 * each model keeps its own data order, dropout keys, bias correction and schedule
   (:class:`lstpe.training.task.LSTTask` with ``offsets``, ``targets`` and ``total``), and
@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from lstpe.experiments import long_train as lt
+from lstpe.campaign import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.store import results as res
 

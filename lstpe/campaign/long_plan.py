@@ -1,14 +1,14 @@
 """The long plan priced and ordered, the CPU's order, and the bound on resume state in the tree.
 
 :data:`lstpe.experiments.long_units.LONG_PLAN` lists the long legs in the order of what a
-model-epoch shows (its items: :data:`lstpe.experiments.campaign.ITEMS`); here each entry gets
+model-epoch shows (its items: :data:`lstpe.campaign.items.ITEMS`); here each entry gets
 its cost in model-epochs (:func:`leg_cost`: models x the epochs of its leg) and what is left
 (:func:`leg_left`), and :func:`long_plan_text` prints them for ``lstpe campaign plan``.
 
 **The CPU's order** (:func:`cpu_first`): legs that resume from a checkpoint in the tree (the
 weight-decay pair), then the legs of :data:`CPU_BEFORE_UNITS` (Table 4's SGD at seed 1, sigma
 0.01 and 0.1), one model at a time, each only when it is predicted to finish in the time left
-(:func:`lstpe.experiments.campaign_run.run` probes) or, fresh, when at least half of it fits
+(:func:`lstpe.campaign.scheduler.run` probes) or, fresh, when at least half of it fits
 (:func:`splits`: it pauses once and the next run finishes it); then the 200-epoch units; then
 the rest of :data:`CPU_FIRST` (Table 1 at 1000, SGD's other sigmas, Adam beside them). A leg
 with published segments and no checkpoint (as a past GPU lease left some) is passed over.
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import torch
 
+from lstpe.campaign.items import ITEMS, WHY
 from lstpe.experiments import long_units as lu
-from lstpe.experiments.campaign import ITEMS, WHY
 from lstpe.experiments.registry import REGISTRY
 from lstpe.runtime import PAPER_SEEDS
 
@@ -221,9 +221,9 @@ def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip
              log) -> lu.LongChunk | None:
     """The long leg ``campaign run`` trains next, or None (then a 200-epoch unit). On a GPU
     :func:`~lstpe.experiments.long_units.next_chunk`, as before. On a CPU only a leg predicted
-    (``seconds(leg, time left)``: :func:`lstpe.experiments.campaign_run.leg_seconds`, the
+    (``seconds(leg, time left)``: :func:`lstpe.campaign.scheduler.leg_seconds`, the
     probe's estimate) to finish in the time left, so that a leg ends where it starts: first
-    :func:`lstpe.experiments.long_plan.cpu_first` (a leg resuming from its checkpoint, then
+    :func:`lstpe.campaign.long_plan.cpu_first` (a leg resuming from its checkpoint, then
     Table 4's SGD at seed 1: its other sigmas only once no 200-epoch unit is left), then, once
     no 200-epoch unit is left, the plan's other legs in order. A leg that does not fit, or
     whose final state would take the resume state past its budget, is named and added to

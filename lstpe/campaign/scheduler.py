@@ -16,9 +16,9 @@
 4. repeats while another unit fits and the budget lasts. Long chunks come first on a GPU, last
    on a CPU; one that is damaged, claimed or at its target without all its segments is named
    and passed over for the rest of the run
-   (:func:`lstpe.experiments.long_train.train_or_pass`).
+   (:func:`lstpe.campaign.long_train.train_or_pass`).
 
-The estimate (:mod:`lstpe.experiments.campaign_probe`): seconds per model-epoch measured by
+The estimate (:mod:`lstpe.campaign.probe`): seconds per model-epoch measured by
 :func:`probe`, times the chunk's models and epochs, plus the evaluations and noise test after
 training; a chunk of more models than the first probe is probed again at its size
 (:func:`fit_chunk`). Each fragment's manifest keeps the estimate beside the measured wall time
@@ -38,14 +38,14 @@ from typing import Any
 
 import torch
 
-from lstpe.experiments import campaign as cp
-from lstpe.experiments import campaign_status as cs
+from lstpe.campaign import items as cp
+from lstpe.campaign import long_plan as lp
+from lstpe.campaign import long_train as lt
+from lstpe.campaign import status as cs
+from lstpe.campaign.probe import estimate_s, floor_of, machine, probe
 from lstpe.experiments import fragments as fr
-from lstpe.experiments import long_plan as lp
-from lstpe.experiments import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import units as un
-from lstpe.experiments.campaign_probe import estimate_s, floor_of, machine, probe
 from lstpe.runtime import pick_device
 from lstpe.store import results as res
 from lstpe.store.storage import read_json_object
@@ -61,8 +61,8 @@ MIN_PARTIAL_EPOCHS = 5
 def choose_precision(device: torch.device, results_dir: str | Path | None = None
                      ) -> tuple[str, str]:
     """The campaign's precision on ``device`` and why: the one decision of
-    :func:`lstpe.experiments.precision.decide` (bf16 on a CPU only after its precision pair)."""
-    from lstpe.experiments.precision import decide
+    :func:`lstpe.campaign.precision.decide` (bf16 on a CPU only after its precision pair)."""
+    from lstpe.campaign.precision import decide
 
     _, name, why = decide(device, results_dir)
     return name, why
@@ -133,7 +133,7 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
     if max_units < 1:
         raise ValueError(f"--max-units must be >= 1, got {max_units}")
     deadline = time.monotonic() + 60.0 * minutes
-    res.ensure_writable_dir(un._work(results_dir))  # a file or read-only folder: before the probe
+    res.ensure_writable_dir(un.campaign_work(results_dir))  # a file or read-only: before the probe
     cs.check_long_root(results_dir)
     dev = pick_device(device)
     precision, why = choose_precision(dev, results_dir)
@@ -240,7 +240,7 @@ def leg_seconds(chunk: lu.LongChunk, dev: torch.device, overrides: dict,
     (once per optimizer and number of models, kept in ``rates``), priced as
     :func:`estimate_s`; a leg longer than ``left`` even at half the fastest rate probed so far
     is not probed (its models: minutes of a paper-size probe) and comes back as that lower
-    bound, a :class:`~lstpe.experiments.long_plan.AtLeast`, which the log words as such."""
+    bound, a :class:`~lstpe.campaign.long_plan.AtLeast`, which the log words as such."""
     from lstpe.experiments.registry import REGISTRY
 
     epochs = lp.epochs_left(chunk, results_dir)
@@ -346,7 +346,7 @@ def _publish_unit(unit: un.Unit, stage: Path, spec: dict, results_dir: str | Pat
 
 def _chunk_dir(results_dir: str | Path | None, keys: Sequence[str]) -> Path:
     digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
-    return un._work(results_dir) / "chunks" / digest
+    return un.campaign_work(results_dir) / "chunks" / digest
 
 
 def _train_chunk(chunk: Sequence[un.Unit], results_dir: str | Path | None,
@@ -359,7 +359,7 @@ def _train_chunk(chunk: Sequence[un.Unit], results_dir: str | Path | None,
     from lstpe.training.engine import Paused
     from lstpe.training.train import train_many
 
-    work = un._work(results_dir)
+    work = un.campaign_work(results_dir)
     cdir = _chunk_dir(results_dir, spec["units"])
     with contextlib.ExitStack() as claims:
         try:

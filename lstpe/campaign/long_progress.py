@@ -1,7 +1,7 @@
 """How far the long chunks have got, what is left, and whether their stores are whole.
 
 ``lstpe campaign status`` prints :func:`long_status_text` of :func:`long_status` (through
-:func:`lstpe.experiments.campaign_status.long_and_cpus_text`): per chunk and target of
+:func:`lstpe.campaign.status.long_and_cpus_text`): per chunk and target of
 :data:`lstpe.experiments.long_units.LONG_PLAN` the epoch its segments reached, its resume
 checkpoint, hours left at a measured rate, and ``damaged`` with what
 :func:`lstpe.experiments.long_units.chunk_problems` found (every segment verified, every chain
@@ -35,7 +35,7 @@ def long_status(results_dir: str | Path | None = None,
     (what it found).
 
     ``s_per_model_epoch``: the 200-epoch units' measured rate
-    (:func:`lstpe.experiments.campaign_status.long_table` passes it)."""
+    (:func:`lstpe.campaign.status.long_table` passes it)."""
     rows = []
     problems: dict[str, list[str]] = {}  # one check per chunk name (its targets share it)
     ats: dict[str, int] = {}

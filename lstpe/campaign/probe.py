@@ -1,6 +1,6 @@
 """Measuring this machine for the campaign: what it is, how fast it trains a chunk, its floor.
 
-:func:`lstpe.experiments.campaign_run.run` prices every chunk with these before it starts it:
+:func:`lstpe.campaign.scheduler.run` prices every chunk with these before it starts it:
 
 * :func:`probe`: a few real training steps and one evaluation of the chunk's models batched
   together. Seconds per model-epoch = (median step time x steps per epoch + evaluation time x

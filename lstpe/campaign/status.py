@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from lstpe.experiments.campaign import ITEMS, WHY
+from lstpe.campaign.items import ITEMS, WHY
 from lstpe.experiments.fragments import (
     done_units,
     load_fragment,
@@ -29,7 +29,7 @@ from lstpe.experiments.fragments import (
     unit_commits,
     unit_seconds,
 )
-from lstpe.experiments.units import CAMPAIGN_EPOCHS, _work, plan
+from lstpe.experiments.units import CAMPAIGN_EPOCHS, campaign_work, plan
 from lstpe.store import results as res
 
 
@@ -74,7 +74,7 @@ def status(results_dir: str | Path | None = None, verify: bool = True) -> pd.Dat
 
     rows = []
     loaded: list[tuple[dict[str, Any], res.Run]] = []  # verified fragments, for the witnesses
-    work = _work(results_dir)
+    work = campaign_work(results_dir)
     paused = paused_units(results_dir)
     at: dict[Path, tuple[int, int]] = {}  # one checkpoint read per paused chunk
     for u in plan():
@@ -188,7 +188,7 @@ def held_long(results_dir: str | Path | None = None) -> dict[str, str]:
 def paused_units(results_dir: str | Path | None = None) -> dict[str, Path]:
     """Units of chunks that stopped with a checkpoint: unit key -> chunk folder."""
     out: dict[str, Path] = {}
-    chunks = _work(results_dir) / "chunks"
+    chunks = campaign_work(results_dir) / "chunks"
     for d in sorted(chunks.glob("*")) if chunks.is_dir() else []:
         spec = d / "chunk.json"
         if spec.is_file() and any(d.glob("checkpoints/*.pt")):
@@ -383,8 +383,8 @@ def plan_text(results_dir: str | Path | None = None) -> str:
     """``lstpe campaign plan``: every 200-epoch item in the campaign's order with the reason
     for its place and its units (done or not), then the long plan in its order with each
     item's reason and cost, and a CPU's order
-    (:func:`lstpe.experiments.long_plan.long_plan_text`)."""
-    from lstpe.experiments import long_plan as lp
+    (:func:`lstpe.campaign.long_plan.long_plan_text`)."""
+    from lstpe.campaign import long_plan as lp
 
     done = {u.key for u in done_units(results_dir)}
     units, lines = plan(), []
@@ -401,13 +401,13 @@ def plan_text(results_dir: str | Path | None = None) -> str:
 
 def long_table(results_dir: str | Path | None = None,
                table: pd.DataFrame | None = None) -> pd.DataFrame:
-    """:func:`lstpe.experiments.long_progress.long_status`, a chunk with no segment yet priced at
+    """:func:`lstpe.campaign.long_progress.long_status`, a chunk with no segment yet priced at
     the 200-epoch units' measured rate (:func:`unit_rate`; ``table``: :func:`status`, read
     unverified when not given)."""
     table = status(results_dir, verify=False) if table is None else table
     rate = unit_rate(table)[0] / CAMPAIGN_EPOCHS if (table["state"] == "done").any() else None
     rate = rate if rate is not None and math.isfinite(rate) else None  # no usable wall time
-    from lstpe.experiments import long_progress
+    from lstpe.campaign import long_progress
 
     out = long_progress.long_status(results_dir, rate)
     return out
@@ -420,8 +420,8 @@ def long_and_cpus_text(table: pd.DataFrame, results_dir: str | Path | None = Non
     computed when not given)."""
 
     long = long_table(results_dir, table) if long is None else long
-    from lstpe.experiments import long_progress
-    from lstpe.experiments.long_plan import budget_text
+    from lstpe.campaign import long_progress
+    from lstpe.campaign.long_plan import budget_text
 
     lines = [long_progress.long_status_text(long), budget_text(results_dir)]
     last = long.drop_duplicates("chunk", keep="last")  # a chunk's last target holds the rest

@@ -46,7 +46,7 @@ class SegmentWriter:
 
     ``offsets``/``targets`` (one per unit; default 0 and none): unit i's own epoch at loop
     epoch e is ``offsets[i] + e`` (a unit resumed in a packed chunk,
-    :mod:`lstpe.experiments.packed`), and nothing of it is recorded past ``targets[i]``;
+    :mod:`lstpe.campaign.packed`), and nothing of it is recorded past ``targets[i]``;
     ``snapshots``: each unit's schedule (``dense`` or ``sparse``,
     :class:`~lstpe.experiments.long_units.LongChunk`; default the chunk's). :meth:`carry`
     hands it what its earlier chunk held of its open segment (history rows, snapshots,

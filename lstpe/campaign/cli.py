@@ -9,9 +9,9 @@ import math
 
 def cmd_campaign(args: argparse.Namespace) -> int:
     """``lstpe campaign plan | status | run | pair | import``
-    (:mod:`lstpe.experiments.campaign`)."""
-    from lstpe.experiments import campaign as cp
-    from lstpe.experiments import campaign_status as cs
+    (:mod:`lstpe.campaign.items`)."""
+    from lstpe.campaign import items as cp
+    from lstpe.campaign import status as cs
     from lstpe.experiments import fragments as fr
     from lstpe.experiments import units as un
     from lstpe.store.results import results_root
@@ -27,7 +27,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             return 0
         print(cs.plan_text(args.results))
     elif args.action == "status":
-        from lstpe.experiments.long_plan import resume_problems
+        from lstpe.campaign.long_plan import resume_problems
 
         where = results_root(args.results)
         if not where.is_dir():  # a typo or a file: never "0 units done"
@@ -42,13 +42,13 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             or bool(resume_problems(args.results))  # the resume budget (printed above)
         return 1 if damaged else 0
     elif args.action == "run":
-        from lstpe.experiments.campaign_run import run
+        from lstpe.campaign.scheduler import run
 
         run(args.minutes, args.results, device=args.device or "auto", units=args.unit,
             max_units=args.max_units, allow_partial=args.allow_partial,
             log=lambda msg: print(msg, flush=True))
     elif args.action == "pair":
-        from lstpe.experiments import precision as pr
+        from lstpe.campaign import precision as pr
 
         pair = pr.run_pair(args.results, device=args.device or "cpu",
                            log=lambda msg: print(msg, flush=True), candidate=args.candidate)
@@ -84,7 +84,7 @@ def add_campaign_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("campaign", help="grow results/paper one (run, PE, seed) unit at a time",
                        description="The reproduction on CPUs: the paper's recipe, 200 epochs "
                        "per unit, each unit stored as a verified fragment under "
-                       "results/paper/<run>/<pe>/<seed>/ (lstpe.experiments.campaign).")
+                       "results/paper/<run>/<pe>/<seed>/ (lstpe.campaign.items).")
     csub = p.add_subparsers(dest="action", required=True)
     for name, text in (("plan", "list the units in order of value"),
                        ("status", "units done and left, hours spent and left")):

@@ -13,8 +13,8 @@ live in :mod:`lstpe.experiments.units`, where the chapters read them.
 This module is the plan's order: :data:`ITEMS` in the campaign's order, :data:`WHY` each has
 its place, and :data:`NOT_TRAINED` (the long units' legs are
 :data:`lstpe.experiments.long_units.LONG_PLAN`, their costs and the CPU's order
-:mod:`lstpe.experiments.long_plan`). :mod:`lstpe.experiments.campaign_run` trains the units,
-:mod:`lstpe.experiments.campaign_status` says what is done.
+:mod:`lstpe.campaign.long_plan`). :mod:`lstpe.campaign.scheduler` trains the units,
+:mod:`lstpe.campaign.status` says what is done.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ ITEMS: dict[int, str] = {
 """Each item of the plan (:data:`WHY`: why there); numbers are names. The 200-epoch items
 (:func:`lstpe.experiments.units.plan`) in the campaign's order (item 11 before 7, item 12 after
 it), then the long plan's (:data:`lstpe.experiments.long_units.LONG_PLAN`, ordered by what a
-model-epoch shows; costs in :mod:`lstpe.experiments.long_plan`)."""
+model-epoch shows; costs in :mod:`lstpe.campaign.long_plan`)."""
 
 WHY: dict[int, str] = {
     1: "the paper's central table, first seeds",
