@@ -22,7 +22,7 @@ def test_table1_long_facts_name_the_pes_without_a_long_run() -> None:
     assert facts.table1_long_facts(two)["missing"] == \
         "`2d-fixed` and `learn-0.2` have not been trained past epoch 200 yet"
     full = pd.concat([t1, pd.DataFrame([{"pe": "2d-fixed", **row}]).set_index("pe")])
-    assert facts.table1_long_facts(full)["missing"] == "every PE of Table 1 has a long run"
+    assert facts.table1_long_facts(full)["missing"] == "every one has a long run"
 
 
 def test_table1_long_reads_the_mechanisms_learn_02_at_table_1s_length() -> None:

@@ -113,7 +113,7 @@ def table1_long_facts(t1: pd.DataFrame) -> dict[str, str] | None:
                                for pe, r in t1.iterrows()),
             "missing": (f"{fd.names(gone)} {'has' if len(gone) == 1 else 'have'} not been "
                         "trained past epoch 200 yet" if gone
-                        else "every PE of Table 1 has a long run")}
+                        else "every one has a long run")}
 
 
 NOISE_NAMED = ("learn-0.1", "learn-0.2", "2d-fixed")
