@@ -11,9 +11,10 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -282,3 +283,74 @@ def tf32_mode(device: torch.device | str, enabled: bool = False) -> Iterator[Non
         torch.backends.cuda.matmul.allow_tf32 = matmul
         torch.backends.cudnn.allow_tf32 = cudnn
         torch.set_float32_matmul_precision(precision)
+
+
+# --------------------------------------------------------------------------- CPUs
+
+
+FORK_TIMEOUT_S = 600.0
+"""How long :func:`fork_map` waits for its processes before it draws the items itself."""
+
+_FORKED: tuple[Callable[[Any, Any], Any], Any] | None = None
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _forked(item: Any) -> Any:
+    fn, state = _FORKED  # type: ignore[misc]  # set before the fork
+    return fn(state, item)
+
+
+class Forked:
+    """``[fn(state, item) for item in items]`` started in up to ``workers`` forked processes
+    (default :func:`usable_cpus`), while this process goes on; :meth:`get` returns the results
+    in order. ``state`` reaches the processes by the fork, not pickled; ``fn`` must be a
+    module-level function and its results picklable. The items are drawn here, by
+    :meth:`get`, on a single CPU, outside Linux (no safe fork), inside a daemon process
+    (which may not have children), or if the processes have not answered within
+    :data:`FORK_TIMEOUT_S` (a fork of a process with threads can hang)."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any], state: Any, items: Sequence[Any],
+                 workers: int | None = None) -> None:
+        global _FORKED
+        import multiprocessing as mp
+
+        self.fn, self.state, self.items = fn, state, list(items)
+        self._pool, self._job = None, None
+        n = min(usable_cpus() if workers is None else int(workers), len(self.items))
+        if n < 2 or sys.platform != "linux" or mp.current_process().daemon:
+            return
+        _FORKED = (fn, state)
+        try:
+            self._pool = mp.get_context("fork").Pool(n)
+            self._job = self._pool.map_async(_forked, self.items,
+                                             chunksize=max(1, len(self.items) // (4 * n)))
+        finally:
+            _FORKED = None
+
+    def get(self) -> list[Any]:
+        """The results, in the items' order."""
+        import multiprocessing as mp
+
+        if self._job is not None:
+            try:
+                return self._job.get(timeout=FORK_TIMEOUT_S)
+            except mp.TimeoutError:
+                pass
+            finally:
+                self._pool.terminate()
+                self._pool.join()
+                self._pool, self._job = None, None
+        return [self.fn(self.state, it) for it in self.items]
+
+
+def fork_map(fn: Callable[[Any, Any], Any], state: Any, items: Sequence[Any],
+             workers: int | None = None) -> list[Any]:
+    """``[fn(state, item) for item in items]`` in forked processes (:class:`Forked`)."""
+    return Forked(fn, state, items, workers).get()

@@ -430,3 +430,21 @@ def test_manifests_say_which_chunks_repeat_bit_for_bit():
     assert bitwise_on("cuda", ["learn-0.2", "2d-fixed", "alibi", "c-nope"])[0]
     ok, why = bitwise_on("cuda", ["learn-0.2", "rope", "relative"])
     assert not ok and "relative, rope" in why
+
+
+def _pid_and_double(state: dict, item: int) -> tuple[int, int]:
+    return os.getpid(), state["double"](item)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or runtime.usable_cpus() < 1, reason="no fork")
+def test_fork_map_keeps_the_order_and_reaches_its_processes_by_the_fork():
+    """``fork_map`` hands each process its state by the fork (a lambda, which pickling would
+    refuse), returns the items' results in order, and draws them in other processes than this
+    one when asked for two (on Linux); asked for one, it loops here."""
+    state = {"double": lambda x: 2 * x}
+    two = runtime.fork_map(_pid_and_double, state, range(9), workers=2)
+    assert [v for _, v in two] == [2 * i for i in range(9)]
+    if runtime.sys.platform == "linux":
+        assert os.getpid() not in {p for p, _ in two}
+    one = runtime.fork_map(_pid_and_double, state, range(3), workers=1)
+    assert one == [(os.getpid(), 0), (os.getpid(), 2), (os.getpid(), 4)]

@@ -254,6 +254,15 @@ def test_later_views_are_drawn_into_the_first_views_frame_and_keep_their_checks(
     plt.close("all")
 
 
+def test_the_views_two_processes_draw_are_the_ones_one_process_draws(run):
+    """The page's later views drawn in two forked processes make the same HTML, byte for byte,
+    as one process drawing them all (same PNGs, same checks, same order)."""
+    one = explore.sigma_views(run.history, run.artifacts, workers=1)
+    two = explore.sigma_views(run.history, run.artifacts, workers=2)
+    assert len(_views(one)) == 5 and two == one
+    plt.close("all")
+
+
 def test_views_html_refuses_a_key_of_the_wrong_length():
     with pytest.raises(ValueError, match="one value per control"):
         widgets.views_html({("a",): b"x"}, [widgets.Control("a", (("a", "a"),)),

@@ -207,3 +207,17 @@ def test_a_second_kernel_reads_the_checked_maps_from_the_cache_and_never_a_wrong
     im._MEMO.clear()
     assert torch.equal(fr.load_fragment(unit, published).artifacts[im.KEY], first)
     assert calls == [1]
+
+
+def test_a_page_that_reads_no_maps_at_init_loads_without_running_a_model(monkeypatch):
+    """``get_run(..., rebuild_init_maps=False)`` (chapter 6) reads the stored fragments as they
+    are: no model is built, and the run holds no maps at initialisation; by default the same
+    fragments are restored (their maps rebuilt and checked)."""
+    calls = []
+    monkeypatch.setattr(im, "restore", lambda runs: calls.append(len(runs)))
+    kw = dict(scale="paper", seeds=[2235], sigmas=[0.2, 2.0])
+    lean = get_run("table2", rebuild_init_maps=False, **kw)
+    assert calls == [] and im.KEY not in lean.artifacts
+    assert {"learn-0.2", "learn-2"} <= set(lean.artifacts["labels"])
+    get_run("table2", **kw)
+    assert calls == [len(lean.artifacts["labels"])]

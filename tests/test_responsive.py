@@ -212,6 +212,41 @@ def test_a_wide_table_of_heatmaps_is_stacked_with_its_row_names_and_colour_bars(
     assert len(ph2.axes) == 1 and len(ph2.legends) + (ph2.axes[0].get_legend() is not None) == 1
 
 
+def test_a_painted_view_is_cropped_to_the_png_a_save_draws():
+    """A view drawn into a frame (no layout engine) is painted once by its checks and its PNG
+    cropped from that canvas: the size ``bbox_inches="tight"`` saves (to the pixel), the
+    same picture (under 1% of pixels differ, by text antialiasing at another offset), and a
+    figure with text outside its canvas is drawn again instead, as a save draws it."""
+    from PIL import Image
+
+    def view(outside: bool):
+        fig, (a, b) = plt.subplots(1, 2, layout="constrained", dpi=style.DPI, figsize=(7, 3.5))
+        a.imshow(np.random.default_rng(0).random((16, 16)))
+        fig.colorbar(a.images[0], ax=a)
+        b.plot([0, 200], [0.2, 0.9], "D-")
+        b.set_title("ours at 200: 0.963\nauthors at 200: 0.947 ± 0.027")
+        fig.legend(["x"], loc="outside lower center")
+        fig.canvas.draw()
+        fig.set_layout_engine("none")
+        if outside:
+            fig.text(1.02, 0.5, "beyond the edge")
+        return fig
+
+    for outside in (False, True):
+        fig = view(outside)
+        responsive.check_figure(fig, style.COLUMN_PX, paint=True)
+        got = np.asarray(Image.open(io.BytesIO(responsive._painted_png(fig))).convert("RGB"))
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")
+        ref = np.asarray(Image.open(buf).convert("RGB"))
+        assert abs(got.shape[0] - ref.shape[0]) <= 1 and abs(got.shape[1] - ref.shape[1]) <= 1
+        h, w = min(got.shape[0], ref.shape[0]), min(got.shape[1], ref.shape[1])
+        differ = (np.abs(got[:h, :w].astype(int) - ref[:h, :w]).max(-1) > 0).mean()
+        assert differ < (0.01 if not outside else 1e-9), differ  # outside: drawn as a save
+        assert got.min() < 50 and (got == 255).mean() > 0.3  # ink on a white page
+        plt.close(fig)
+
+
 def test_a_just_checked_figure_saves_the_same_png_without_drawing_it_again():
     """After :func:`responsive.check_figure` laid out a figure without a layout engine (an
     explorer's later views), the PNG read from that draw's tight box is byte for byte the one

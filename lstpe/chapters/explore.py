@@ -13,7 +13,7 @@ for the book page (:mod:`lstpe.rendering.widgets` says how one output carries bo
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -221,11 +221,19 @@ def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, s
     model's laid-out view of the same kind (:func:`_frame`): this one takes its size and
     panel positions instead of a layout of its own (the panels, ticks and legend are the same
     in every view; the page's checks still read each view)."""
+    return _view_figure(_model_data(history, artifacts, pe, int(seed)), pe, int(seed), phone,
+                        frame)
+
+
+def _view_figure(data: tuple[np.ndarray, pd.DataFrame, pd.DataFrame, str], pe: str, seed: int,
+                 phone: bool, frame: Frame | None
+                 ) -> tuple[Figure, tuple[np.ndarray, pd.DataFrame, str]]:
+    """:func:`model_figure` from the model's :func:`_model_data`."""
     import matplotlib.pyplot as plt
 
     from lstpe.rendering.phone import PHONE_PX
 
-    kernel, curve, authors, split = _model_data(history, artifacts, pe, int(seed))
+    kernel, curve, authors, split = data
     layout = "constrained" if frame is None else "none"
     if phone:
         fig, (ax_k, ax_c) = plt.subplots(2, 1, figsize=((PHONE_PX - 24) / style.DPI, 6.6),
@@ -234,7 +242,7 @@ def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, s
         fig, (ax_k, ax_c) = plt.subplots(1, 2, figsize=style.figsize(1.0, 3.7),
                                          layout=layout, dpi=style.DPI,
                                          gridspec_kw={"width_ratios": [1, 1.25]})
-    draw_model(ax_k, ax_c, kernel, curve, authors, pe, int(seed), split)
+    draw_model(ax_k, ax_c, kernel, curve, authors, pe, seed, split)
     fig.legend(*ax_c.get_legend_handles_labels(), fontsize=9, loc="outside lower center",
                ncols=1 if phone else 3)  # under the panels: inside, it would cover the curve
     if frame is not None and len(frame[1]) == len(fig.axes):
@@ -249,32 +257,59 @@ def model_figure(history: pd.DataFrame, artifacts: Mapping[str, Any], pe: str, s
     return fig, (kernel, curve, split)
 
 
-def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any]) -> str:
+ViewJob = tuple[dict[tuple[str, int], tuple], dict[bool, Frame]]
+"""What every later view of :func:`sigma_views` is drawn from: each model's
+:func:`_model_data`, and the first view's frame of each kind."""
+
+
+def _view_html(job: ViewJob, key: tuple[str, int]) -> str:
+    """One later view of :func:`sigma_views` (the laptop's and the phone's rendering, each
+    drawn into its frame and checked), as HTML."""
+    from lstpe.rendering.responsive import figure_html
+
+    data, frames = job
+    figs = {phone: _view_figure(data[key], *key, phone, frames[phone])[0]
+            for phone in (False, True)}
+    return figure_html(figs[False], phone=figs[True], alt=f"{ALT}: {key[0]}|{key[1]}",
+                       fitted=True)
+
+
+def sigma_views(history: pd.DataFrame, artifacts: Mapping[str, Any],
+                workers: int | None = None) -> str:
     """The explorer for the rendered page: every stored (sigma, seed) model pre-rendered
     (:func:`model_figure`, for the laptop's and the phone's column) behind a sigma and a seed
     select box
     (:func:`lstpe.rendering.widgets.views_html`; a pair with no stored model says so). Each
     kind of view is laid out once, on the first model, and every other model is drawn into
-    that frame (:func:`_frame`): the layout engine is the slow part of a view."""
+    that frame (:func:`_frame`): the layout engine is the slow part of a view. The later
+    views are drawn in ``workers`` processes (:class:`lstpe.runtime.Forked`; default one
+    per usable CPU): the same HTML as one process draws, in about half the time on 2 cores."""
+    return _views_started(history, artifacts, workers)()
+
+
+def _views_started(history: pd.DataFrame, artifacts: Mapping[str, Any],
+                   workers: int | None = None) -> Callable[[], str]:
+    """:func:`sigma_views`, its first view drawn here and the others started in processes;
+    calling the result waits for them and returns the HTML."""
     from lstpe.rendering.responsive import figure_html
+    from lstpe.runtime import Forked
 
     models = sigma_models(artifacts)
-    views: dict[tuple[str, str], str] = {}
-    frames: dict[bool, Frame] = {}
-    for pe, seeds in models.items():
-        for s in seeds:
-            figs = {}
-            for phone in (False, True):
-                figs[phone] = model_figure(history, artifacts, pe, s, phone=phone,
-                                           frame=frames.get(phone))[0]
-            views[(pe, str(s))] = figure_html(figs[False], phone=figs[True],
-                                              alt=f"{ALT}: {pe}|{s}", fitted=bool(frames))
-            if not frames:  # the first view, fitted to the column: every other one's frame
-                frames = {p: _frame(f) for p, f in figs.items()}
+    keys = [(pe, int(s)) for pe, seeds in models.items() for s in seeds]
+    data = {k: _model_data(history, artifacts, *k) for k in keys}
+    first = {phone: _view_figure(data[keys[0]], *keys[0], phone, None)[0]
+             for phone in (False, True)}
+    html0 = figure_html(first[False], phone=first[True], alt=f"{ALT}: {keys[0][0]}|{keys[0][1]}")
+    frames = {p: _frame(f) for p, f in first.items()}  # the first view, fitted to the column
+    later = Forked(_view_html, (data, frames), keys[1:], workers=workers)
     seeds = sorted({s for ss in models.values() for s in ss})
     controls = [Control("σ", tuple((pe, f"{_sigma(pe):g}") for pe in models)),
                 Control("seed", tuple((str(s), str(s)) for s in seeds))]
-    return views_html(views, controls, alt=ALT)
+
+    def done() -> str:
+        views = {(pe, str(s)): v for (pe, s), v in zip(keys, [html0, *later.get()], strict=True)}
+        return views_html(views, controls, alt=ALT)
+    return done
 
 
 ALT = "learned PE and learning curve"
@@ -343,7 +378,9 @@ def sigma_explorer(run: Run, seed: int | None = None) -> WithStatic:
         run: a stored run of the sigma sweep (its ``history`` and ``artifacts``).
         seed: the static grid's seed (default the first stored).
     """
+    views = _views_started(run.history, run.artifacts)  # drawn by other processes meanwhile
     live = SigmaExplorer(run.history, run.artifacts)
-    return with_static(live.widget, sigma_grid(run.history, run.artifacts, seed=seed),
+    grid = sigma_grid(run.history, run.artifacts, seed=seed)
+    return with_static(live.widget, grid, png=figure_png(grid),
                        text="σ explorer: pick a σ and a seed (ipywidgets; needs a live kernel)",
-                       live=live, html=sigma_views(run.history, run.artifacts))
+                       live=live, html=views())

@@ -105,11 +105,14 @@ def done_units(results_dir: str | Path | None = None,
 
 
 def fragments_of(run: str, pes: Sequence[str], results_dir: str | Path | None = None,
-                 seeds: Sequence[int] | None = None, **overrides: Any) -> list[res.Run]:
+                 seeds: Sequence[int] | None = None, restore: bool = True,
+                 **overrides: Any) -> list[res.Run]:
     """The verified fragments that make up ``run`` for ``pes``: its own units, and units of
     other runs with the same recipe for a PE (Table 1's 2d-fixed and learn-0.2 are Table 2's
     units; Table 4's Adam at sigma 0.1 and 0.2 too). One fragment per (PE, seed), the run's
-    own first.
+    own first. ``restore``: their attention maps at initialisation rebuilt
+    (:func:`lstpe.experiments.init_maps.restore`); False leaves a fragment that dropped them
+    without them.
 
     Raises:
         RecipeMismatch / DamagedFileError: a fragment under the run's own folder is of
@@ -141,7 +144,8 @@ def fragments_of(run: str, pes: Sequence[str], results_dir: str | Path | None = 
                 f"and is not used; restore it (git checkout -- {path}), or delete the folder "
                 "to retrain the unit (lstpe campaign status lists it)")
         out[(u.pe, u.seed)] = load_fragment(u, results_dir, restore=False, **overrides)
-    init_maps.restore(list(out.values()))  # one batched model for the maps at initialisation
+    if restore:
+        init_maps.restore(list(out.values()))  # one batched model for the maps at initialisation
     # the run's own units first wins: load them before borrowed ones of the same (pe, seed)
     order = sorted(out.values(), key=lambda r: (pes.index(r.config["pes"][0]),
                                                 r.config["seeds"][0]))

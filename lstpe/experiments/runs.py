@@ -182,8 +182,10 @@ def _other_lengths(name: str, base: Path, shown: int | None) -> list[Path]:
 
 
 def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None = None,
-               verbose: bool = True, require: bool = False, **asked: Any) -> res.Run | None:
-    """The best stored run of ``name`` that fits (see the module docstring), or None.
+               verbose: bool = True, require: bool = False, rebuild_init_maps: bool = True,
+               **asked: Any) -> res.Run | None:
+    """The best stored run of ``name`` that fits (see the module docstring), or None
+    (``rebuild_init_maps``: as :func:`get_run`).
 
     Raises:
         StoredRunMismatch: a stored run differs from the registry in keys the caller did not
@@ -195,7 +197,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
     asked = {k: v for k, v in asked.items() if v is not None and k not in FIT_IGNORE}
     for src in [s for s in STORED_SCALES if SCALES.index(s) >= SCALES.index(scale)]:
         if src == "paper" and name in REGISTRY:
-            run = _paper_run(name, base, verbose, require, asked)
+            run = _paper_run(name, base, verbose, require, asked, rebuild_init_maps)
         else:
             run = _whole_run(name, src, f"{src}/{name}", base, verbose, asked)
         if run is not None:
@@ -204,7 +206,7 @@ def stored_run(name: str, scale: str = "preview", results_dir: str | Path | None
 
 
 def _paper_run(name: str, base: Path, verbose: bool, require: bool,
-               asked: dict[str, Any]) -> res.Run | None:
+               asked: dict[str, Any], rebuild_init_maps: bool = True) -> res.Run | None:
     """The paper-scale set of ``name`` with the most models of what was asked that fits
     (:func:`lstpe.experiments.stored_sets.paper_sets`), or None; the sets passed over are
     named."""
@@ -223,11 +225,14 @@ def _paper_run(name: str, base: Path, verbose: bool, require: bool,
                                   fragment_epochs=asked.get("epochs"), fragments=not other)
     for i, found in enumerate(sets):
         if found.form == "fragments":
-            run = fragments_run(name, base, verbose, require=require, **asked)
+            run = fragments_run(name, base, verbose, require=require,
+                                rebuild_init_maps=rebuild_init_maps, **asked)
         elif found.form == "whole":
-            run = _whole_run(name, "paper", f"paper-e{epochs}/{name}", base, verbose, asked)
+            run = _whole_run(name, "paper", f"paper-e{epochs}/{name}", base, verbose, asked,
+                             rebuild_init_maps)
         else:
-            run = models_run(name, base, verbose, require=require, **asked)
+            run = models_run(name, base, verbose, require=require,
+                             rebuild_init_maps=rebuild_init_maps, **asked)
         if run is None:
             continue
         if found.form != "whole":
@@ -247,9 +252,10 @@ def _paper_run(name: str, base: Path, verbose: bool, require: bool,
 
 
 def _whole_run(name: str, src: str, folder: str, base: Path, verbose: bool,
-               asked: dict[str, Any]) -> res.Run | None:
+               asked: dict[str, Any], rebuild_init_maps: bool = True) -> res.Run | None:
     """The whole run ``<base>/<folder>`` if it is stored and fits what was asked, else None
-    (passed over with a message when it differs in what the caller set)."""
+    (passed over with a message when it differs in what the caller set;
+    ``rebuild_init_maps``: as :func:`get_run`)."""
     run = res.find(folder, base)
     if run is None:
         return None
@@ -269,13 +275,15 @@ def _whole_run(name: str, src: str, folder: str, base: Path, verbose: bool,
             print(f"the stored run {run.path} does not fit what was asked "
                   f"({'; '.join(mine)}); not used", flush=True)
         return None
-    init_maps.restore([run])  # its attention maps at initialisation, if it dropped them
+    if rebuild_init_maps:
+        init_maps.restore([run])  # its attention maps at initialisation, if it dropped them
     run.name = name
     return run
 
 
 def models_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
-               require: bool = False, **asked: Any) -> res.Run | None:
+               require: bool = False, rebuild_init_maps: bool = True, **asked: Any
+               ) -> res.Run | None:
     """A reader's one-model folders of ``name`` (``paper-e<E>/<name>/<pe>/<seed>/``, what
     ``lstpe reproduce run --task-index I --task-count N`` writes) merged into one run, or
     None if none is stored for what was asked, or they differ from it in what the caller set.
@@ -331,7 +339,8 @@ def models_run(name: str, results_dir: str | Path | None = None, verbose: bool =
         raise FileNotFoundError(f"the stored models of {name!r} under "
                                 f"{stored_sets.paper_home(name, epochs, base)} lack what was "
                                 f"asked: {', '.join(missing)}")
-    init_maps.restore(models)
+    if rebuild_init_maps:
+        init_maps.restore(models)
     merged = fr.merge(models, name)
     if missing:
         merged.manifest["missing"] = missing
@@ -341,7 +350,8 @@ def models_run(name: str, results_dir: str | Path | None = None, verbose: bool =
 
 
 def fragments_run(name: str, results_dir: str | Path | None = None, verbose: bool = True,
-                  require: bool = False, **asked: Any) -> res.Run | None:
+                  require: bool = False, rebuild_init_maps: bool = True, **asked: Any
+                  ) -> res.Run | None:
     """The campaign's fragments of ``name`` (:mod:`lstpe.experiments.units`) merged into one
     run, or
     None if none is stored that fits what was asked.
@@ -373,7 +383,7 @@ def fragments_run(name: str, results_dir: str | Path | None = None, verbose: boo
                   f"{', '.join(other)}; asked for others: not used", flush=True)
         return None
     pes = asked.get("pes") or run_config(name, "paper", sigmas=asked.get("sigmas")).pes
-    frags = fr.fragments_of(name, pes, base, seeds=asked.get("seeds"))
+    frags = fr.fragments_of(name, pes, base, seeds=asked.get("seeds"), restore=rebuild_init_maps)
     if asked.get("epochs") is not None:
         frags = [f for f in frags if f.config.get("epochs") == asked["epochs"]]
     if not frags:
@@ -406,7 +416,8 @@ def _missing(frags: list[res.Run], asked: dict, pes: list[str]) -> list[str]:
 
 def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None = None,
             device: str = "auto", stored: bool = True, cache: bool = True,
-            require_stored: bool = False, progress: bool = False, **asked: Any) -> res.Run:
+            require_stored: bool = False, progress: bool = False, rebuild_init_maps: bool = True,
+            **asked: Any) -> res.Run:
     """The run ``name`` at ``scale``: stored, else cached, else trained (module docstring).
 
     Args:
@@ -419,6 +430,10 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
         cache: reuse (and fill) the cache of trained runs.
         require_stored: raise instead of training when no stored run fits.
         progress: progress bars while training.
+        rebuild_init_maps: rebuild the stored models' attention maps at initialisation (a
+            fragment keeps only a witness of them: :mod:`lstpe.experiments.init_maps`). False,
+            for a page that reads none of them: the run's artefacts lack
+            ``val_attention_init`` and loading runs no model.
         **asked: values that replace the registry's (``seeds``, ``epochs``, ``sigmas``,
             ``pes``, ``optimizer``...; brain: ``steps``, ``train_masks``...); None = the
             registry's.
@@ -437,7 +452,8 @@ def get_run(name: str, scale: str = "preview", *, results_dir: str | Path | None
     cfg = run_config(name, scale, **asked, device=device)  # validates every value
     base = res.results_root(results_dir)
     if stored or require_stored:
-        found = stored_run(name, scale, base, require=require_stored, **asked)
+        found = stored_run(name, scale, base, require=require_stored,
+                           rebuild_init_maps=rebuild_init_maps, **asked)
         if found is not None:
             return _use(found)
         if require_stored:

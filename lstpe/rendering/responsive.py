@@ -55,14 +55,15 @@ CHECK_ATTR = "data-lstpe-check"
 # --------------------------------------------------------------------------- checking
 
 
-def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
+def check_figure(fig: Figure, column_px: float, paint: bool = False) -> dict[str, list]:
     """The house style's checks of ``fig`` shown in a column ``column_px`` wide: ``small``
     (texts under :data:`~lstpe.rendering.style.MIN_PT` there), ``overlap`` (titles, labels and
     tick labels running into each other or into another panel), ``legend`` (a legend over
     text, a panel or a legend), ``cut`` (markers cut by their axes' edge), ``collapsed`` (the
     layout engine gave up: its panels would have no height or width, so they are drawn
     squeezed where they were), ``dense`` (a heatmap's cell values wider than their cells,
-    :func:`~lstpe.rendering.style.crowded_cell_labels`)."""
+    :func:`~lstpe.rendering.style.crowded_cell_labels`). ``paint``: the one draw the checks
+    read paints the canvas too (:func:`_painted_png` then crops its PNG from it)."""
     import warnings
 
     if not hasattr(fig.canvas, "get_renderer"):  # closed in pyplot: measured on an Agg canvas
@@ -71,7 +72,10 @@ def check_figure(fig: Figure, column_px: float) -> dict[str, list]:
         FigureCanvasAgg(fig)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
-        style.lay_out(fig)  # once: every check below reads the boxes of this draw
+        if paint:
+            fig.canvas.draw()
+        else:
+            style.lay_out(fig)  # once: every check below reads the boxes of this draw
     collapsed = sorted({str(w.message).split(".")[0] for w in caught
                         if "collapsed" in str(w.message)})
     return {"small": [list(t) for t in style.small_text(fig, column_px=column_px, draw=False)],
@@ -100,6 +104,36 @@ def _png(fig: Figure, drawn: bool = False) -> bytes:
     return buf.getvalue()
 
 
+def _painted_png(fig: Figure) -> bytes:
+    """The PNG of a figure without a layout engine that :func:`check_figure` just painted,
+    cropped from its canvas to the tight box (``bbox_inches="tight"``'s, widened to whole
+    pixels) instead of drawn again; where a text or a marker lies outside the canvas, or
+    the figure is saved another colour than it is drawn, :func:`_png` draws it again."""
+    import matplotlib as mpl
+    import numpy as np
+    from PIL import Image
+
+    r = fig.canvas.get_renderer()
+    dpi, (W, H) = fig.dpi, (int(r.width), int(r.height))
+    tight = fig.get_tightbbox(r)
+    box = tight.padded(mpl.rcParams["savefig.pad_inches"])
+    x0, y0 = (int(np.floor(v * dpi)) for v in (box.x0, box.y0))
+    x1, y1 = (int(np.ceil(v * dpi)) for v in (box.x1, box.y1))
+    inside = tight.x0 * dpi >= 0 and tight.y0 * dpi >= 0 and tight.x1 * dpi <= W \
+        and tight.y1 * dpi <= H
+    if fig.get_layout_engine() is not None or not inside or mpl.rcParams["savefig.transparent"] \
+            or mpl.rcParams["savefig.facecolor"] != "auto":
+        return _png(fig, drawn=True)
+    out = np.empty((y1 - y0, x1 - x0, 4), np.uint8)
+    out[:] = np.round(np.array(mpl.colors.to_rgba(fig.get_facecolor())) * 255)
+    sx0, sy0, sx1, sy1 = max(x0, 0), max(y0, 0), min(x1, W), min(y1, H)
+    out[y1 - sy1:y1 - sy0, sx0 - x0:sx1 - x0] = np.asarray(r.buffer_rgba())[H - sy1:H - sy0,
+                                                                            sx0:sx1]
+    buf = io.BytesIO()
+    Image.fromarray(out, "RGBA").save(buf, format="png", dpi=(dpi, dpi))
+    return buf.getvalue()
+
+
 def renderings(fig: Figure, phone: Figure | None = None, fitted: bool = False
                ) -> tuple[bytes, bytes | None, dict[str, Any]]:
     """The laptop's PNG (``fig`` fitted to the column first: :func:`style.readable`, unless
@@ -119,15 +153,17 @@ def renderings(fig: Figure, phone: Figure | None = None, fitted: bool = False
         warnings.simplefilter("ignore", UserWarning)
         if not fitted:
             style.readable(fig)
-        result: dict[str, Any] = {"laptop": check_figure(fig, style.COLUMN_PX)}
-        laptop = _png(fig, drawn=True)
+        paint = fitted and fig.get_layout_engine() is None  # drawn into a frame: paint once
+        result: dict[str, Any] = {"laptop": check_figure(fig, style.COLUMN_PX, paint)}
+        laptop = _painted_png(fig) if paint else _png(fig, drawn=True)
         try:
             ph = phone if phone is not None else phone_figure(fig)
         except Exception as err:  # noqa: BLE001 - any failure is reported, the figure shows
             result["phone"] = {"error": [f"{type(err).__name__}: {err}"]}
             return laptop, None, result
-        result["phone"] = check_figure(ph, PHONE_PX)
-        phone = _png(ph, drawn=True)
+        paint = fitted and ph.get_layout_engine() is None
+        result["phone"] = check_figure(ph, PHONE_PX, paint)
+        phone = _painted_png(ph) if paint else _png(ph, drawn=True)
     plt.close(ph)
     return laptop, phone, result
 

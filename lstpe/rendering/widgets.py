@@ -170,10 +170,11 @@ class WithStatic:
     """
 
     def __init__(self, widget: Any, figure: Figure, text: str | None = None,
-                 dpi: int = _DPI, live: Any = None, html: str | None = None) -> None:
+                 dpi: int = _DPI, live: Any = None, html: str | None = None,
+                 png: bytes | None = None) -> None:
         self.widget, self.live, self.html = widget, live, html
         self.figure = figure
-        self.png = figure_png(figure, dpi)
+        self.png = figure_png(figure, dpi) if png is None else png
         self.picture = None if html else figure_html(figure)
         close_figure(figure)
         self.text = text or f"{type(widget).__name__} widget (needs a live kernel)"
@@ -194,8 +195,10 @@ class WithStatic:
 
 
 def with_static(widget: Any, figure: Figure, text: str | None = None,
-                live: Any = None, html: str | None = None) -> WithStatic:
+                live: Any = None, html: str | None = None, png: bytes | None = None
+                ) -> WithStatic:
     """``widget`` for a live kernel, ``figure`` (then closed) for the static book page
     (:class:`WithStatic`; ``live``: the object behind the widget, kept as ``.live``; ``html``:
-    pre-rendered views, :func:`views_html`, which the page plays instead of the figure)."""
-    return WithStatic(widget, figure, text, live=live, html=html)
+    pre-rendered views, :func:`views_html`, which the page plays instead of the figure;
+    ``png``: the figure's :func:`figure_png`, if already drawn)."""
+    return WithStatic(widget, figure, text, live=live, html=html, png=png)
