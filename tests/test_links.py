@@ -104,7 +104,7 @@ def test_the_install_cell_clones_the_stored_runs_without_the_resume_state(tmp_pa
     origin, home = tmp_path / "origin", tmp_path / "home"
     big = bytes(range(256)) * 4096  # 1 MiB that does not compress
     files = {"lstpe/__init__.py": b"", "results/paper/a/manifest.json": b"{}",
-             "results/long/table2/x/e0200/manifest.json": b"{}",
+             "results/long/table2/x/2235/manifest.json": b"{}",
              "results/long/_resume/mechanism/chunk0.pt": big}
     for rel, data in files.items():
         (origin / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -116,7 +116,7 @@ def test_the_install_cell_clones_the_stored_runs_without_the_resume_state(tmp_pa
     command = repo.clone_command(src, f"file://{origin}", "main", str(home))
     subprocess.run(command, shell=True, check=True, cwd=tmp_path)
     assert (home / "lstpe/__init__.py").exists()
-    assert (home / "results/long/table2/x/e0200/manifest.json").exists()
+    assert (home / "results/long/table2/x/2235/manifest.json").exists()
     assert not (home / "results/long/_resume").exists()
     objects = sum(f.stat().st_size for f in (home / ".git/objects").rglob("*") if f.is_file())
     assert objects < len(big) / 2, f"the clone downloaded {objects} bytes: the resume state too"

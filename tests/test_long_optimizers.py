@@ -87,8 +87,7 @@ def test_the_stored_adamw_pair_beside_adam_at_the_same_epochs() -> None:
                                   for o in ("adam", "adamw")]
     assert (ends == last).all()
     for u in wd.units:
-        seg = u.path() / f"e{last:04d}" / "history.csv"
-        h = pd.read_csv(seg)
+        h = pd.read_csv(u.path() / "history.csv")
         want = h[(h["epoch"] == last) & (h["split"] == "val_dropout")
                  & (h["condition"].astype(str) == "all")]["accuracy"].mean()
         got = c[(c["pe"] == u.pe) & (c["optimizer"] == "adamw") & (c["epoch"] == last)]

@@ -15,6 +15,7 @@ from lstpe.experiments import long_units as lu
 from lstpe.experiments.registry import REGISTRY
 from lstpe.references.paper_tables import load_paper_tables
 from lstpe.store import results as res
+from lstpe.store.storage import seal_manifest
 
 SEEDS = (2235, 6312, 6068, 9742, 8880)
 
@@ -140,9 +141,12 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     assert "weight-decay to 1000 needs about 8 min" in log[0]
     assert pick(1200, {"weight-decay"}).name == lp.CPU_FIRST[0]
     # a unit with segments and no checkpoint (as a past lease left one) is passed over
-    taken = lu.find_chunk(lp.CPU_FIRST[0]).units[0].path(tmp_path) / "e0200"
+    unit = lu.find_chunk(lp.CPU_FIRST[0]).units[0]
+    taken = unit.path(tmp_path)
     taken.mkdir(parents=True)
-    (taken / "manifest.json").write_text(json.dumps({}))
+    (taken / "manifest.json").write_text(json.dumps(seal_manifest(
+        {"kind": "long-model", "unit": unit.key, "epoch": 200, "segments": [],
+         "files": {"history.csv": {"sha256": "", "bytes": 0}}})))
     assert pick(1200, {"weight-decay"}).name == lp.CPU_FIRST[1]
     # a new leg whose state would take the tree past 100 MB waits
     checkpoint(tmp_path, "mechanism", 2817, size=95_000_000)

@@ -3,6 +3,7 @@ continues the same trajectory, also from a fresh clone holding only what git tra
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import time
@@ -77,7 +78,12 @@ def test_the_mechanisms_last_leg_keeps_a_shallow_clone_small():
 def test_segments_join_into_the_whole_run(short, tmp_path):
     assert train(6, tmp_path)
     for u in UNITS:
-        assert [p.name for p in lu.segments(u, tmp_path)] == ["e0002", "e0004", "e0006"]
+        assert [s.path.name for s in lu.segments(u, tmp_path)] == ["e0002", "e0004", "e0006"]
+        folder = u.path(tmp_path)  # one model folder: one history, a snapshot per segment
+        assert sorted(p.name for p in folder.iterdir()) == ["history.csv", "manifest.json",
+                                                            "snapshots"]
+        assert sorted(p.name for p in (folder / "snapshots").iterdir()) == \
+            ["e0002.pt", "e0004.pt", "e0006.pt"]
         whole = lu.load_long(u, tmp_path)
         assert whole["epoch"] == 6
         assert sorted(whole["history"]["epoch"].unique()) == list(range(7))
@@ -123,24 +129,24 @@ def test_a_chunk_without_its_checkpoint_is_refused_not_retrained(short, tmp_path
     # the hint never promises a checkpoint git never held (segments without one)
     assert "none was ever written" in str(e.value)
     assert "git checkout -- results/long)" not in str(e.value)
-    assert [p.name for p in lu.segments(UNITS[0], tmp_path)] == ["e0002"]  # untouched
+    assert [s.path.name for s in lu.segments(UNITS[0], tmp_path)] == ["e0002"]  # untouched
 
 
 def test_segments_another_trajectory_published_past_a_checkpoint_are_reported(short, tmp_path):
-    """A checkpoint at epoch 1 here, and segments to epoch 6 that the chunk trained from
-    epoch 0 elsewhere: ``chunk_problems`` names each unit's segments past the checkpoint; one
-    segment at the end of the checkpoint's open segment (a process killed between its publish
-    and its next checkpoint) is no problem. (Moved from the GPU lease's trial tests.)"""
+    """A checkpoint at epoch 1 here, and model folders to epoch 6 that the chunk trained from
+    epoch 0 elsewhere: ``chunk_problems`` names each unit's segments past the checkpoint; a
+    folder that ends at the end of the checkpoint's open segment (a process killed between its
+    publish and its next checkpoint) is no problem. (Moved from the GPU lease's trial tests.)"""
     here, there = tmp_path / "here", tmp_path / "there"
     assert train(1, here)
-    assert train(6, there)
+    assert train(2, there)
     unit = UNITS[0]
-    shutil.copytree(unit.path(there) / "e0002", unit.path(here) / "e0002")
+    shutil.copytree(unit.path(there), unit.path(here))
     assert lu.chunk_problems(chunk(6), here) == []  # the open segment's end: compared on resume
+    assert train(6, there)
     for u in UNITS:
-        for p in lu.segments(u, there):
-            if not (u.path(here) / p.name).exists():
-                shutil.copytree(p, u.path(here) / p.name)
+        shutil.rmtree(u.path(here), ignore_errors=True)
+        shutil.copytree(u.path(there), u.path(here))
     problems = lu.chunk_problems(chunk(6), here)
     assert len(problems) == 2  # one per unit
     assert all("past the resume checkpoint" in p and "epoch 1" in p for p in problems)
@@ -159,11 +165,21 @@ def test_the_resume_folder_is_tracked_by_git(tmp_path):
 
 
 def test_a_broken_chain_is_refused(short, tmp_path):
+    """A segment that names another one before it (a manifest edited and sealed again) is
+    refused by the reader and named by ``chunk_problems``."""
+    import json
+
+    from lstpe.store import storage as stg
+
     assert train(6, tmp_path)
     u = UNITS[0]
-    shutil.rmtree(u.path(tmp_path) / "e0004")
+    path = u.path(tmp_path) / "manifest.json"
+    man = json.loads(path.read_text())
+    man["segments"][1]["manifest"]["long"]["previous"] = "0" * 64
+    path.write_text(json.dumps(stg.seal_manifest(man)))
     with pytest.raises(res.DamagedFileError, match="does not follow"):
         lu.load_long(u, tmp_path)
+    assert any("e0004 does not follow" in p for p in lu.chunk_problems(chunk(6), tmp_path))
 
 
 def test_a_target_already_reached_trains_nothing(short, tmp_path):
@@ -231,9 +247,9 @@ def test_hours_left_start_at_the_resume_checkpoint_and_ignore_a_gpu_rate(short, 
     assert r["basis"] == "its last segment"
     seg_rate = r["s_per_epoch"]
     assert r["hours_left"] == pytest.approx(3 * seg_rate / 3600)
-    real = res.read_manifest
-    monkeypatch.setattr(res, "read_manifest",
-                        lambda p: {**real(p), "device": "cuda: NVIDIA H100 80GB HBM3"})
+    real = lu.segments
+    monkeypatch.setattr(lu, "segments", lambda *a, **k: [dataclasses.replace(s, manifest={
+        **s.manifest, "device": "cuda: NVIDIA H100 80GB HBM3"}) for s in real(*a, **k)])
     r = lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
     assert r["basis"] == "the 200-epoch units' rate"
     assert r["hours_left"] == pytest.approx(3 * len(UNITS) * 10.0 / 3600)
@@ -248,19 +264,20 @@ def test_a_segment_resumed_in_its_middle_is_priced_by_the_epochs_it_timed(short,
     assert lt.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
                           **TINY)  # segment 0-2, checkpoint at 3
     assert train(4, tmp_path)  # a new writer, resumed at 3: segment 2-4 timed over 1 epoch
-    paths = lu.segments(UNITS[0], tmp_path)
-    infos = [res.read_manifest(p)["long"] for p in paths]
+    segs = lu.segments(UNITS[0], tmp_path)
+    infos = [s.manifest["long"] for s in segs]
     assert [(i["from_epoch"], i["timed_from"]) for i in infos] == [(0, 0), (2, 3)]
     r = lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
     assert r["basis"] == "its last segment"
-    assert r["s_per_epoch"] == pytest.approx(res.read_manifest(paths[-1])["wall_time_s"] / 1)
-    real = res.read_manifest
+    assert r["s_per_epoch"] == pytest.approx(segs[-1].manifest["wall_time_s"] / 1)
+    real = lu.segments
 
-    def legacy(p):
-        m = real(p)
-        return {**m, "long": {k: v for k, v in m["long"].items() if k != "timed_from"}}
+    def legacy(*a, **k):
+        return [dataclasses.replace(s, manifest={**s.manifest, "long": {
+            k: v for k, v in s.manifest["long"].items() if k != "timed_from"}})
+            for s in real(*a, **k)]
 
-    monkeypatch.setattr(res, "read_manifest", legacy)
+    monkeypatch.setattr(lu, "segments", legacy)
     assert lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]["basis"] == \
         "the 200-epoch units' rate"
 

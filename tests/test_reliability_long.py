@@ -32,6 +32,7 @@ from lstpe.campaign import scheduler as cr
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import units as un
 from lstpe.nn.model import ModelConfig
+from lstpe.store import model as mf
 from lstpe.store import results as res
 from lstpe.store.rundir import _boot_id
 
@@ -90,19 +91,32 @@ def copy(base: Path, dst: Path) -> Path:
 
 
 def seg(unit: lu.LongUnit, epoch: int, results: Path) -> Path:
+    """How messages name the unit's segment to ``epoch``."""
     return unit.path(results) / f"e{epoch:04d}"
 
 
-def forge(path: Path, previous: str | None = "keep") -> None:
-    """Make the segment at ``path`` another trajectory's: a valid, sealed segment whose first
+def segment_at(unit: lu.LongUnit, epoch: int, results: Path) -> mf.Segment:
+    return next(s for s in lu.segments(unit, results) if s.epoch == epoch)
+
+
+def published(unit: lu.LongUnit, results: Path) -> list[int]:
+    return [s.epoch for s in lu.segments(unit, results)]
+
+
+def forged(s: mf.Segment, dst: Path, previous: str | None = "keep") -> Path:
+    """Another trajectory's segment ``s``, as a valid sealed segment folder ``dst`` whose first
     accuracy differs (``previous``: the checksum it names as the segment before it)."""
-    run = res.load(path)
-    hist = run.history.copy()
+    hist = lu.segment_run(s).history.copy()
     hist.loc[0, "accuracy"] = float(hist.loc[0, "accuracy"]) + 0.001
-    man = {k: v for k, v in run.manifest.items() if k not in ("files", res.MANIFEST_HASH_KEY)}
+    man = {k: v for k, v in s.manifest.items() if k not in ("files", res.MANIFEST_HASH_KEY)}
     if previous != "keep":
         man["long"] = {**man["long"], "previous": previous}
-    res.save_run(path, hist, man, run.artifacts)
+    res.save_run(dst, hist, man, res.load_torch(s.folder / s.snapshot))
+    return dst
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 def store_200_epoch_units(results: Path) -> None:
@@ -163,7 +177,7 @@ def test_a_chunk_at_its_target_with_a_last_segment_missing_is_named_not_picked_f
     run`` never returned. Now it names the unit and the segment and ends at once."""
     results = copy(bases[1], tmp_path)
     store_200_epoch_units(results)
-    shutil.rmtree(seg(UNITS[1], 6, results))
+    mf.truncate(UNITS[1].path(results), 4, tmp_path / "aside")
     proc = spawn("cr.run(1.0, sys.argv[1], device='cpu', log=print, **TINY)\nprint('RETURNED')",
                  str(results))
     try:
@@ -199,56 +213,61 @@ def test_a_long_checkpoint_that_fails_its_digest_is_refused_not_retrained(bases,
     assert ckpt.read_bytes() == before
     assert sorted(p.name for p in ckpt.parent.iterdir()) == ["chunk.json", "chunk0.pt",
                                                             "config.json"]
-    assert not seg(UNITS[0], 4, results).exists()
+    assert published(UNITS[0], results) == [2]
 
 
 # --------------------------------------------------------------------------- 4: incomplete
 
 
-def test_a_segment_folder_without_its_manifest_is_not_published(short, bases, tmp_path):
-    """Finding 4: a folder without its manifest (a lease's tarball cut short) counted as
-    published: the chunk read as done; a later publish crashed on "Directory not empty"."""
-    results = copy(bases[1], tmp_path)
-    (seg(UNITS[0], 6, results) / "manifest.json").unlink()
-    assert lu.published_epoch(UNITS[0], results) == 4
-    assert lu.chunk_epoch(chunk(6), results) == 4
-    row = lp.long_status(results).iloc[0]
-    assert row["state"] == "damaged" and str(seg(UNITS[0], 6, results)) in row["problem"]
-
-
-def test_an_incomplete_segment_ahead_of_the_checkpoint_is_named_before_training(short, bases,
-                                                                                 tmp_path):
-    """Finding 4: the chunk trained a segment, then failed to publish over the incomplete
-    folder ("Directory not empty")."""
+def test_a_model_folder_without_its_manifest_is_not_published(short, bases, tmp_path):
+    """Finding 4: a folder without its manifest (a copy cut short) counted as published: the
+    chunk read as done; a later publish crashed. Now nothing in it counts, it is named, and
+    nothing is trained over it."""
     results = copy(bases[0], tmp_path)
-    cut = seg(UNITS[0], 4, results)
-    cut.mkdir(parents=True)
-    (cut / "history.csv").write_text("model,epoch\n")
-    before = checkpoint_bytes(results)
-    with pytest.raises(res.RunDirError, match=re.escape(str(cut))):
+    folder = UNITS[0].path(results)
+    (folder / "manifest.json").unlink()
+    assert lu.published_epoch(UNITS[0], results) == 0 and lu.chunk_epoch(chunk(6), results) == 0
+    row = lp.long_status(results).iloc[0]
+    assert row["state"] == "damaged" and f"{folder} has files but no manifest" in row["problem"]
+    before, kept = checkpoint_bytes(results), folder_bytes(folder)
+    with pytest.raises(res.RunDirError, match=re.escape(str(folder))):
         train(6, results)
-    assert checkpoint_bytes(results) == before  # nothing trained
-    assert sorted(p.name for p in cut.iterdir()) == ["history.csv"]
+    assert checkpoint_bytes(results) == before and folder_bytes(folder) == kept
+
+
+def test_an_append_cut_short_is_not_damage_and_the_next_publish_replaces_it(short, bases,
+                                                                             tmp_path):
+    """A process killed between writing a model's longer history.csv and its manifest: the
+    manifest's bytes are a prefix of the file. Readers see the recorded segments; the resumed
+    run publishes over the cut rows, and the whole equals an uninterrupted run."""
+    results = copy(bases[0], tmp_path)
+    hist = UNITS[0].path(results) / "history.csv"
+    hist.write_bytes(hist.read_bytes() + b"0,learn-0.2,learn,0.2,2235,adam,3,trai")
+    assert lu.chunk_problems(chunk(6), results) == []
+    assert lu.load_long(UNITS[0], results)["epoch"] == 2
+    assert train(6, results)
+    for u in UNITS:
+        a, b = lu.load_long(u, bases[1]), lu.load_long(u, results)
+        assert a["history"].equals(b["history"]) and torch.equal(a["pe"], b["pe"])
 
 
 def test_a_unit_whose_last_segment_is_gone_is_named_before_training(short, bases, tmp_path):
     """Finding 4: a unit whose last segment is gone trained a whole segment before failing,
     every retry."""
     results = copy(bases[0], tmp_path)
-    shutil.rmtree(seg(UNITS[1], 2, results))
+    shutil.rmtree(UNITS[1].path(results))
     before = checkpoint_bytes(results)
     with pytest.raises(res.RunDirError, match=f"{re.escape(UNITS[1].key)}.*e0002"):
         train(6, results)
     assert checkpoint_bytes(results) == before
-    assert not seg(UNITS[0], 4, results).exists()
+    assert published(UNITS[0], results) == [2]
 
 
-def test_a_deleted_middle_segment_is_named_by_status_and_run(short, bases, tmp_path):
+def test_a_deleted_snapshot_is_named_by_status_and_run(short, bases, tmp_path):
     """Finding 4: a deleted middle segment passed ``campaign run`` and ``campaign status``
-    (exit 0); only a chapter's load found it."""
+    (exit 0); only a chapter's load found it. Its snapshot file deleted, now the same."""
     results = copy(bases[1], tmp_path)
-    gone = seg(UNITS[0], 4, results)
-    shutil.rmtree(gone)
+    (UNITS[0].path(results) / "snapshots" / "e0004.pt").unlink()
     row = lp.long_status(results).iloc[0]
     assert row["state"] == "damaged" and "e0004" in row["problem"]
     assert "damaged" in lp.long_status_text(lp.long_status(results)).lower()
@@ -266,14 +285,15 @@ def test_a_foreign_segment_reached_by_a_resumed_run_is_compared_and_refused(shor
     """Finding 6: a segment already present when a resumed run reached its epoch was kept
     without comparison (a foreign segment unpacked here), and the next one chained to it."""
     results = copy(bases[0], tmp_path)
-    alien = seg(UNITS[0], 4, results)
-    shutil.copytree(seg(UNITS[0], 4, bases[1]), alien)
-    forge(alien, previous=res.read_manifest(seg(UNITS[0], 2, results))["manifest_sha256"])
-    kept = {p.name: p.read_bytes() for p in alien.iterdir()}
-    with pytest.raises(res.RunDirError, match=re.escape(str(alien))):
+    folder = UNITS[0].path(results)
+    stage = forged(segment_at(UNITS[0], 4, bases[1]), tmp_path / "alien",
+                   previous=segment_at(UNITS[0], 2, results).checksum)
+    mf.append_segment(folder, stage, UNITS[0].key)
+    kept = folder_bytes(folder)
+    with pytest.raises(res.RunDirError, match=re.escape(str(seg(UNITS[0], 4, results)))):
         train(6, results)
-    assert {p.name: p.read_bytes() for p in alien.iterdir()} == kept
-    assert not seg(UNITS[0], 6, results).exists() and not seg(UNITS[1], 4, results).exists()
+    assert folder_bytes(folder) == kept
+    assert published(UNITS[1], results) == [2]
 
 
 def test_a_segment_published_before_a_kill_is_kept_when_equal(short, bases, tmp_path,
@@ -293,9 +313,9 @@ def test_a_segment_published_before_a_kill_is_kept_when_equal(short, bases, tmp_
     with pytest.raises(KeyboardInterrupt):
         train(6, results)
     monkeypatch.setattr(lt.SegmentWriter, "_publish", real)
-    first = (seg(UNITS[0], 4, results) / "manifest.json").read_bytes()
+    first = segment_at(UNITS[0], 4, results).manifest
     assert train(6, results)
-    assert (seg(UNITS[0], 4, results) / "manifest.json").read_bytes() == first
+    assert segment_at(UNITS[0], 4, results).manifest == first
     for u in UNITS:
         a, b = lu.load_long(u, bases[1]), lu.load_long(u, results)
         assert torch.equal(a["pe"], b["pe"])
@@ -307,11 +327,13 @@ def test_a_segment_replaced_under_a_checkpoint_is_refused(short, bases, tmp_path
     """Finding 6: a lease's tarball extracted over a chunk that trained here meanwhile replaced
     a published segment; the resumed run chained its next segment to the replacement."""
     results = copy(bases[0], tmp_path)
-    replaced = seg(UNITS[0], 2, results)
-    forge(replaced)
-    with pytest.raises(res.RunDirError, match=re.escape(str(replaced))):
+    folder = UNITS[0].path(results)
+    stage = forged(segment_at(UNITS[0], 2, results), tmp_path / "replaced")
+    shutil.rmtree(folder)
+    mf.append_segment(folder, stage, UNITS[0].key)
+    with pytest.raises(res.RunDirError, match=re.escape(str(seg(UNITS[0], 2, results)))):
         train(6, results)
-    assert not seg(UNITS[0], 4, results).exists()
+    assert published(UNITS[0], results) == [2]
 
 
 # --------------------------------------------------------------------------- 7: provenance
@@ -327,21 +349,18 @@ def test_a_segment_names_every_process_that_trained_it(short, tmp_path, monkeypa
     assert train(3, tmp_path)  # the GPU trains epochs 0-3 (segment e0002, epoch 3 of e0004)
     monkeypatch.setattr(res, "process_record", real)
     assert train(6, tmp_path)  # this CPU trains epochs 4-6
-    man = res.read_manifest(seg(UNITS[0], 4, tmp_path))
+    man = segment_at(UNITS[0], 4, tmp_path).manifest
     procs = man["long"]["processes"]
     assert [(p["device"], p["from_epoch"], p["to_epoch"]) for p in procs] == \
         [(gpu["device"], 2, 3), (real(torch.device("cpu"))["device"], 3, 4)]
     assert res.run_commits(man)[0].startswith("36cfab6")
     assert len(res.run_commits(man)) == 2
-    only_cpu = res.read_manifest(seg(UNITS[0], 6, tmp_path))["long"]["processes"]
+    only_cpu = segment_at(UNITS[0], 6, tmp_path).manifest["long"]["processes"]
     assert [(p["from_epoch"], p["to_epoch"]) for p in only_cpu] == [(4, 6)]
     # a segment manifest from before processes were recorded still loads and prices
-    old = seg(UNITS[1], 2, tmp_path)
-    run = res.load(old)
-    man = {k: v for k, v in run.manifest.items() if k not in ("files", res.MANIFEST_HASH_KEY)}
+    man = dict(segment_at(UNITS[1], 2, tmp_path).manifest)
     man["long"] = {k: v for k, v in man["long"].items() if k != "processes"}
-    res.save_run(old, run.history, man, run.artifacts)
-    assert res.run_commits(res.read_manifest(old)) == [man["git_commit"]]
+    assert res.run_commits(man) == [man["git_commit"]]
 
 
 # --------------------------------------------------------------------------- 9: the rest

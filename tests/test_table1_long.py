@@ -39,7 +39,7 @@ def test_table1_long_reads_the_mechanisms_learn_02_at_table_1s_length() -> None:
     n = 1 + sum(lu.published_epoch(u) >= 1000 for u in others)
     assert t.loc["learn-0.2", "seeds"] == n
     if n == 1:
-        h = pd.read_csv(unit.path() / "e1000" / "history.csv")
+        h = pd.read_csv(unit.path() / "history.csv")
         want = h[(h["epoch"] == 1000) & (h["split"] == "val_dropout")
                  & (h["condition"].astype(str) == "all")]["accuracy"].mean()
         assert t.loc["learn-0.2", "val_last"] == pytest.approx(want)

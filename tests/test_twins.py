@@ -32,7 +32,7 @@ def test_a_pair_is_read_from_its_two_history_files(twins):
     200, as the two CSV files hold them."""
     row = twins.set_index("model").loc["table2/learn-2/2235"]
     stored = RESULTS / "paper" / "table2" / "learn-2" / "2235" / "history.csv"
-    again = RESULTS / "long" / "table2" / "learn-2" / "2235" / "e0200" / "history.csv"
+    again = RESULTS / "long" / "table2" / "learn-2" / "2235" / "history.csv"  # to 2800
     a, b = _acc(stored, "train_running"), _acc(again, "train_running")
     both = a.index.intersection(b.index)
     assert row["first_apart"] == min(e for e in both if a[e] != b[e])

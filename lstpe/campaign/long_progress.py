@@ -68,11 +68,11 @@ def long_status(results_dir: str | Path | None = None,
 def _segment_rate(unit: lu.LongUnit, results_dir: str | Path | None) -> tuple[float, str]:
     """(seconds per epoch, ``"its last segment"``) of the unit's last published segment
     trained on a CPU, else (NaN, "")."""
-    last = lu.published_segments(unit, results_dir)
     try:
-        man = res.read_manifest(last[-1]) if last else None
+        last = lu.segments(unit, results_dir)
     except (OSError, ValueError):  # named by chunk_problems
-        man = None
+        last = []
+    man = last[-1].manifest if last else None
     if man is None:
         return float("nan"), ""
     info = man.get("long") or {}

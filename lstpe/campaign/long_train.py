@@ -36,6 +36,7 @@ import torch
 from lstpe.experiments import long_units as lu
 from lstpe.nn.attention import bitwise_on
 from lstpe.runtime import cpu_flags
+from lstpe.store import model as mf
 from lstpe.store import results as res
 
 
@@ -197,25 +198,23 @@ class SegmentWriter:
         return dict(sorted(out.items()))
 
     def _publish(self, i: int, unit: lu.LongUnit, epoch: int, history: list[dict]) -> None:
-        dest = unit.path(self.results_dir) / f"e{epoch:04d}"
-        if dest.exists() and not (dest / "manifest.json").is_file():
-            raise lu.LongChunkError(f"the segment folder {dest} has no manifest.json (an "
-                                    "incomplete copy): nothing is published over it; copy it "
-                                    "again whole, or move that folder away")
+        folder = unit.path(self.results_dir)
+        segs = {s.epoch: s for s in lu.segments(unit, self.results_dir)}
         lo = epoch - lu.SEGMENT
-        prev = unit.path(self.results_dir) / f"e{lo:04d}"
-        if lo > 0 and not (prev / "manifest.json").is_file():
-            raise lu.LongChunkError(f"the segment {prev} of {unit.key} is missing: the segment "
-                                    f"to epoch {epoch} cannot name it; {lu.restore_hint(prev)}")
-        stage = self._stage(i, unit, epoch, lo, history,
-                            res.read_manifest(prev)["manifest_sha256"] if lo > 0 else None)
-        if dest.exists():  # published before: by a process killed before its checkpoint?
-            self._keep_if_equal(stage, dest, unit, epoch)
+        if lo > 0 and lo not in segs:
+            raise lu.LongChunkError(f"the segment {folder / f'e{lo:04d}'} of {unit.key} is "
+                                    f"missing: the segment to epoch {epoch} cannot name it; "
+                                    f"{lu.restore_hint(folder)}")
+        stage = self._stage(i, unit, epoch, lo, history, segs[lo].checksum if lo > 0 else None)
+        if epoch in segs:  # published before: by a process killed before its checkpoint?
+            self._keep_if_equal(stage, segs[epoch], unit, epoch)
             return
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        stage.rename(dest)
-        self.published.setdefault(unit.key, {})[str(epoch)] = \
-            res.read_manifest(dest)[res.MANIFEST_HASH_KEY]
+        if segs and max(segs) > epoch:
+            raise lu.LongChunkError(f"{folder} is past epoch {epoch} (to {max(segs)}) without "
+                                    f"its segment to epoch {epoch}; {lu.restore_hint(folder)}")
+        seg = mf.append_segment(folder, stage, unit.key)
+        shutil.rmtree(stage)
+        self.published.setdefault(unit.key, {})[str(epoch)] = seg.checksum
         self.log(f"long: published {unit.key} segment {lo}-{epoch}")
 
     def _stage(self, i: int, unit: lu.LongUnit, epoch: int, lo: int, history: list[dict],
@@ -258,17 +257,17 @@ class SegmentWriter:
         res.load(stage)  # verify before publishing
         return stage
 
-    def _keep_if_equal(self, stage: Path, dest: Path, unit: lu.LongUnit, epoch: int) -> None:
-        """Keep the published ``dest`` if it equals the recomputed ``stage``; else refuse."""
+    def _keep_if_equal(self, stage: Path, seg: mf.Segment, unit: lu.LongUnit,
+                       epoch: int) -> None:
+        """Keep the published ``seg`` if it equals the recomputed ``stage``; else refuse."""
         try:
-            diff = segment_diff(stage, dest)
+            diff = segment_diff(stage, seg)
         except (OSError, ValueError) as e:
-            raise lu.LongChunkError(lu.segment_damage(dest, e)) from None
+            raise lu.LongChunkError(lu.segment_damage(seg.folder, e)) from None
         if not diff:
             shutil.rmtree(stage)
-            self.published.setdefault(unit.key, {})[str(epoch)] = \
-                res.read_manifest(dest)[res.MANIFEST_HASH_KEY]
-            self.log(f"long: kept {dest}, published before an interruption (equal to the "
+            self.published.setdefault(unit.key, {})[str(epoch)] = seg.checksum
+            self.log(f"long: kept {seg.path}, published before an interruption (equal to the "
                      "segment recomputed here)")
             return
         aside = lu.long_root(self.results_dir) / ".work" / "conflicts" / \
@@ -276,22 +275,23 @@ class SegmentWriter:
         aside.parent.mkdir(parents=True, exist_ok=True)
         stage.rename(aside)
         raise lu.SegmentConflictError(
-            f"the segment {dest} is already published and differs from the one this run "
+            f"the segment {seg.path} is already published and differs from the one this run "
             f"recomputed from the chunk's resume checkpoint (in {', '.join(diff)}): it belongs "
             "to another trajectory (another machine's, or a replaced segment), and going on "
-            f"would splice two trajectories. {dest} is kept as it is; the recomputed segment is "
-            f"in {aside}. Go on where {dest} was trained (with the checkpoint that continues "
-            f"it), or move {dest} and the unit's later segments out of results/ to publish "
-            "this trajectory instead")
+            f"would splice two trajectories. {seg.folder} is kept as it is; the recomputed "
+            f"segment is in {aside}. Go on where {seg.folder} was trained (with the checkpoint "
+            f"that continues it), or move {seg.folder} out of results/ to publish this "
+            "trajectory instead")
 
 
-def segment_diff(a: Path, b: Path) -> list[str]:
-    """What differs between two verified segment folders in what they computed: ``config``
-    (execution keys aside), ``segment`` (unit, epochs, the segment before it, precision),
-    ``history`` (the bytes of history.csv) and ``snapshots`` (every artefact); [] if
-    nothing."""
-    ma, mb = res.read_manifest(a), res.read_manifest(b)
-    res.verify_files(b, mb)
+def segment_diff(stage: Path, seg: mf.Segment) -> list[str]:
+    """What differs between a verified segment folder ``stage`` and a published segment in
+    what they computed: ``config`` (execution keys aside), ``segment`` (unit, epochs, the
+    segment before it, precision), ``history`` (the bytes of its rows) and ``snapshots``
+    (every artefact); [] if nothing."""
+    ma, mb = res.read_manifest(stage), seg.manifest
+    lu.segment_run(seg)  # its rows as published
+    res.verify_files(seg.folder, {"files": {seg.snapshot: mb["files"]["artifacts.pt"]}})
     out = []
     if res.config_diff(ma.get("config", {}), mb.get("config", {}), res.EXECUTION_KEYS):
         out.append("config")
@@ -302,8 +302,8 @@ def segment_diff(a: Path, b: Path) -> list[str]:
     if ma["files"]["history.csv"]["sha256"] != (mb["files"].get("history.csv") or {}).get(
             "sha256"):
         out.append("history")
-    xa = res.load_torch(a / "artifacts.pt", "artifacts")
-    xb = res.load_torch(b / "artifacts.pt", "artifacts")
+    xa = res.load_torch(stage / "artifacts.pt", "artifacts")
+    xb = res.load_torch(seg.folder / seg.snapshot, "snapshots")
     if xa.keys() != xb.keys() or any(not _same(xa[k], xb[k]) for k in xa):
         out.append("snapshots")
     return out

@@ -64,11 +64,11 @@ def machine_twins(results_dir: str | Path | None = None, at: int = 200) -> pd.Da
     rows, seen = [], set()
     for chunk in lu.LONG_PLAN:
         for u in chunk.units:
-            segs = lu.published_segments(u, results_dir)
-            if u.key in seen or not segs or segs[0].name != f"e{at:04d}":
+            segs = lu.segments(u, results_dir)
+            if u.key in seen or not segs or segs[0].epoch != at:
                 continue
             seen.add(u.key)
-            again = res.load(segs[0], artifacts=False)
+            again = lu.segment_run(segs[0])
             if (again.manifest.get("long") or {}).get("from_epoch") != 0:
                 continue
             for f in (f for f in plan() if (f.pe, f.seed) == (u.pe, u.seed)):

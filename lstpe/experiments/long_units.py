@@ -7,17 +7,19 @@ configured for :data:`LONG_EPOCHS` epochs and trained in legs towards a **target
 (1000 first, 4000 later): the same configuration throughout, so extending a target continues
 one trajectory. Long units train in fixed groups (:class:`LongChunk`), one batch of models.
 
-Every :data:`SEGMENT` epochs each unit publishes a **segment**, an ordinary verified run folder::
+Every :data:`SEGMENT` epochs each unit publishes a **segment** into its one model folder
+(:mod:`lstpe.store.model`)::
 
-    results/long/<run>/<pe>/<seed>/e0200/   history.csv (epochs 0-200), artifacts.pt, manifest
-    results/long/<run>/<pe>/<seed>/e0400/   history.csv (epochs 201-400), ...
+    results/long/<run>/<pe>/<seed>/history.csv        every logged epoch from 0
+    results/long/<run>/<pe>/<seed>/snapshots/e0200.pt  the snapshots of epochs 0-200, ...
+    results/long/<run>/<pe>/<seed>/manifest.json      checksums, and each segment's manifest
 
-``artifacts.pt`` holds the unit's PE snapshots (``pe``: (k, blocks, 16, d) at ``pe_epochs``) and
+A snapshot file holds the unit's PE snapshots (``pe``: (k, blocks, 16, d) at ``pe_epochs``) and
 validation attention maps (``val_attention``: (k', 108, blocks, 16, 16) float16 at
 ``attention_epochs``) of the segment's epochs: :func:`snapshot_epochs` (dense) to the
 mechanism's epoch 2800, then :func:`sparse_snapshot_epochs` for every leg, so that a shallow
 clone stays small. Each segment's manifest names the previous segment's
-manifest checksum, so :func:`load_long` checks the chain when it joins them.
+manifest checksum, so :func:`load_long` checks the chain when it reads them.
 
 **Resume state across machines.** The chunk's checkpoint (weights and Adam moments of every
 model, its history and snapshots not yet published; about 16 MB per model) is written every
@@ -44,6 +46,7 @@ spliced); every process that trained epochs of a segment is in its manifest
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Collection
@@ -51,12 +54,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 
 from lstpe.experiments.registry import run_config
 from lstpe.experiments.units import CHECKPOINT_EVERY, TABLE1_OTHER
 from lstpe.runtime import PAPER_SEEDS
+from lstpe.store import model as mf
 from lstpe.store import results as res
 from lstpe.store.storage import read_json_object
 
@@ -256,16 +259,14 @@ def sparse_snapshot_epochs(upto: int | None = None) -> tuple[list[int], list[int
     return list(range(0, upto + 1, SEGMENT)), list(range(0, upto + 1, SPARSE_ATTENTION_EVERY))
 
 
-def segments(unit: LongUnit, results_dir: str | Path | None = None) -> list[Path]:
-    """The unit's segment folders (``eNNNN``), in epoch order, complete or not."""
-    root = unit.path(results_dir)
-    return sorted(p for p in root.glob("e[0-9][0-9][0-9][0-9]") if p.is_dir())
+def segments(unit: LongUnit, results_dir: str | Path | None = None) -> list[mf.Segment]:
+    """The unit's published segments (:class:`lstpe.store.model.Segment`), in epoch order,
+    from its model folder's manifest (unverified; [] when none is published).
 
-
-def published_segments(unit: LongUnit, results_dir: str | Path | None = None) -> list[Path]:
-    """The unit's segment folders that hold a manifest (a folder without one is an
-    incomplete copy, not a published segment), in epoch order."""
-    return [p for p in segments(unit, results_dir) if (p / "manifest.json").is_file()]
+    Raises:
+        lstpe.store.results.DamagedFileError: the manifest is damaged, naming it.
+    """
+    return mf.segments(unit.path(results_dir))
 
 
 class LongChunkError(res.DamagedFileError):
@@ -294,52 +295,69 @@ def segment_damage(path: Path, err: Exception) -> str:
 
 
 def load_long(unit: LongUnit, results_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """Every published segment of ``unit`` joined (each verified, the chain checked):
-    ``{"history", "pe_epochs", "pe" (k, blocks, 16, d), "attention_epochs", "val_attention",
-    "epoch" (the last), "manifests"}``; None if none is published.
+    """The unit's model folder, verified and its chain checked: ``{"history", "pe_epochs",
+    "pe" (k, blocks, 16, d), "attention_epochs", "val_attention", "epoch" (the last),
+    "manifests" (each segment's)}``; None if no segment is published.
 
     Raises:
-        lstpe.store.results.DamagedFileError: a segment fails verification or has no
-            manifest, or a segment does not follow the one before it (a gap or a replaced
-            segment), naming the folder.
+        lstpe.store.results.DamagedFileError: a file fails verification, or a segment does
+            not follow the one before it, naming the file.
     """
-    paths = segments(unit, results_dir)
-    if not paths:
+    return load_model(unit.path(results_dir), unit.key)
+
+
+def load_model(folder: Path, key: str) -> dict[str, Any] | None:
+    """:func:`load_long` of the model folder ``folder`` of the unit ``key``."""
+    try:
+        man = mf.read(folder)
+    except (OSError, ValueError) as e:
+        raise res.DamagedFileError(segment_damage(folder, e)) from None
+    if man is None:
         return None
-    hists, pes, pe_ep, atts, att_ep, mans = [], [], [], [], [], []
-    prev_sha, prev_to = None, 0
-    for p in paths:
-        try:
-            r = res.load(p)
-        except (OSError, ValueError) as e:
-            raise res.DamagedFileError(segment_damage(p, e)) from None
-        info = r.manifest.get("long") or {}
+    segs, prev_sha, prev_to = mf.segments(folder, man), None, 0
+    for seg in segs:
+        info = seg.manifest.get("long") or {}
         if info.get("from_epoch") != prev_to or info.get("previous") != prev_sha \
-                or info.get("unit") != unit.key:
+                or info.get("unit") != key:
             raise res.DamagedFileError(
-                f"the segment {p} does not follow the segment before it (expected unit "
-                f"{unit.key} from epoch {prev_to}); the chain of {unit.path(results_dir)} is "
-                f"broken: {restore_hint(unit.path(results_dir))}")
-        prev_sha, prev_to = r.manifest["manifest_sha256"], info["to_epoch"]
-        hists.append(r.history)
-        pes.append(r.artifacts["pe"])
-        pe_ep += list(r.artifacts["pe_epochs"])
-        if "val_attention" in r.artifacts:
-            atts.append(r.artifacts["val_attention"])
-            att_ep += list(r.artifacts["attention_epochs"])
-        mans.append(r.manifest)
-    return {"history": pd.concat(hists, ignore_index=True), "pe_epochs": pe_ep,
-            "pe": torch.cat(pes), "attention_epochs": att_ep,
-            "val_attention": torch.cat(atts) if atts else None, "epoch": prev_to,
-            "manifests": mans}
+                f"the segment {seg.path} does not follow the segment before it (expected unit "
+                f"{key} from epoch {prev_to}); the chain of {folder} is broken: "
+                f"{restore_hint(folder)}")
+        prev_sha, prev_to = seg.checksum, info["to_epoch"]
+    pes, pe_ep, atts, att_ep = [], [], [], []
+    for seg in segs:
+        arts = res.load_torch(folder / seg.snapshot, "snapshots", hint=restore_hint(folder))
+        pes.append(arts["pe"])
+        pe_ep += list(arts["pe_epochs"])
+        if "val_attention" in arts:
+            atts.append(arts["val_attention"])
+            att_ep += list(arts["attention_epochs"])
+    history = mf.read_history(mf.history_bytes(folder, man), folder / "history.csv")
+    return {"history": history, "pe_epochs": pe_ep, "pe": torch.cat(pes),
+            "attention_epochs": att_ep, "val_attention": torch.cat(atts) if atts else None,
+            "epoch": prev_to, "manifests": [s.manifest for s in segs]}
+
+
+def segment_run(seg: mf.Segment) -> res.Run:
+    """One segment as a run (its rows and the manifest it was published with; no
+    snapshots), verified against the checksum of its rows."""
+    man = mf.read(seg.folder, verify=False) or {}
+    data = mf.segment_bytes(mf.history_bytes(seg.folder, man), seg)
+    if hashlib.sha256(data).hexdigest() != seg.manifest["files"]["history.csv"]["sha256"]:
+        raise res.DamagedFileError(f"{seg.folder / 'history.csv'}: the rows of the segment to "
+                                   f"epoch {seg.epoch} differ from those it was published with; "
+                                   f"{restore_hint(seg.folder)}")
+    return res.Run(mf.read_history(data, seg.folder / "history.csv"), seg.manifest, {}, {},
+                   path=seg.path, source="stored")
 
 
 def published_epoch(unit: LongUnit, results_dir: str | Path | None = None) -> int:
-    """The last epoch of the unit's published segments (0: none), from the names of the
-    folders that hold a manifest (:func:`published_segments`; :func:`chunk_problems` checks
-    their content and chain)."""
-    paths = published_segments(unit, results_dir)
-    return int(paths[-1].name[1:]) if paths else 0
+    """The last epoch of the unit's published segments (0: none), from its manifest
+    (:func:`chunk_problems` checks the files and the chain)."""
+    try:
+        return mf.epoch(unit.path(results_dir))
+    except (OSError, ValueError):  # named by chunk_problems
+        return 0
 
 
 def resume_checkpoint(chunk: LongChunk, results_dir: str | Path | None = None) -> Path:
@@ -414,19 +432,18 @@ def read_spec(chunk: LongChunk, results_dir: str | Path | None = None) -> dict |
 
 def chunk_problems(chunk: LongChunk, results_dir: str | Path | None = None,
                    whole: bool = True) -> list[str]:
-    """What keeps ``chunk`` from training on, or its stored segments from being used, each
+    """What keeps ``chunk`` from training on, or its stored models from being used, each
     naming the file or folder and a repair that keeps the work; [] when none.
 
     Checks the resume checkpoint against its digest, ``chunk.json`` (:func:`read_spec`) and,
-    per unit, every segment folder: one without a manifest (an incomplete copy), a segment
-    that fails verification, one that does not follow the one before it (a gap, a replaced
-    segment), a segment missing although the checkpoint is past it (it cannot be published
-    again), and a segment other than the one the checkpoint's trajectory published (its
-    record of their manifest checksums), or one past the checkpoint's open segment that it
-    did not publish (another trajectory). ``whole``: every unit's chain must start at epoch 0;
-    without it a missing beginning is allowed (a tree trimmed to the last segment of each
-    unit, as the past GPU leases carried it). A chunk without its checkpoint is
-    :func:`unresumable`, not a problem here.
+    per unit, its model folder: files without a manifest (an incomplete copy), a file that
+    fails verification, a segment whose rows or snapshots differ from those it was published
+    with, one that does not follow the one before it, a segment missing although the
+    checkpoint is past it (it cannot be published again), a segment other than the one the
+    checkpoint's trajectory published (its record of their manifest checksums), or one past
+    the checkpoint's open segment that it did not publish (another trajectory). ``whole`` is
+    kept for callers (a model folder always starts at epoch 0). A chunk without its
+    checkpoint is :func:`unresumable`, not a problem here.
     """
     out: list[str] = []
     ckpt = resume_checkpoint(chunk, results_dir)
@@ -442,69 +459,55 @@ def chunk_problems(chunk: LongChunk, results_dir: str | Path | None = None,
     at = int(state.get("epoch", 0))
     recorded = (state.get("hook") or {}).get("published") or {}
     for u in chunk.units:
-        out += _unit_problems(u, results_dir, whole, at, ckpt, recorded.get(u.key) or {},
-                              bool(state))
+        out += _unit_problems(u, results_dir, at, ckpt, recorded.get(u.key) or {}, bool(state))
     return out
 
 
-def _unit_problems(unit: LongUnit, results_dir: str | Path | None, whole: bool, at: int,
-                   ckpt: Path, recorded: dict, here: bool = False) -> list[str]:
+def _unit_problems(unit: LongUnit, results_dir: str | Path | None, at: int, ckpt: Path,
+                   recorded: dict, here: bool = False) -> list[str]:
     """:func:`chunk_problems` of one unit (``at``: the checkpoint's epoch, 0 without one;
     ``recorded``: epoch -> manifest checksum of the segments its trajectory published;
     ``here``: the checkpoint is here and whole)."""
-    out, prev_sha, prev_to, ahead = [], None, 0, False
-    for k, p in enumerate(segments(unit, results_dir)):
-        if not (p / "manifest.json").is_file():
-            out.append(f"the segment folder {p} has no manifest.json (an incomplete copy, such "
-                       "as a lease's tarball cut short): it is not published, and no segment "
-                       "can be published over it; copy it again whole, or move that folder "
-                       "away (nothing in it is verified)")
-            prev_sha, prev_to = "?", int(p.name[1:])
-            continue
-        try:
-            man = res.read_manifest(p)
-            res.verify_files(p, man)
-        except (OSError, ValueError) as e:
-            out.append(segment_damage(p, e))
-            prev_sha, prev_to = "?", int(p.name[1:])
-            continue
-        info, sha = man.get("long") or {}, man[res.MANIFEST_HASH_KEY]
-        start = info.get("from_epoch")
-        if info.get("unit") != unit.key or info.get("to_epoch") != int(p.name[1:]):
-            out.append(f"the segment {p} holds {info.get('unit')} to epoch "
-                       f"{info.get('to_epoch')}, not {unit.key} to epoch {int(p.name[1:])}: "
-                       f"{restore_hint(p)}")
-        elif k == 0 and not whole and isinstance(start, int) and start > 0:
-            pass  # a trimmed tree: the segments before it are elsewhere
-        elif start != prev_to:
-            gone = unit.path(results_dir) / f"e{start:04d}" if isinstance(start, int) else p
-            out.append(f"the segment {gone} of {unit.key} is missing: {p} follows it, but the "
-                       f"segments before end at epoch {prev_to}; {restore_hint(gone)}")
-        elif prev_sha != "?" and info.get("previous") != prev_sha:
+    folder = unit.path(results_dir)
+    if folder.is_dir() and not (folder / "manifest.json").is_file() and any(folder.iterdir()):
+        return [f"the model folder {folder} has files but no manifest.json (an incomplete "
+                "copy): nothing in it is published, and nothing can be published over it; "
+                "copy it again whole, or move that folder away (nothing in it is verified)"]
+    try:
+        man = mf.read(folder)
+        out = mf.segment_problems(folder, man) if man else []
+    except (OSError, ValueError) as e:
+        return [segment_damage(folder, e)]
+    prev_sha, prev_to, ahead = None, 0, False
+    end = at // SEGMENT * SEGMENT + SEGMENT  # the end of the checkpoint's open segment
+    for seg in mf.segments(folder, man):
+        info, p = seg.manifest.get("long") or {}, seg.path
+        if info.get("unit") != unit.key:
+            out.append(f"the segment {p} holds {info.get('unit')}, not {unit.key}: "
+                       f"{restore_hint(folder)}")
+        elif info.get("from_epoch") != prev_to or info.get("previous") != prev_sha:
             out.append(f"the segment {p} does not follow the segment before it (it names "
                        "another one: a replaced segment, two trajectories spliced); "
-                       f"{restore_hint(p)}")
-        mine = recorded.get(str(int(p.name[1:])))
-        if mine is not None and mine != sha:
+                       f"{restore_hint(folder)}")
+        mine = recorded.get(str(seg.epoch))
+        if mine is not None and mine != seg.checksum:
             out.append(f"the segment {p} is not the one the trajectory of {ckpt} published "
-                       "(its manifest checksum differs: replaced, e.g. by a lease's tarball or "
-                       "an unpack from another machine); the checkpoint cannot continue it: "
-                       f"{restore_hint(p)}")
-        end = at // SEGMENT * SEGMENT + SEGMENT  # the end of the checkpoint's open segment
-        if here and mine is None and int(p.name[1:]) > end and not ahead:
+                       "(its manifest checksum differs: replaced, e.g. by a copy from another "
+                       f"machine); the checkpoint cannot continue it: {restore_hint(folder)}")
+        if here and mine is None and seg.epoch > end and not ahead:
             ahead = True  # (one line per unit: its later segments are the same story)
             out.append(f"the segment {p} is past the resume checkpoint {ckpt} (epoch {at}), "
                        "which did not publish it: another trajectory trained "
-                       f"{unit.key} past the checkpoint (e.g. a lease that trained it from "
-                       "epoch 0 while the checkpoint was here), and resuming would splice the "
-                       f"two. Keep one: move {ckpt.parent} out of results/ to keep the "
-                       f"segments, or move {unit.key}'s segments after e{end:04d} out of "
-                       "results/ to continue from the checkpoint")
-        prev_sha, prev_to = sha, info.get("to_epoch")
+                       f"{unit.key} past the checkpoint, and resuming would splice the two. "
+                       f"Keep one: move {ckpt.parent} out of results/ to keep {folder} as "
+                       "it is, or keep its segments to epoch "
+                       f"{prev_to} only (lstpe.store.model.truncate, which copies "
+                       "the folder aside first) to continue from the checkpoint")
+        prev_sha, prev_to = seg.checksum, info.get("to_epoch")
     need = at // SEGMENT * SEGMENT
-    gone = unit.path(results_dir) / f"e{need:04d}"
-    if need > published_epoch(unit, results_dir) and not gone.exists():  # (else named above)
-        out.append(f"{unit.key}: the segment {gone} is missing, but the resume checkpoint "
-                   f"{ckpt} is at epoch {at}, past it: it cannot be published again from the "
-                   f"checkpoint; {restore_hint(gone)}")
+    if need > prev_to:
+        out.append(f"{unit.key}: the segment {folder / f'e{need:04d}'} is missing from "
+                   f"{folder} (it ends at epoch {prev_to}), but the resume checkpoint {ckpt} "
+                   f"is at epoch {at}, past it: it cannot be published again from the "
+                   f"checkpoint; {restore_hint(folder)}")
     return out
