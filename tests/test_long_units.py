@@ -16,6 +16,7 @@ from lstpe.campaign import long_progress as lp
 from lstpe.campaign import long_train as lt
 from lstpe.experiments import long_units as lu
 from lstpe.nn.model import ModelConfig
+from lstpe.store import model as mf
 from lstpe.store import results as res
 
 TINY = dict(model=ModelConfig(d_model=16, n_layers=1), n_train=64, eval_train_max=64,
@@ -78,7 +79,7 @@ def test_the_mechanisms_last_leg_keeps_a_shallow_clone_small():
 def test_segments_join_into_the_whole_run(short, tmp_path):
     assert train(6, tmp_path)
     for u in UNITS:
-        assert [s.path.name for s in lu.segments(u, tmp_path)] == ["e0002", "e0004", "e0006"]
+        assert [s.path.name for s in mf.segments(u.path(tmp_path))] == ["e0002", "e0004", "e0006"]
         folder = u.path(tmp_path)  # one model folder: one history, a snapshot per segment
         assert sorted(p.name for p in folder.iterdir()) == ["history.csv", "manifest.json",
                                                             "snapshots"]
@@ -129,7 +130,7 @@ def test_a_chunk_without_its_checkpoint_is_refused_not_retrained(short, tmp_path
     # the hint never promises a checkpoint git never held (segments without one)
     assert "none was ever written" in str(e.value)
     assert "git checkout -- results/long)" not in str(e.value)
-    assert [s.path.name for s in lu.segments(UNITS[0], tmp_path)] == ["e0002"]  # untouched
+    assert [s.path.name for s in mf.segments(UNITS[0].path(tmp_path))] == ["e0002"]  # untouched
 
 
 def test_segments_another_trajectory_published_past_a_checkpoint_are_reported(short, tmp_path):
@@ -247,8 +248,8 @@ def test_hours_left_start_at_the_resume_checkpoint_and_ignore_a_gpu_rate(short, 
     assert r["basis"] == "its last segment"
     seg_rate = r["s_per_epoch"]
     assert r["hours_left"] == pytest.approx(3 * seg_rate / 3600)
-    real = lu.segments
-    monkeypatch.setattr(lu, "segments", lambda *a, **k: [dataclasses.replace(s, manifest={
+    real = mf.segments
+    monkeypatch.setattr(mf, "segments", lambda *a, **k: [dataclasses.replace(s, manifest={
         **s.manifest, "device": "cuda: NVIDIA H100 80GB HBM3"}) for s in real(*a, **k)])
     r = lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
     assert r["basis"] == "the 200-epoch units' rate"
@@ -264,20 +265,20 @@ def test_a_segment_resumed_in_its_middle_is_priced_by_the_epochs_it_timed(short,
     assert lt.train_chunk(chunk(3), time.monotonic() + 600, tmp_path, log=lambda m: None,
                           **TINY)  # segment 0-2, checkpoint at 3
     assert train(4, tmp_path)  # a new writer, resumed at 3: segment 2-4 timed over 1 epoch
-    segs = lu.segments(UNITS[0], tmp_path)
+    segs = mf.segments(UNITS[0].path(tmp_path))
     infos = [s.manifest["long"] for s in segs]
     assert [(i["from_epoch"], i["timed_from"]) for i in infos] == [(0, 0), (2, 3)]
     r = lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]
     assert r["basis"] == "its last segment"
     assert r["s_per_epoch"] == pytest.approx(segs[-1].manifest["wall_time_s"] / 1)
-    real = lu.segments
+    real = mf.segments
 
     def legacy(*a, **k):
         return [dataclasses.replace(s, manifest={**s.manifest, "long": {
             k: v for k, v in s.manifest["long"].items() if k != "timed_from"}})
             for s in real(*a, **k)]
 
-    monkeypatch.setattr(lu, "segments", legacy)
+    monkeypatch.setattr(mf, "segments", legacy)
     assert lp.long_status(tmp_path, s_per_model_epoch=10.0).iloc[0]["basis"] == \
         "the 200-epoch units' rate"
 

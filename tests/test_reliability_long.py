@@ -96,11 +96,11 @@ def seg(unit: lu.LongUnit, epoch: int, results: Path) -> Path:
 
 
 def segment_at(unit: lu.LongUnit, epoch: int, results: Path) -> mf.Segment:
-    return next(s for s in lu.segments(unit, results) if s.epoch == epoch)
+    return next(s for s in mf.segments(unit.path(results)) if s.epoch == epoch)
 
 
 def published(unit: lu.LongUnit, results: Path) -> list[int]:
-    return [s.epoch for s in lu.segments(unit, results)]
+    return [s.epoch for s in mf.segments(unit.path(results))]
 
 
 def forged(s: mf.Segment, dst: Path, previous: str | None = "keep") -> Path:

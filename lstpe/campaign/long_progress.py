@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from lstpe.experiments import long_units as lu
+from lstpe.store import model as mf
 from lstpe.store import results as res
 
 
@@ -69,7 +70,7 @@ def _segment_rate(unit: lu.LongUnit, results_dir: str | Path | None) -> tuple[fl
     """(seconds per epoch, ``"its last segment"``) of the unit's last published segment
     trained on a CPU, else (NaN, "")."""
     try:
-        last = lu.segments(unit, results_dir)
+        last = mf.segments(unit.path(results_dir))
     except (OSError, ValueError):  # named by chunk_problems
         last = []
     man = last[-1].manifest if last else None

@@ -199,7 +199,7 @@ class SegmentWriter:
 
     def _publish(self, i: int, unit: lu.LongUnit, epoch: int, history: list[dict]) -> None:
         folder = unit.path(self.results_dir)
-        segs = {s.epoch: s for s in lu.segments(unit, self.results_dir)}
+        segs = {s.epoch: s for s in mf.segments(unit.path(self.results_dir))}
         lo = epoch - lu.SEGMENT
         if lo > 0 and lo not in segs:
             raise lu.LongChunkError(f"the segment {folder / f'e{lo:04d}'} of {unit.key} is "

@@ -21,6 +21,7 @@ import pandas as pd
 from lstpe.analysis.long_runs import split_accuracy
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.units import IGNORED_KEYS, plan
+from lstpe.store import model as mf
 from lstpe.store import results as res
 
 __all__ = ["TWIN_COLUMNS", "machine_twins", "twin_facts", "twin_table"]
@@ -64,7 +65,7 @@ def machine_twins(results_dir: str | Path | None = None, at: int = 200) -> pd.Da
     rows, seen = [], set()
     for chunk in lu.LONG_PLAN:
         for u in chunk.units:
-            segs = lu.segments(u, results_dir)
+            segs = mf.segments(u.path(results_dir))
             if u.key in seen or not segs or segs[0].epoch != at:
                 continue
             seen.add(u.key)

@@ -259,16 +259,6 @@ def sparse_snapshot_epochs(upto: int | None = None) -> tuple[list[int], list[int
     return list(range(0, upto + 1, SEGMENT)), list(range(0, upto + 1, SPARSE_ATTENTION_EVERY))
 
 
-def segments(unit: LongUnit, results_dir: str | Path | None = None) -> list[mf.Segment]:
-    """The unit's published segments (:class:`lstpe.store.model.Segment`), in epoch order,
-    from its model folder's manifest (unverified; [] when none is published).
-
-    Raises:
-        lstpe.store.results.DamagedFileError: the manifest is damaged, naming it.
-    """
-    return mf.segments(unit.path(results_dir))
-
-
 class LongChunkError(res.DamagedFileError):
     """A long chunk cannot be trained as it is stored: a file damaged, missing or not the one
     its trajectory wrote (the message names it and a repair that keeps the work)."""
