@@ -9,6 +9,7 @@ import time
 import torch
 
 from lstpe.campaign import long_plan as lp
+from lstpe.campaign import resume as rs
 from lstpe.campaign import scheduler as cr
 from lstpe.campaign import status as cs
 from lstpe.experiments import long_units as lu
@@ -104,7 +105,7 @@ def test_campaign_plan_prints_the_long_plan_in_order_with_reasons_and_costs(tmp_
 
 
 def checkpoint(results, name: str, epoch: int, size: int = 0):
-    path = lu.resume_dir(name, results) / "chunk0.pt"
+    path = rs.resume_dir(name, results) / "chunk0.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save({"epoch": epoch, "pad": torch.zeros(size // 4, dtype=torch.float32)}, path)
     return path
@@ -231,10 +232,10 @@ def test_a_finished_leg_keeps_its_state_only_when_the_plan_extends_it(tmp_path):
     sgd = lu.find_chunk(lp.CPU_FIRST[0], 1000)
     checkpoint(tmp_path, sgd.name, 1000)
     assert not lp.retire(sgd, tmp_path, log.append)
-    assert lu.resume_checkpoint(sgd, tmp_path).exists() and "stays" in log[-1]
+    assert rs.resume_checkpoint(sgd, tmp_path).exists() and "stays" in log[-1]
     assert "weight-decay finished its last planned leg" in lp.budget_text(tmp_path)
     assert lp.retire(wd, tmp_path, log.append)
-    assert not lu.resume_dir(wd, tmp_path).exists()
+    assert not rs.resume_dir(wd, tmp_path).exists()
     assert "leaves the tree" in log[-1] and "weight-decay" in log[-1]
     assert "final state at 1000, kept for its leg to 4000" in lp.budget_text(tmp_path)
     assert lp.resume_problems(tmp_path) == []

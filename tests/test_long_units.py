@@ -14,6 +14,7 @@ import torch
 
 from lstpe.campaign import long_progress as lp
 from lstpe.campaign import long_train as lt
+from lstpe.campaign import resume as rs
 from lstpe.experiments import long_units as lu
 from lstpe.nn.model import ModelConfig
 from lstpe.store import model as mf
@@ -103,7 +104,7 @@ def test_resume_in_a_fresh_clone_continues_bit_for_bit(short, tmp_path):
     whole, part, clone = tmp_path / "whole", tmp_path / "part", tmp_path / "clone"
     assert train(6, whole)
     assert train(3, part)  # stops at its target, epoch 3, with a checkpoint
-    assert lu.resume_epoch(chunk(3), part) == 3
+    assert rs.resume_epoch(chunk(3), part) == 3
     assert (part / "long" / ".work").exists()
     shutil.copytree(part / "long", clone / "long", ignore=shutil.ignore_patterns(".work"))
     assert train(6, clone)
@@ -120,11 +121,11 @@ def test_a_chunk_without_its_checkpoint_is_refused_not_retrained(short, tmp_path
     """Published segments without the resume checkpoint (a clone without the resume state):
     train_chunk refuses, naming the file, and next_chunk passes the chunk over."""
     assert train(3, tmp_path)
-    assert not lu.unresumable(chunk(6), tmp_path)
+    assert not rs.unresumable(chunk(6), tmp_path)
     monkeypatch.setattr(lu, "LONG_PLAN", (chunk(6),))
-    assert lu.next_chunk(tmp_path) == chunk(6)
-    (lu.resume_dir(chunk(6), tmp_path) / "chunk0.pt").unlink()
-    assert lu.unresumable(chunk(6), tmp_path) and lu.next_chunk(tmp_path) is None
+    assert rs.next_chunk(tmp_path) == chunk(6)
+    (rs.resume_dir(chunk(6), tmp_path) / "chunk0.pt").unlink()
+    assert rs.unresumable(chunk(6), tmp_path) and rs.next_chunk(tmp_path) is None
     with pytest.raises(FileNotFoundError, match="chunk0.pt is missing .* epoch 2") as e:
         train(6, tmp_path)
     # the hint never promises a checkpoint git never held (segments without one)
@@ -143,12 +144,12 @@ def test_segments_another_trajectory_published_past_a_checkpoint_are_reported(sh
     assert train(2, there)
     unit = UNITS[0]
     shutil.copytree(unit.path(there), unit.path(here))
-    assert lu.chunk_problems(chunk(6), here) == []  # the open segment's end: compared on resume
+    assert rs.chunk_problems(chunk(6), here) == []  # the open segment's end: compared on resume
     assert train(6, there)
     for u in UNITS:
         shutil.rmtree(u.path(here), ignore_errors=True)
         shutil.copytree(u.path(there), u.path(here))
-    problems = lu.chunk_problems(chunk(6), here)
+    problems = rs.chunk_problems(chunk(6), here)
     assert len(problems) == 2  # one per unit
     assert all("past the resume checkpoint" in p and "epoch 1" in p for p in problems)
     assert str(unit.path(here) / "e0004") in problems[0]
@@ -180,13 +181,13 @@ def test_a_broken_chain_is_refused(short, tmp_path):
     path.write_text(json.dumps(stg.seal_manifest(man)))
     with pytest.raises(res.DamagedFileError, match="does not follow"):
         lu.load_long(u, tmp_path)
-    assert any("e0004 does not follow" in p for p in lu.chunk_problems(chunk(6), tmp_path))
+    assert any("e0004 does not follow" in p for p in rs.chunk_problems(chunk(6), tmp_path))
 
 
 def test_a_target_already_reached_trains_nothing(short, tmp_path):
     assert train(4, tmp_path)
-    before = lu.resume_epoch(chunk(4), tmp_path)
-    assert train(4, tmp_path) and lu.resume_epoch(chunk(4), tmp_path) == before == 4
+    before = rs.resume_epoch(chunk(4), tmp_path)
+    assert train(4, tmp_path) and rs.resume_epoch(chunk(4), tmp_path) == before == 4
 
 
 def test_campaign_run_trains_a_long_chunk_in_its_place(short, tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ import torch
 
 from lstpe.campaign import long_train as lt
 from lstpe.campaign import packed as pk
+from lstpe.campaign import resume as rs
 from lstpe.experiments import long_units as lu
 from tests.test_long_units import TINY, UNITS
 
@@ -66,8 +67,8 @@ def test_a_paused_chunk_and_a_new_unit_train_as_one_and_as_each_alone(short, ref
     for u in (*UNITS, *NEW.units):
         same(u, references, tmp_path)
     # the source owns its resume state again: at its target, as if it had trained alone
-    assert lu.resume_epoch(SOURCE[1], tmp_path) == 6
-    assert lu.chunk_problems(SOURCE[1], tmp_path) == []
+    assert rs.resume_epoch(SOURCE[1], tmp_path) == 6
+    assert rs.chunk_problems(SOURCE[1], tmp_path) == []
     assert not pk.packed_dir(packed, tmp_path).exists()
     man = lu.load_long(UNITS[0], tmp_path)["manifests"][-1]["long"]
     assert man["chunk"] == "lease" and man["from_epoch"] == 4
@@ -81,8 +82,8 @@ def test_a_packed_chunk_paused_early_hands_its_source_back(short, references, tm
     packed = pk.packed_chunk("lease", [SOURCE[1]], [NEW])
     assert not pk.train_packed(packed, time.monotonic() + 600, tmp_path, log=lambda m: None,
                                stop_at=2, **TINY)
-    assert lu.resume_epoch(SOURCE[1], tmp_path) == 5
-    assert lu.chunk_problems(SOURCE[1], tmp_path) == []
+    assert rs.resume_epoch(SOURCE[1], tmp_path) == 5
+    assert rs.chunk_problems(SOURCE[1], tmp_path) == []
     assert lu.published_epoch(NEW.units[0], tmp_path) == 2
     assert not pk.packed_dir(packed, tmp_path).exists()
     assert alone(SOURCE[1], tmp_path)
@@ -94,7 +95,7 @@ def test_packing_refuses_a_begun_unit_and_a_unit_twice(short, references, tmp_pa
     assert alone(SOURCE[0], tmp_path)
     with pytest.raises(ValueError, match="packed twice"):
         pk.packed_chunk("x", [SOURCE[1]], [SOURCE[1]])
-    with pytest.raises(lu.LongChunkError, match="published segments already"):
+    with pytest.raises(rs.LongChunkError, match="published segments already"):
         pk.train_packed(pk.packed_chunk("x", [], [SOURCE[1]]), time.monotonic() + 60, tmp_path,
                         log=lambda m: None, **TINY)
     with pytest.raises(FileNotFoundError, match="f/chunk0.pt is missing"):

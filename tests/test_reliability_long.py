@@ -28,6 +28,7 @@ import torch
 from lstpe.campaign import items as cp
 from lstpe.campaign import long_progress as lp
 from lstpe.campaign import long_train as lt
+from lstpe.campaign import resume as rs
 from lstpe.campaign import scheduler as cr
 from lstpe.experiments import long_units as lu
 from lstpe.experiments import units as un
@@ -142,7 +143,7 @@ def spawn(code: str, *args: str) -> subprocess.Popen:
 
 
 def checkpoint_bytes(results: Path) -> bytes:
-    return lu.resume_checkpoint(chunk(6), results).read_bytes()
+    return rs.resume_checkpoint(chunk(6), results).read_bytes()
 
 
 # --------------------------------------------------------------------------- 1: always ends
@@ -165,7 +166,7 @@ def test_a_deadline_ends_a_run_whatever_the_long_chunk_does(tmp_path, monkeypatc
         return True
 
     monkeypatch.setattr(lt, "train_chunk", no_progress)
-    monkeypatch.setattr(lu, "next_chunk", lambda *a, **k: chunk(6))
+    monkeypatch.setattr(rs, "next_chunk", lambda *a, **k: chunk(6))
     monkeypatch.setattr(cr, "leg_seconds", lambda *a, **k: 0.0)  # predicted to fit
     cr.run(1, tmp_path, device="cpu", log=lambda m: None)
     assert 1 <= len(calls) <= 61
@@ -198,7 +199,7 @@ def test_a_long_checkpoint_that_fails_its_digest_is_refused_not_retrained(bases,
     """Finding 2: moved aside as ``chunk0.pt.damaged-*`` in the tracked folder, and the chunk
     trained again from epoch 0 on top of its published segments."""
     results = copy(bases[0], tmp_path)
-    ckpt = lu.resume_checkpoint(chunk(6), results)
+    ckpt = rs.resume_checkpoint(chunk(6), results)
     state = torch.load(ckpt, weights_only=False)
     t = state["model"][sorted(state["model"])[0]].view(-1)
     raw = t[:16].clone().view(torch.uint8)
@@ -243,7 +244,7 @@ def test_an_append_cut_short_is_not_damage_and_the_next_publish_replaces_it(shor
     results = copy(bases[0], tmp_path)
     hist = UNITS[0].path(results) / "history.csv"
     hist.write_bytes(hist.read_bytes() + b"0,learn-0.2,learn,0.2,2235,adam,3,trai")
-    assert lu.chunk_problems(chunk(6), results) == []
+    assert rs.chunk_problems(chunk(6), results) == []
     assert lu.load_long(UNITS[0], results)["epoch"] == 2
     assert train(6, results)
     for u in UNITS:
@@ -370,7 +371,7 @@ def test_a_truncated_long_checkpoint_gets_a_hint_that_keeps_the_work(short, base
     """Finding 9: the hint "delete it to restart" made the chunk unresumable (its published
     segments stay, so it can never train again from epoch 0)."""
     results = copy(bases[0], tmp_path)
-    ckpt = lu.resume_checkpoint(chunk(6), results)
+    ckpt = rs.resume_checkpoint(chunk(6), results)
     ckpt.write_bytes(ckpt.read_bytes()[:1000])
     with pytest.raises(res.DamagedFileError) as e:
         train(6, results)
@@ -384,7 +385,7 @@ def test_status_marks_a_damaged_long_checkpoint_without_aborting(short, bases, t
     from lstpe.cli import main
 
     results = copy(bases[0], tmp_path)
-    ckpt = lu.resume_checkpoint(chunk(6), results)
+    ckpt = rs.resume_checkpoint(chunk(6), results)
     ckpt.write_bytes(b"")
     rc = main(["campaign", "status", "--results", str(results)])
     out, err = capsys.readouterr()
@@ -431,7 +432,7 @@ def test_a_bad_chunk_json_is_named_before_training(short, bases, tmp_path, text)
     """Finding 9: ``chunk.json`` of bad JSON or without "units" was not named; a precision
     that contradicts ``amp`` was not checked."""
     results = copy(bases[0], tmp_path)
-    spec = lu.resume_dir(chunk(6), results) / "chunk.json"
+    spec = rs.resume_dir(chunk(6), results) / "chunk.json"
     spec.write_text(text)
     before = checkpoint_bytes(results)
     with pytest.raises(ValueError, match=re.escape(str(spec))):
@@ -444,7 +445,7 @@ def test_a_kill_during_a_checkpoint_write_leaves_nothing_in_the_tracked_folder(s
     """Finding 9: kill -9 during a checkpoint write left a temporary file in the tracked
     ``_resume/`` folder; a temporary file left there by an older version is cleaned too."""
     results = copy(bases[0], tmp_path)
-    rdir = lu.resume_dir(chunk(6), results)
+    rdir = rs.resume_dir(chunk(6), results)
     proc = spawn("""
         real = torch.save
         def save(obj, f, *a, **k):
@@ -470,7 +471,7 @@ def test_a_kill_during_a_checkpoint_write_leaves_nothing_in_the_tracked_folder(s
     assert "writing" in lines[-1], "".join(lines)
     assert sorted(p.name for p in rdir.iterdir()) == ["chunk.json", "chunk0.pt",
                                                       "config.json"]
-    assert lu.resume_epoch(chunk(6), results) == 3  # the previous checkpoint, whole
+    assert rs.resume_epoch(chunk(6), results) == 3  # the previous checkpoint, whole
     (rdir / ".chunk0.pt.old.tmp").write_bytes(b"x")  # left by an older version
     with pytest.warns(res.StaleLockWarning, match=f"pid {proc.pid}"):  # the killed claims
         assert train(6, results)

@@ -23,6 +23,7 @@ import torch
 
 from lstpe.campaign import items as cp
 from lstpe.campaign import long_train as lt
+from lstpe.campaign import resume as rs
 from lstpe.campaign import scheduler as cr
 from lstpe.campaign import status as cs
 from lstpe.experiments import fragments as fr
@@ -344,7 +345,7 @@ def test_a_long_chunk_another_run_holds_is_named_with_its_holder(tmp_path, monke
     assert lt.train_chunk(lu.LongChunk("t", UNITS, 2, 4, "test"), time.monotonic() + 600,
                           tmp_path, log=lambda m: None, **small)
     assert lu.published_epoch(UNITS[0], tmp_path) == 2
-    lu.resume_checkpoint(chunk, tmp_path).unlink()  # the first run's checkpoint not yet out
+    rs.resume_checkpoint(chunk, tmp_path).unlink()  # the first run's checkpoint not yet out
     _all_units_stored(tmp_path)
     sleeper = subprocess.Popen(["sleep", "120"])
     try:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import torch
 
+from lstpe.campaign import resume as rs
 from lstpe.campaign.items import ITEMS, WHY
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.registry import REGISTRY
@@ -105,7 +106,7 @@ def reached(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> int:
     """The epoch ``chunk``'s models stand at: the later of its published segments and its
     resume checkpoint (an unreadable one counts as none)."""
     try:
-        at = lu.resume_epoch(chunk, results_dir)
+        at = rs.resume_epoch(chunk, results_dir)
     except (OSError, ValueError):
         at = 0
     return max(lu.chunk_epoch(chunk, results_dir), at)
@@ -148,7 +149,7 @@ def state_fits(chunk: lu.LongChunk, results_dir: str | Path | None = None) -> bo
 def retire(chunk: lu.LongChunk, results_dir: str | Path | None = None, log=print) -> bool:
     """After ``chunk`` reached its target: delete its resume state when no later leg needs it
     (saying so in ``log``); keep it when the plan extends its models. True if deleted."""
-    rdir = lu.resume_dir(chunk, results_dir)
+    rdir = rs.resume_dir(chunk, results_dir)
     if not rdir.exists() or lu.extended(chunk):
         if rdir.exists():
             log(f"long: {chunk.name} reached {chunk.target}; its final state stays in {rdir} "
@@ -166,17 +167,17 @@ def cpu_first(results_dir: str | Path | None = None,
     """The legs a CPU takes before its 200-epoch units, in order: every leg short of its
     target that resumes from a checkpoint in the tree, then :data:`CPU_FIRST` (only the legs
     of :data:`CPU_BEFORE_UNITS` while ``units_left``, 200-epoch units still to train); none with
-    segments and no checkpoint (:func:`~lstpe.experiments.long_units.unresumable`), none at
+    segments and no checkpoint (:func:`~lstpe.campaign.resume.unresumable`), none at
     its target."""
     out: list[lu.LongChunk] = []
     for c in lu.LONG_PLAN:
-        if c.name in {x.name for x in out} or not lu.resume_checkpoint(c, results_dir).exists():
+        if c.name in {x.name for x in out} or not rs.resume_checkpoint(c, results_dir).exists():
             continue
         if start_epoch(c) <= reached(c, results_dir) < c.target:
             out.append(c)
     out += sorted((c for c in lu.LONG_PLAN if c.name in CPU_FIRST and c.target == 1000
                    and c not in out and reached(c, results_dir) < c.target
-                   and not lu.unresumable(c, results_dir)
+                   and not rs.unresumable(c, results_dir)
                    and not (units_left and c.name not in CPU_BEFORE_UNITS)),
                   key=lambda c: CPU_FIRST.index(c.name))
     return out
@@ -196,7 +197,7 @@ def splits(chunk: lu.LongChunk, need: float, left: float,
     pauses once, inside one 1000-epoch span (one committed checkpoint), and what remains fits
     in the next run. A leg that resumes must finish where it resumes."""
     return (chunk.name in CPU_FIRST and left >= SPLIT_SHARE * need
-            and not lu.resume_checkpoint(chunk, results_dir).exists()
+            and not rs.resume_checkpoint(chunk, results_dir).exists()
             and reached(chunk, results_dir) <= start_epoch(chunk))
 
 
@@ -220,7 +221,7 @@ def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip
              units_left: bool, seconds: Callable[[lu.LongChunk, float], float],
              log) -> lu.LongChunk | None:
     """The long leg ``campaign run`` trains next, or None (then a 200-epoch unit). On a GPU
-    :func:`~lstpe.experiments.long_units.next_chunk`, as before. On a CPU only a leg predicted
+    :func:`~lstpe.campaign.resume.next_chunk`, as before. On a CPU only a leg predicted
     (``seconds(leg, time left)``: :func:`lstpe.campaign.scheduler.leg_seconds`, the
     probe's estimate) to finish in the time left, so that a leg ends where it starts: first
     :func:`lstpe.campaign.long_plan.cpu_first` (a leg resuming from its checkpoint, then
@@ -229,11 +230,11 @@ def next_leg(results_dir: str | Path | None, on_gpu: bool, deadline: float, skip
     whose final state would take the resume state past its budget, is named and added to
     ``skip`` for the rest of the run."""
     if on_gpu:
-        return lu.next_chunk(results_dir, skip=skip)
+        return rs.next_chunk(results_dir, skip=skip)
     first = [c for c in cpu_first(results_dir, units_left) if c.name not in skip]
     while True:
         chunk = first.pop(0) if first else None if units_left else \
-            lu.next_chunk(results_dir, skip=skip)
+            rs.next_chunk(results_dir, skip=skip)
         if chunk is None or chunk.name in skip:  # (a plan that offers a skipped leg again)
             return None
         left = deadline - time.monotonic()
@@ -298,18 +299,18 @@ def resume_problems(results_dir: str | Path | None = None) -> list[str]:
             continue
         last = last_leg(name)
         try:
-            at = lu.resume_epoch(last, results_dir)
+            at = rs.resume_epoch(last, results_dir)
         except (OSError, ValueError):
             continue  # named by chunk_problems
         if at >= last.target:
             out.append(f"{name} finished its last planned leg (epoch {last.target}): its resume "
                        f"state leaves the tree (git rm -r {rdir})")
             continue
-        before = committed_epoch(lu.resume_checkpoint(last, results_dir))
+        before = committed_epoch(rs.resume_checkpoint(last, results_dir))
         targets = {c.target for c in lu.LONG_PLAN if c.name == name}
         if before is not None and at not in targets and \
                 at // COMMIT_SPAN <= before // COMMIT_SPAN:
-            out.append(f"{lu.resume_checkpoint(last, results_dir)} moved from epoch {before} "
+            out.append(f"{rs.resume_checkpoint(last, results_dir)} moved from epoch {before} "
                        f"(committed) to {at}, inside the same {COMMIT_SPAN}-epoch span: at most "
                        f"one checkpoint per {COMMIT_SPAN} epochs of a chunk is committed; leave "
                        "it out of the commit (git restore --staged), the next run here resumes "

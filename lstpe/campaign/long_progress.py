@@ -4,7 +4,7 @@
 :func:`lstpe.campaign.status.long_and_cpus_text`): per chunk and target of
 :data:`lstpe.experiments.long_units.LONG_PLAN` the epoch its segments reached, its resume
 checkpoint, hours left at a measured rate, and ``damaged`` with what
-:func:`lstpe.experiments.long_units.chunk_problems` found (every segment verified, every chain
+:func:`lstpe.campaign.resume.chunk_problems` found (every segment verified, every chain
 checked from epoch 0): a damaged chunk is marked, the others are still reported.
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lstpe.campaign import resume as rs
 from lstpe.experiments import long_units as lu
 from lstpe.store import model as mf
 from lstpe.store import results as res
@@ -31,7 +32,7 @@ def long_status(results_dir: str | Path | None = None,
     ``s_per_model_epoch`` times its models, else NaN): hours of the CPU the campaign is
     planned for, ``basis`` (what that rate rests on), ``hours_left`` (to the target at that
     rate, from the later of the last segment and the resume checkpoint), ``state``
-    (``damaged`` when :func:`lstpe.experiments.long_units.chunk_problems` finds anything,
+    (``damaged`` when :func:`lstpe.campaign.resume.chunk_problems` finds anything,
     every segment verified and its chain checked from epoch 0; else ``ok``) and ``problem``
     (what it found).
 
@@ -42,9 +43,9 @@ def long_status(results_dir: str | Path | None = None,
     ats: dict[str, int] = {}
     for c in lu.LONG_PLAN:
         if c.name not in problems:
-            problems[c.name] = lu.chunk_problems(c, results_dir, whole=True)
+            problems[c.name] = rs.chunk_problems(c, results_dir, whole=True)
             try:
-                ats[c.name] = lu.resume_epoch(c, results_dir)
+                ats[c.name] = rs.resume_epoch(c, results_dir)
             except res.DamagedFileError:
                 ats[c.name] = -1  # named by chunk_problems
         ep, at = lu.chunk_epoch(c, results_dir), ats[c.name]
@@ -59,7 +60,7 @@ def long_status(results_dir: str | Path | None = None,
         rows.append({"item": c.item, "chunk": c.name, "units": len(c.units),
                      "target": c.target, "epoch": min(ep, c.target), "from": start,
                      "resume_epoch": at, "s_per_epoch": rate,
-                     "resume_here": lu.resume_checkpoint(c, results_dir).exists(),
+                     "resume_here": rs.resume_checkpoint(c, results_dir).exists(),
                      "basis": basis, "hours_left": max(c.target - start, 0) * rate / 3600,
                      "state": "damaged" if problems[c.name] else "ok",
                      "problem": "; ".join(problems[c.name])})

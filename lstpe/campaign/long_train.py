@@ -3,7 +3,7 @@
 :class:`SegmentWriter` takes each unit's snapshots and publishes a verified segment every
 :data:`lstpe.experiments.long_units.SEGMENT` epochs. Its state travels in the chunk's resume
 checkpoint: the snapshots not yet published, the manifest checksum of every segment its
-trajectory published (:func:`lstpe.experiments.long_units.chunk_problems` compares them with
+trajectory published (:func:`lstpe.campaign.resume.chunk_problems` compares them with
 the stored ones before a resume), and the processes that trained epochs of the open segment
 (each segment's manifest names all of them in ``long.processes``: device, commit, host, the
 epochs it trained and its wall time).
@@ -12,7 +12,7 @@ epochs it trained and its wall time).
 two units' publishes, or a segment brought from elsewhere) is compared with the one recomputed
 here (:func:`segment_diff`): config, the segment before it, history, snapshots. Equal (the same
 trajectory; on the same kind of machine a resume repeats it bit for bit): it is kept as it is.
-Different: training stops with :class:`~lstpe.experiments.long_units.SegmentConflictError`
+Different: training stops with :class:`~lstpe.campaign.resume.SegmentConflictError`
 naming it; the stored segment is never replaced and nothing is chained to it from the other
 trajectory. The recomputed segment is kept for inspection under ``long/.work/conflicts/``. The
 choice is refusal, not a fork: a segment's successors chain to one predecessor, and a
@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from lstpe.campaign import resume as rs
 from lstpe.experiments import long_units as lu
 from lstpe.nn.attention import bitwise_on
 from lstpe.runtime import cpu_flags
@@ -202,7 +203,7 @@ class SegmentWriter:
         segs = {s.epoch: s for s in mf.segments(unit.path(self.results_dir))}
         lo = epoch - lu.SEGMENT
         if lo > 0 and lo not in segs:
-            raise lu.LongChunkError(f"the segment {folder / f'e{lo:04d}'} of {unit.key} is "
+            raise rs.LongChunkError(f"the segment {folder / f'e{lo:04d}'} of {unit.key} is "
                                     f"missing: the segment to epoch {epoch} cannot name it; "
                                     f"{lu.restore_hint(folder)}")
         stage = self._stage(i, unit, epoch, lo, history, segs[lo].checksum if lo > 0 else None)
@@ -210,7 +211,7 @@ class SegmentWriter:
             self._keep_if_equal(stage, segs[epoch], unit, epoch)
             return
         if segs and max(segs) > epoch:
-            raise lu.LongChunkError(f"{folder} is past epoch {epoch} (to {max(segs)}) without "
+            raise rs.LongChunkError(f"{folder} is past epoch {epoch} (to {max(segs)}) without "
                                     f"its segment to epoch {epoch}; {lu.restore_hint(folder)}")
         seg = mf.append_segment(folder, stage, unit.key)
         shutil.rmtree(stage)
@@ -263,7 +264,7 @@ class SegmentWriter:
         try:
             diff = segment_diff(stage, seg)
         except (OSError, ValueError) as e:
-            raise lu.LongChunkError(lu.segment_damage(seg.folder, e)) from None
+            raise rs.LongChunkError(lu.segment_damage(seg.folder, e)) from None
         if not diff:
             shutil.rmtree(stage)
             self.published.setdefault(unit.key, {})[str(epoch)] = seg.checksum
@@ -274,7 +275,7 @@ class SegmentWriter:
             f"{stage.name}-{time.strftime('%Y%m%dT%H%M%S')}"
         aside.parent.mkdir(parents=True, exist_ok=True)
         stage.rename(aside)
-        raise lu.SegmentConflictError(
+        raise rs.SegmentConflictError(
             f"the segment {seg.path} is already published and differs from the one this run "
             f"recomputed from the chunk's resume checkpoint (in {', '.join(diff)}): it belongs "
             "to another trajectory (another machine's, or a replaced segment), and going on "
@@ -340,12 +341,12 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
     Raises:
         lstpe.store.rundir.RunLockedError: another process trains a unit of the chunk.
         FileNotFoundError: segments are published but the resume checkpoint is missing
-            (:func:`~lstpe.experiments.long_units.unresumable`), naming it.
-        lstpe.experiments.long_units.LongChunkError: before training, whatever
-            :func:`~lstpe.experiments.long_units.chunk_problems` finds (a damaged checkpoint
+            (:func:`~lstpe.campaign.resume.unresumable`), naming it.
+        lstpe.campaign.resume.LongChunkError: before training, whatever
+            :func:`~lstpe.campaign.resume.chunk_problems` finds (a damaged checkpoint
             or ``chunk.json``, an incomplete, damaged, missing or replaced segment), naming
             it; while training, a published segment that differs from the recomputed one
-            (:class:`~lstpe.experiments.long_units.SegmentConflictError`).
+            (:class:`~lstpe.campaign.resume.SegmentConflictError`).
     """
     from lstpe.store.rundir import RunLock
     from lstpe.training.config import load_data
@@ -353,10 +354,10 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
     from lstpe.training.train import train_many
 
     device = device or torch.device("cpu")
-    rdir = lu.resume_dir(chunk, results_dir)
-    if lu.unresumable(chunk, results_dir):
+    rdir = rs.resume_dir(chunk, results_dir)
+    if rs.unresumable(chunk, results_dir):
         raise FileNotFoundError(
-            f"{lu.resume_checkpoint(chunk, results_dir)} is missing but {chunk.name} has "
+            f"{rs.resume_checkpoint(chunk, results_dir)} is missing but {chunk.name} has "
             f"published epoch {max(lu.published_epoch(u, results_dir) for u in chunk.units)}: "
             "refusing to train it again from epoch 0. If git holds that checkpoint, restore "
             "it (git checkout -- PATH; in a clone made without the resume state, as the "
@@ -371,11 +372,11 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
         for u in chunk.units:
             claims.enter_context(RunLock(work / "claims" / u.key.replace("/", "__")))
         _clean_temporaries(rdir, tmp)
-        problems = lu.chunk_problems(chunk, results_dir, whole=False)
+        problems = rs.chunk_problems(chunk, results_dir, whole=False)
         if problems:
-            raise lu.LongChunkError(f"the long chunk {chunk.name} is not trained: "
+            raise rs.LongChunkError(f"the long chunk {chunk.name} is not trained: "
                                     + "; ".join(problems))
-        spec = lu.read_spec(chunk, results_dir) or \
+        spec = rs.read_spec(chunk, results_dir) or \
             {"units": [u.key for u in chunk.units], "precision": precision, "amp": amp}
         if device.type == "cuda":  # hashing ~15 MB per model every 5 epochs would cost minutes
             overrides = {"checkpoint_every": lu.SEGMENT, **overrides}
@@ -385,12 +386,12 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
         hook = SegmentWriter(chunk, cfgs, splits["val"].x, device, results_dir,
                              spec["precision"], log)
         stop = chunk.target if chunk.target < lu.LONG_EPOCHS else None
-        at = lu.resume_epoch(chunk, results_dir)
+        at = rs.resume_epoch(chunk, results_dir)
         if at >= chunk.target:
             return True
         log(f"long: training {chunk.name} ({', '.join(u.key for u in chunk.units)}) from "
             f"epoch {at} towards {chunk.target} in {spec['precision']}")
-        ckpt = lu.resume_checkpoint(chunk, results_dir)
+        ckpt = rs.resume_checkpoint(chunk, results_dir)
         try:
             train_many(cfgs, [None] * len(cfgs), progress=False, splits=splits, work_dir=rdir,
                        deadline=deadline, stop_at=stop, hook=hook, on_damaged="refuse",
@@ -404,12 +405,12 @@ def train_chunk(chunk: lu.LongChunk, deadline: float, results_dir: str | Path | 
 
 
 def damaged_chunks(results_dir: str | Path | None, log) -> set[str]:
-    """The long chunks whose stores :func:`lstpe.experiments.long_units.chunk_problems`
+    """The long chunks whose stores :func:`lstpe.campaign.resume.chunk_problems`
     finds damaged, each logged with what it found (``lstpe campaign run`` passes them
     over)."""
     out = set()
     for c in {c.name: c for c in lu.LONG_PLAN}.values():
-        problems = lu.chunk_problems(c, results_dir, whole=False)
+        problems = rs.chunk_problems(c, results_dir, whole=False)
         if problems:
             log(f"long: {c.name} is damaged and passed over until it is repaired: "
                 + "; ".join(problems))

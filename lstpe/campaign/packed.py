@@ -49,6 +49,7 @@ from typing import Any
 import torch
 
 from lstpe.campaign import long_train as lt
+from lstpe.campaign import resume as rs
 from lstpe.experiments import long_units as lu
 from lstpe.store import results as res
 
@@ -110,15 +111,15 @@ def packed_chunk(name: str, sources: Sequence[lu.LongChunk], fresh: Sequence[lu.
 def _source_state(src: lu.LongChunk, results_dir: str | Path | None) -> dict[str, Any]:
     """The source's resume checkpoint, checked (its digest, ``chunk.json``, its segments), in
     fp32."""
-    problems = lu.chunk_problems(src, results_dir, whole=False)
+    problems = rs.chunk_problems(src, results_dir, whole=False)
     if problems:
-        raise lu.LongChunkError(f"the long chunk {src.name} cannot be packed: "
+        raise rs.LongChunkError(f"the long chunk {src.name} cannot be packed: "
                                 + "; ".join(problems))
-    state = lu.read_checkpoint(src, results_dir)
+    state = rs.read_checkpoint(src, results_dir)
     if state is None:
-        raise FileNotFoundError(f"{lu.resume_checkpoint(src, results_dir)} is missing: "
+        raise FileNotFoundError(f"{rs.resume_checkpoint(src, results_dir)} is missing: "
                                 f"{src.name} has nothing to continue")
-    spec = lu.read_spec(src, results_dir) or {}
+    spec = rs.read_spec(src, results_dir) or {}
     if spec.get("precision", "fp32") != "fp32":
         raise ValueError(f"{src.name} trains in {spec['precision']}: only fp32 chunks pack")
     return state
@@ -170,7 +171,7 @@ def write_back(src: lu.LongChunk, cfgs: Sequence[Any], state: dict[str, Any] | N
                  "epoch": -1, "history": [], "init": {k: v[idx] for k, v in hook.init.items()},
                  "nonfinite": torch.zeros(len(slots), dtype=torch.bool)}
         res.save_json({"units": [u.key for u in src.units], "precision": "fp32", "amp": False},
-                      lu.resume_dir(src, results_dir) / "chunk.json", tmp)
+                      rs.resume_dir(src, results_dir) / "chunk.json", tmp)
     else:
         s_model.load_state_dict(state["model"])
         s_opt.load_state_dict(state["opt"])
@@ -200,7 +201,7 @@ def write_back(src: lu.LongChunk, cfgs: Sequence[Any], state: dict[str, Any] | N
                     "published": {u.key: hook.published.get(u.key, {}) for u in src.units},
                     "processes": hook.unit_processes(slots[0])}}
     res.save_torch({**new, DIGEST_KEY: state_digest(new)},
-                   lu.resume_checkpoint(src, results_dir), tmp)
+                   rs.resume_checkpoint(src, results_dir), tmp)
     return epoch
 
 
@@ -220,8 +221,8 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
 
     Raises:
         lstpe.store.rundir.RunLockedError: another process trains one of its units.
-        lstpe.experiments.long_units.LongChunkError: a source that
-            :func:`~lstpe.experiments.long_units.chunk_problems` finds damaged, or a fresh
+        lstpe.campaign.resume.LongChunkError: a source that
+            :func:`~lstpe.campaign.resume.chunk_problems` finds damaged, or a fresh
             unit that has published segments already or whose chunk has a resume
             checkpoint (naming them: it goes on from there, never from epoch 0).
     """
@@ -242,12 +243,12 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
         begun = [s.unit.key for s in packed.slots
                  if s.source is None and lu.published_epoch(s.unit, results_dir) > 0]
         if begun:
-            raise lu.LongChunkError(f"{', '.join(begun)} published segments already: a unit "
+            raise rs.LongChunkError(f"{', '.join(begun)} published segments already: a unit "
                                     "packed from epoch 0 must not have begun")
-        resumable = [str(lu.resume_checkpoint(c, results_dir)) for c in packed.fresh()
-                     if lu.resume_checkpoint(c, results_dir).exists()]
+        resumable = [str(rs.resume_checkpoint(c, results_dir)) for c in packed.fresh()
+                     if rs.resume_checkpoint(c, results_dir).exists()]
         if resumable:
-            raise lu.LongChunkError(f"{', '.join(resumable)} exist: those chunks go on from "
+            raise rs.LongChunkError(f"{', '.join(resumable)} exist: those chunks go on from "
                                     "their checkpoints (pack them as sources), never again "
                                     "from epoch 0")
         fresh_cfgs = {c.name: [u.config(**overrides) for u in c.units] for c in packed.fresh()}
@@ -313,7 +314,7 @@ def train_packed(packed: PackedChunk, deadline: float, results_dir: str | Path |
                     e = write_back(c, fresh_cfgs[c.name], None, news[c.name], opt, hook,
                                    task.diverged, results_dir, tmp)
                     log(f"long: {c.name}'s resume checkpoint written at epoch {e} "
-                        f"({lu.resume_checkpoint(c, results_dir)})")
+                        f"({rs.resume_checkpoint(c, results_dir)})")
             shutil.rmtree(pdir, ignore_errors=True)  # one owner: each chunk's checkpoint
             return False
         back(list(groups))

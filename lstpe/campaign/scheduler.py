@@ -41,6 +41,7 @@ import torch
 from lstpe.campaign import items as cp
 from lstpe.campaign import long_plan as lp
 from lstpe.campaign import long_train as lt
+from lstpe.campaign import resume as rs
 from lstpe.campaign import status as cs
 from lstpe.campaign.probe import estimate_s, floor_of, machine, probe
 from lstpe.experiments import fragments as fr
@@ -157,10 +158,10 @@ def run(minutes: float, results_dir: str | Path | None = None, device: str = "au
         if not done:
             return published
     held = cs.held_long(results_dir)  # by another process: named, never "no checkpoint here"
-    for c in {c.name: c for c in lu.LONG_PLAN if lu.unresumable(c, results_dir)
+    for c in {c.name: c for c in lu.LONG_PLAN if rs.unresumable(c, results_dir)
               and lu.chunk_epoch(c, results_dir) < c.target and c.name not in held}.values():
         log(f"long: {c.name} has published segments but no resume checkpoint here "
-            f"({lu.resume_dir(c, results_dir)}; a clone made without it, as the chapters' "
+            f"({rs.resume_dir(c, results_dir)}; a clone made without it, as the chapters' "
             "Colab cell makes, fetches it with git sparse-checkout disable): passed over")
     for name, who in held.items():
         log(f"long: {name} is held by another process ({who}), which trains it: passed over")
