@@ -13,6 +13,7 @@ Subcommands::
     lstpe reproduce plan [--parts ...] [--rate 250] [--memory-gib 70]
     lstpe reproduce pack --out PACKDIR [--runs table2 ...] [--volume K --to DIR]
     lstpe reproduce unpack PACKDIR [PACKDIR ...] [--into results/paper-e1000]
+    lstpe reproduce submit --tasks N [--cluster slurm|local] [--wait] -- RUN FLAGS
 
 Where runs go: a whole paper-scale run of E epochs lives in ``results/paper-e<E>/<name>/``
 (:func:`run_home`); ``results/paper/`` holds only the campaign's 200-epoch fragments, and
@@ -25,6 +26,7 @@ A cluster: ``--task-index I --task-count N`` (under Slurm, by default the array 
 ``results/paper-e<E>/<name>/<pe>/<seed>/``, which :func:`lstpe.experiments.runs.get_run`
 reads and counts); its summary goes to ``reproduce_summary-task<I>of<N>.json``, and only task 0
 runs ``bench`` and ``brain``.
+``submit`` (:mod:`lstpe.experiments.submit`) submits such an array in one command.
 
 Exit status: 0 if everything asked finished, 1 if a part failed, 3 stopped by ``--minutes``
 (checkpointed: rerun to resume), 2 on bad arguments, a refused or damaged pack, or a failed
@@ -48,6 +50,7 @@ from typing import Any
 from lstpe.experiments import slices
 from lstpe.experiments.limits import positive_minutes
 from lstpe.experiments.registry import REGISTRY, bundles, run_config
+from lstpe.experiments.submit import add_submit_parser, cmd_submit
 from lstpe.runtime import repo_root
 from lstpe.store import results as res
 from lstpe.training.config import SCALES
@@ -433,7 +436,7 @@ def cmd_unpack(args: argparse.Namespace) -> int:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    """Add ``reproduce`` with its actions (run, plan, pack, unpack) to the ``lstpe`` parser."""
+    """Add ``reproduce`` and its actions (run, plan, pack, unpack, submit) to ``lstpe``."""
     p = commands.add_parser("reproduce", help="train the paper's named runs on a GPU; plan, "
                             "pack, unpack", description=__doc__.split("\n\n")[0],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -468,6 +471,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--runs", nargs="+", help="run folders relative to the root")
     s.add_argument("--volume", type=int, default=0, help="volume to copy with --to")
     s.add_argument("--to", help="copy one volume (7 pieces + index) here, e.g. $OUT")
+    add_submit_parser(sub)
     s = sub.add_parser("unpack")
     s.add_argument("dirs", nargs="+", help="folders holding the pieces and the index")
     s.add_argument("--into", help="results folder (default results/paper)")
@@ -475,5 +479,5 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def dispatch(args: argparse.Namespace) -> int:
     """Run the action of ``lstpe reproduce`` (errors propagate to :func:`lstpe.cli.main`)."""
-    return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack,
-            "unpack": cmd_unpack}[args.action](args)
+    return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack, "unpack": cmd_unpack,
+            "submit": cmd_submit}[args.action](args)
