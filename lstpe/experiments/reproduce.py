@@ -477,7 +477,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--into", help="results folder (default results/paper)")
 
 
+def array_task(index: int, count: int, run_args: list[str]) -> int:
+    """One task of ``lstpe reproduce submit``'s array, in its own process: ``reproduce run
+    RUN_ARGS --task-index I --task-count N``; its exit code."""
+    p = argparse.ArgumentParser(prog="lstpe")
+    add_parser(p.add_subparsers(dest="command"))
+    return dispatch(p.parse_args(["reproduce", "run", *run_args, "--task-index", str(index),
+                                  "--task-count", str(count)]))
+
+
 def dispatch(args: argparse.Namespace) -> int:
     """Run the action of ``lstpe reproduce`` (errors propagate to :func:`lstpe.cli.main`)."""
     return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack, "unpack": cmd_unpack,
-            "submit": cmd_submit}[args.action](args)
+            "submit": lambda a: cmd_submit(a, array_task)}[args.action](args)

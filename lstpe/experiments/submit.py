@@ -16,21 +16,12 @@ paused by ``--minutes`` ends with exit code 3: submit the same command again and
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from lstpe.store import results as res
 
 TASK_FLAGS = ("--task-index", "--task-count")
-
-
-def task(index: int, count: int, run_args: Sequence[str]) -> int:
-    """One task of the array: ``lstpe reproduce run RUN_ARGS --task-index I --task-count N``;
-    its exit code (0 done, 1 a part failed, 3 paused by ``--minutes``)."""
-    from lstpe import cli
-
-    return cli.main(["reproduce", "run", *run_args, "--task-index", str(index),
-                     "--task-count", str(count)])
 
 
 def check_args(args: argparse.Namespace) -> list[str]:
@@ -51,8 +42,10 @@ def check_args(args: argparse.Namespace) -> list[str]:
     return run_args
 
 
-def cmd_submit(args: argparse.Namespace) -> int:
-    """Submit the array; with ``--wait``, wait for it: 0 when every task finished, else 1."""
+def cmd_submit(args: argparse.Namespace, task: Callable[[int, int, list[str]], int]) -> int:
+    """Submit the array of ``task(I, N, run_args)`` (picklable: it runs in another process,
+    :func:`lstpe.experiments.reproduce.array_task`); with ``--wait``, wait for it: 0 when
+    every task finished, else 1."""
     run_args = check_args(args)
     try:
         import submitit
