@@ -123,3 +123,19 @@ def test_the_fold_proves_every_model_identical_and_appends_later_segments(tmp_pa
     line, n = fold.fold(folder, KEY, dry_run=False)
     assert n == 1 and lu.load_long(unit, tmp_path)["epoch"] == 6
     assert fold.fold(folder, KEY, dry_run=False)[1] == 0
+
+
+def test_the_fold_refuses_a_broken_chain_and_changes_nothing(tmp_path):
+    """An old segment that names another segment before it is not folded: the script names
+    it, and every old folder stays as it was (no model folder is written)."""
+    fold = _fold_script()
+    folder = lu.LongUnit("table2", "learn-0.2", 2235).path(tmp_path)
+    stage(folder / "e0002", 0, 2, None)
+    stage(folder / "e0004", 2, 4, "0" * 64)
+    before = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
+              if p.is_file()}
+    with pytest.raises(ValueError, match="e0004 does not follow"):
+        fold.fold(folder, KEY, dry_run=False)
+    after = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
+             if p.is_file()}
+    assert after == before and not (folder / "manifest.json").exists()
