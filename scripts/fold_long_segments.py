@@ -62,6 +62,21 @@ def read_old(folder: Path, key: str, prev_sha: str | None, prev_to: int) -> list
     return runs
 
 
+def drop_folded(folder: Path) -> None:
+    """Delete the old segment folders the model folder already holds byte for byte (a run of
+    this script killed while it deleted them); one it holds otherwise stops the fold."""
+    man = mf.read(folder)
+    data, held = mf.history_bytes(folder, man), {s.checksum: s for s in mf.segments(folder, man)}
+    for p in old_segments(folder):
+        seg = held.get(res.read_manifest(p)[res.MANIFEST_HASH_KEY])
+        if seg is None:
+            continue
+        if mf.segment_bytes(data, seg) != (p / "history.csv").read_bytes() or \
+                (folder / seg.snapshot).read_bytes() != (p / "artifacts.pt").read_bytes():
+            raise ValueError(f"{p} is folded into {folder} already, but with other bytes")
+        shutil.rmtree(p)
+
+
 def joined(hists: list[pd.DataFrame], arts: list[dict[str, Any]]) -> dict[str, Any]:
     """What the old ``load_long`` returned of the segments, for comparison."""
     atts = [a for a in arts if "val_attention" in a]
@@ -104,6 +119,8 @@ def proof(before: dict[str, Any], after: dict[str, Any], runs: list[res.Run],
 def fold(folder: Path, key: str, dry_run: bool) -> tuple[str, int]:
     """Fold ``folder``'s segment folders; (a line, how many segments it folded)."""
     have = lu.load_model(folder, key)  # a folder already folded, or None
+    if have:
+        drop_folded(folder)
     prev = mf.segments(folder)[-1].checksum if have else None
     runs = read_old(folder, key, prev, have["epoch"] if have else 0)
     if not runs:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 
+import pandas as pd
 import torch
 
 from lstpe.campaign import long_plan as lp
@@ -15,8 +15,8 @@ from lstpe.campaign import status as cs
 from lstpe.experiments import long_units as lu
 from lstpe.experiments.registry import REGISTRY
 from lstpe.references.paper_tables import load_paper_tables
+from lstpe.store import model as mf
 from lstpe.store import results as res
-from lstpe.store.storage import seal_manifest
 
 SEEDS = (2235, 6312, 6068, 9742, 8880)
 
@@ -143,11 +143,12 @@ def test_the_cpu_resumes_the_paused_pair_then_sgd_one_at_a_time_when_it_fits(tmp
     assert pick(1200, {"weight-decay"}).name == lp.CPU_FIRST[0]
     # a unit with segments and no checkpoint (as a past lease left one) is passed over
     unit = lu.find_chunk(lp.CPU_FIRST[0]).units[0]
-    taken = unit.path(tmp_path)
-    taken.mkdir(parents=True)
-    (taken / "manifest.json").write_text(json.dumps(seal_manifest(
-        {"kind": "long-model", "unit": unit.key, "epoch": 200, "segments": [],
-         "files": {"history.csv": {"sha256": "", "bytes": 0}}})))
+    stage = tmp_path / "stage"
+    res.save_run(stage, pd.DataFrame({"epoch": [0, 200]}),
+                 {"config": {}, "long": {"unit": unit.key, "from_epoch": 0, "to_epoch": 200,
+                                         "previous": None}},
+                 {"pe_epochs": [200], "pe": torch.zeros(1, 1, 16, 4)})
+    mf.append_segment(unit.path(tmp_path), stage, unit.key)
     assert pick(1200, {"weight-decay"}).name == lp.CPU_FIRST[1]
     # a new leg whose state would take the tree past 100 MB waits
     checkpoint(tmp_path, "mechanism", 2817, size=95_000_000)

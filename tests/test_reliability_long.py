@@ -252,6 +252,24 @@ def test_an_append_cut_short_is_not_damage_and_the_next_publish_replaces_it(shor
         assert a["history"].equals(b["history"]) and torch.equal(a["pe"], b["pe"])
 
 
+def test_a_first_publish_killed_before_its_manifest_is_written_over(short, tmp_path):
+    """Killed in its first publish after history.csv and a snapshot were written but before
+    the manifest (the checkpoint before the segment's end): nothing is published, the folder
+    is no incomplete copy, and the resumed run publishes over it as an uninterrupted one."""
+    whole = tmp_path / "whole"
+    assert train(6, whole) and train(1, tmp_path)
+    folder = UNITS[0].path(tmp_path)
+    (folder / "snapshots").mkdir(parents=True)
+    (folder / "snapshots" / "e0002.pt").write_bytes(b"cut")
+    (folder / "history.csv").write_text("model,epoch\n0,0\n")
+    (folder / ".history.csv.x.tmp").write_text("cut")
+    assert rs.chunk_problems(chunk(6), tmp_path) == []
+    assert train(6, tmp_path)
+    for u in UNITS:
+        a, b = lu.load_long(u, whole), lu.load_long(u, tmp_path)
+        assert a["history"].equals(b["history"]) and torch.equal(a["pe"], b["pe"])
+
+
 def test_a_unit_whose_last_segment_is_gone_is_named_before_training(short, bases, tmp_path):
     """Finding 4: a unit whose last segment is gone trained a whole segment before failing,
     every retry."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -120,9 +121,13 @@ def test_the_fold_proves_every_model_identical_and_appends_later_segments(tmp_pa
     got = lu.load_long(unit, tmp_path)
     assert got["epoch"] == 4 and got["pe_epochs"] == [2, 4]
     stage(folder / "e0006", 4, 6, mf.segments(folder)[-1].checksum)
+    kept = folder.parent / "kept"
+    shutil.copytree(folder / "e0006", kept)
     line, n = fold.fold(folder, KEY, dry_run=False)
     assert n == 1 and lu.load_long(unit, tmp_path)["epoch"] == 6
+    shutil.copytree(kept, folder / "e0006")  # as a run killed before it deleted it leaves it
     assert fold.fold(folder, KEY, dry_run=False)[1] == 0
+    assert fold.old_segments(folder) == [] and lu.load_long(unit, tmp_path)["epoch"] == 6
 
 
 def test_the_fold_refuses_a_broken_chain_and_changes_nothing(tmp_path):
@@ -139,3 +144,28 @@ def test_the_fold_refuses_a_broken_chain_and_changes_nothing(tmp_path):
     after = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*")
              if p.is_file()}
     assert after == before and not (folder / "manifest.json").exists()
+
+
+def test_an_edited_segment_manifest_resealed_outside_is_named_and_refused(tmp_path):
+    """A segment's own manifest edited (its device) and the folder's manifest sealed again:
+    the segment no longer matches its own checksum, which the next segment and a checkpoint
+    name; ``segment_problems`` says so and the reader refuses the folder."""
+    folder, _ = two_segments(tmp_path)
+    man = json.loads((folder / "manifest.json").read_text())
+    man["segments"][0]["manifest"]["device"] = "cuda: elsewhere"
+    (folder / "manifest.json").write_text(json.dumps(res.seal_manifest(man)))
+    problems = mf.segment_problems(folder, mf.read(folder))
+    assert len(problems) == 1 and "segment to epoch 2 does not match its own checksum" in \
+        problems[0]
+    with pytest.raises(res.DamagedFileError, match="does not match its own checksum"):
+        lu.load_model(folder, KEY)
+
+
+def test_a_manifest_that_does_not_add_up_is_named_with_a_hint_that_keeps_the_work(tmp_path):
+    folder, _ = two_segments(tmp_path)
+    man = json.loads((folder / "manifest.json").read_text())
+    man["epoch"] = 6
+    (folder / "manifest.json").write_text(json.dumps(res.seal_manifest(man)))
+    with pytest.raises(res.DamagedFileError, match="does not add up") as e:
+        mf.read(folder)
+    assert "do not delete it" in str(e.value) and "delete the folder" not in str(e.value)

@@ -42,6 +42,8 @@ def test_an_array_on_the_local_executor_trains_every_model_once(tmp_path, capsys
     (["--tasks", "0", "--", "--table", "2"], "--tasks 0: an array needs at least 1 task"),
     (["--tasks", "2", "--", "--table", "2", "--task-index", "1"],
      "--task-index: submit sets each task's --task-index"),
+    (["--tasks", "2", "--", "--table", "2", "--bogus", "1"],
+     "reproduce run does not take --bogus 1"),  # refused here, before a task is queued
 ])
 def test_bad_arrays_are_refused_naming_the_value(bad, says, capsys):
     assert cli.main(["reproduce", "submit", "--cluster", "local", *bad]) == 2

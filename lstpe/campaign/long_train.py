@@ -213,7 +213,8 @@ class SegmentWriter:
         if segs and max(segs) > epoch:
             raise rs.LongChunkError(f"{folder} is past epoch {epoch} (to {max(segs)}) without "
                                     f"its segment to epoch {epoch}; {lu.restore_hint(folder)}")
-        seg = mf.append_segment(folder, stage, unit.key)
+        seg = mf.append_segment(folder, stage, unit.key,
+                                lu.long_root(self.results_dir) / ".work" / "tmp")
         shutil.rmtree(stage)
         self.published.setdefault(unit.key, {})[str(epoch)] = seg.checksum
         self.log(f"long: published {unit.key} segment {lo}-{epoch}")
@@ -281,7 +282,8 @@ class SegmentWriter:
             "to another trajectory (another machine's, or a replaced segment), and going on "
             f"would splice two trajectories. {seg.folder} is kept as it is; the recomputed "
             f"segment is in {aside}. Go on where {seg.folder} was trained (with the checkpoint "
-            f"that continues it), or move {seg.folder} out of results/ to publish this "
+            f"that continues it), or keep its segments to epoch {epoch - lu.SEGMENT} only "
+            "(lstpe.store.model.truncate, which copies the folder aside first) to publish this "
             "trajectory instead")
 
 

@@ -175,7 +175,8 @@ def _unit_problems(unit: lu.LongUnit, results_dir: str | Path | None, at: int, c
     ``recorded``: epoch -> manifest checksum of the segments its trajectory published;
     ``here``: the checkpoint is here and whole)."""
     folder = unit.path(results_dir)
-    if folder.is_dir() and not (folder / "manifest.json").is_file() and any(folder.iterdir()):
+    if folder.is_dir() and not (folder / "manifest.json").is_file() and any(folder.iterdir()) \
+            and not (here and at < lu.SEGMENT and _first_append_cut(folder)):
         return [f"the model folder {folder} has files but no manifest.json (an incomplete "
                 "copy): nothing in it is published, and nothing can be published over it; "
                 "copy it again whole, or move that folder away (nothing in it is verified)"]
@@ -207,7 +208,8 @@ def _unit_problems(unit: lu.LongUnit, results_dir: str | Path | None, at: int, c
                        f"{unit.key} past the checkpoint, and resuming would splice the two. "
                        f"Keep one: move {ckpt.parent} out of results/ to keep {folder} as "
                        "it is, or keep its segments to epoch "
-                       f"{prev_to} only (lstpe.store.model.truncate, which copies "
+                       f"{at // lu.SEGMENT * lu.SEGMENT} only (lstpe.store.model.truncate, "
+                       "which copies "
                        "the folder aside first) to continue from the checkpoint")
         prev_sha, prev_to = seg.checksum, info.get("to_epoch")
     need = at // lu.SEGMENT * lu.SEGMENT
@@ -217,3 +219,12 @@ def _unit_problems(unit: lu.LongUnit, results_dir: str | Path | None, at: int, c
                    f"is at epoch {at}, past it: it cannot be published again from the "
                    f"checkpoint; {lu.restore_hint(folder)}")
     return out
+
+
+def _first_append_cut(folder: Path) -> bool:
+    """Whether ``folder`` (no manifest) holds only what a first publish killed before its
+    manifest leaves: ``history.csv``, snapshot files and temporary files. The checkpoint is
+    then before its first segment's end, so nothing was published, and the publish that
+    comes writes over them."""
+    return all(p.name == "history.csv" or p.parent.name == "snapshots" or p.suffix == ".tmp"
+               for p in folder.rglob("*") if p.is_file())

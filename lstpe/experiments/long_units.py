@@ -28,7 +28,6 @@ campaign's (:mod:`lstpe.campaign.resume`).
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,13 +216,11 @@ def restore_hint(path: Path) -> str:
             "depend on each other, so it would not train again")
 
 
-_DELETE_HINT = re.compile(r";\s*(the run in .*? is damaged;\s*)?delete .*$", re.S)
-
-
 def segment_damage(path: Path, err: Exception) -> str:
-    """The message of a damaged segment: ``err``'s, its "delete it to retrain" hint (wrong
-    for a segment: the checkpoint is past it) replaced by :func:`restore_hint`."""
-    return f"{_DELETE_HINT.sub('', str(err))}; {restore_hint(path)}"
+    """The message of a damaged model folder: ``err``'s, its "delete it to retrain" hint
+    (wrong for a long model: its checkpoint is past it) replaced by one that keeps the work
+    (:func:`lstpe.store.model.keep_hint`)."""
+    return mf.keep_hint(err, path)
 
 
 def load_long(unit: LongUnit, results_dir: str | Path | None = None) -> dict[str, Any] | None:
@@ -255,6 +252,10 @@ def load_model(folder: Path, key: str) -> dict[str, Any] | None:
                 f"the segment {seg.path} does not follow the segment before it (expected unit "
                 f"{key} from epoch {prev_to}); the chain of {folder} is broken: "
                 f"{restore_hint(folder)}")
+        if mf.stg.manifest_checksum(seg.manifest) != seg.checksum:
+            raise res.DamagedFileError(
+                f"{folder / 'manifest.json'}: the manifest of the segment to epoch {seg.epoch} "
+                f"does not match its own checksum (edited); {restore_hint(folder)}")
         prev_sha, prev_to = seg.checksum, info["to_epoch"]
     pes, pe_ep, atts, att_ep = [], [], [], []
     for seg in segs:
@@ -285,7 +286,7 @@ def segment_run(seg: mf.Segment) -> res.Run:
 
 def published_epoch(unit: LongUnit, results_dir: str | Path | None = None) -> int:
     """The last epoch of the unit's published segments (0: none), from its manifest
-    (:func:`chunk_problems` checks the files and the chain)."""
+    (:func:`lstpe.campaign.resume.chunk_problems` checks the files and the chain)."""
     try:
         return mf.epoch(unit.path(results_dir))
     except (OSError, ValueError):  # named by chunk_problems

@@ -477,16 +477,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     s.add_argument("--into", help="results folder (default results/paper)")
 
 
-def array_task(index: int, count: int, run_args: list[str]) -> int:
-    """One task of ``lstpe reproduce submit``'s array, in its own process: ``reproduce run
-    RUN_ARGS --task-index I --task-count N``; its exit code."""
+def task_args(index: int, count: int, run_args: list[str]) -> argparse.Namespace:
+    """``reproduce run RUN_ARGS --task-index I --task-count N``, parsed (ValueError if not)."""
     p = argparse.ArgumentParser(prog="lstpe")
     add_parser(p.add_subparsers(dest="command"))
-    return dispatch(p.parse_args(["reproduce", "run", *run_args, "--task-index", str(index),
-                                  "--task-count", str(count)]))
+    argv = ["reproduce", "run", *run_args, "--task-index", str(index), "--task-count", str(count)]
+    try:
+        args, extra = p.parse_known_args(argv)
+    except SystemExit:  # argparse said why
+        raise ValueError(f"reproduce run {' '.join(run_args)}: bad flags") from None
+    if extra:
+        raise ValueError(f"reproduce run does not take {' '.join(extra)}")
+    return args
+
+
+def array_task(index: int, count: int, run_args: list[str]) -> int:
+    """One task of ``lstpe reproduce submit``'s array, in its own process: ``reproduce run
+    RUN_ARGS --task-index I --task-count N``; its exit code (2 on a bad argument or a failed
+    write, as ``lstpe`` exits, with the message printed)."""
+    try:
+        return dispatch(task_args(index, count, run_args))
+    except (ValueError, OSError) as e:
+        print(f"lstpe: error: {e}", file=sys.stderr)
+        return 2
 
 
 def dispatch(args: argparse.Namespace) -> int:
     """Run the action of ``lstpe reproduce`` (errors propagate to :func:`lstpe.cli.main`)."""
     return {"run": cmd_run, "plan": cmd_plan, "pack": cmd_pack, "unpack": cmd_unpack,
-            "submit": lambda a: cmd_submit(a, array_task)}[args.action](args)
+            "submit": lambda a: cmd_submit(a, array_task, task_args)}[args.action](args)

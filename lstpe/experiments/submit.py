@@ -42,11 +42,14 @@ def check_args(args: argparse.Namespace) -> list[str]:
     return run_args
 
 
-def cmd_submit(args: argparse.Namespace, task: Callable[[int, int, list[str]], int]) -> int:
+def cmd_submit(args: argparse.Namespace, task: Callable[[int, int, list[str]], int],
+               parse: Callable[[int, int, list[str]], object]) -> int:
     """Submit the array of ``task(I, N, run_args)`` (picklable: it runs in another process,
-    :func:`lstpe.experiments.reproduce.array_task`); with ``--wait``, wait for it: 0 when
+    :func:`lstpe.experiments.reproduce.array_task`), after ``parse`` checked the run's flags
+    here (a typo fails once, not in every queued task); with ``--wait``, wait for it: 0 when
     every task finished, else 1."""
     run_args = check_args(args)
+    parse(0, args.tasks, run_args)
     try:
         import submitit
     except ImportError:
@@ -55,7 +58,7 @@ def cmd_submit(args: argparse.Namespace, task: Callable[[int, int, list[str]], i
     logs = Path(args.logs) if args.logs else res.results_root() / ".submitit"
     ex = submitit.AutoExecutor(folder=logs / "%j",
                                cluster=None if args.cluster == "auto" else args.cluster)
-    ex.update_parameters(name="lstpe-reproduce", timeout_min=int(args.hours * 60),
+    ex.update_parameters(name="lstpe-reproduce", timeout_min=max(1, round(args.hours * 60)),
                          cpus_per_task=args.cpus, gpus_per_node=args.gpus,
                          slurm_array_parallelism=args.parallel or args.tasks,
                          **({"slurm_partition": args.partition} if args.partition else {}))
@@ -65,10 +68,16 @@ def cmd_submit(args: argparse.Namespace, task: Callable[[int, int, list[str]], i
           f"(logs in {logs})", flush=True)
     if not args.wait:
         return 0
-    codes = [j.result() for j in jobs]
-    for i, c in enumerate(codes):
-        print(f"task {i} of {n}: exit {c}" + (" (paused: submit again to resume)"
-                                               if c == 3 else ""))
+    codes = []
+    for i, j in enumerate(jobs):
+        try:
+            c = j.result()
+            why = " (paused: submit again to resume)" if c == 3 else ""
+        except Exception as e:  # noqa: BLE001 - a task that failed: name it, go on
+            tail = " ".join(str(e).split())[-300:]
+            c, why = None, f" (failed: {tail}; its log: {j.paths.stderr})"
+        codes.append(c)
+        print(f"task {i} of {n}: exit {c}{why}", flush=True)
     return 0 if all(c == 0 for c in codes) else 1
 
 
@@ -78,7 +87,8 @@ def add_submit_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--tasks", type=int, required=True, help="tasks in the array")
     s.add_argument("--cluster", choices=("auto", "slurm", "local"), default="auto")
     s.add_argument("--partition", help="Slurm partition")
-    s.add_argument("--gpus", type=int, default=0, help="GPUs per task (default 0)")
+    s.add_argument("--gpus", type=int, default=0, help="GPUs per task (default 0; with "
+                   "--cluster local a task sees only these: CUDA_VISIBLE_DEVICES)")
     s.add_argument("--cpus", type=int, default=4, help="CPU cores per task (default 4)")
     s.add_argument("--hours", type=float, default=4.0, help="time limit per task")
     s.add_argument("--parallel", type=int, help="tasks running at once (default: all)")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,34 @@ def _hint(folder: Path) -> str:
             "on it")
 
 
+_DELETE_HINT = re.compile(r";\s*(the run in .*? is damaged;\s*)?delete .*$", re.S)
+
+
+def keep_hint(err: Exception, folder: Path) -> str:
+    """``err``'s message, its "delete it to retrain" hint (wrong for a model folder: its
+    checkpoint is past what it holds) replaced by one that keeps the work."""
+    return f"{_DELETE_HINT.sub('', str(err))}; {_hint(folder)}"
+
+
+def _shape(man: dict[str, Any]) -> str | None:
+    """What is missing or inconsistent in a model manifest's structure; None if nothing."""
+    segs = man.get("segments")
+    if not isinstance(segs, list):
+        return "has no list of 'segments'"
+    try:
+        ends = [int(r["manifest"]["long"]["to_epoch"]) for r in segs]
+        lines = sum(int(r["lines"]) for r in segs)
+        snaps = [r["snapshot"] for r in segs]
+        rows = man["files"]["history.csv"]["rows"] if segs else lines
+    except (KeyError, TypeError, ValueError) as e:
+        return f"has a segment record without {e}"
+    if man.get("epoch") != (ends[-1] if ends else 0) or rows != lines or \
+            any(n not in man["files"] for n in snaps) or ends != sorted(set(ends)):
+        return ("does not add up (its epoch, its segments' ends, their lines against "
+                "history.csv's rows, or their snapshot files against its file records)")
+    return None
+
+
 def read(folder: str | Path, verify: bool = True) -> dict[str, Any] | None:
     """The folder's manifest (checked against its own checksum and, with ``verify``, every
     file against its record); None when the folder holds no model.
@@ -84,12 +113,16 @@ def read(folder: str | Path, verify: bool = True) -> dict[str, Any] | None:
     folder = Path(folder)
     if not (folder / "manifest.json").is_file():
         return None
-    man = stg.read_manifest(folder)
-    if man.get("kind") != KIND or not isinstance(man.get("segments"), list):
-        raise stg._damaged(folder / "manifest.json", "manifest", f"is not a {KIND} manifest "
-                           "(no 'segments')", _hint(folder))
+    try:
+        man = stg.read_manifest(folder)
+        if verify:
+            stg.verify_files(folder, man, skip=("history.csv",))
+    except stg.DamagedFileError as e:
+        raise stg.DamagedFileError(keep_hint(e, folder)) from None
+    why = f"is not a {KIND} manifest" if man.get("kind") != KIND else _shape(man)
+    if why:
+        raise stg._damaged(folder / "manifest.json", "manifest", why, _hint(folder))
     if verify:
-        stg.verify_files(folder, man, skip=("history.csv",))
         history_bytes(folder, man)
     return man
 
@@ -150,6 +183,9 @@ def segment_problems(folder: Path, man: dict[str, Any]) -> list[str]:
     its snapshot file); [] when every one matches."""
     data, out = history_bytes(folder, man), []
     for seg in segments(folder, man):
+        if stg.manifest_checksum(seg.manifest) != seg.checksum:
+            out.append(f"{folder / 'manifest.json'}: the manifest of the segment to epoch "
+                       f"{seg.epoch} does not match its own checksum (edited); {_hint(folder)}")
         files = seg.manifest.get("files") or {}
         rows = hashlib.sha256(segment_bytes(data, seg)).hexdigest()
         if rows != (files.get("history.csv") or {}).get("sha256"):
@@ -162,10 +198,13 @@ def segment_problems(folder: Path, man: dict[str, Any]) -> list[str]:
     return out
 
 
-def append_segment(folder: str | Path, stage: str | Path, unit: str) -> Segment:
+def append_segment(folder: str | Path, stage: str | Path, unit: str,
+                   tmp_dir: str | Path | None = None) -> Segment:
     """Publish the verified segment folder ``stage`` (``history.csv``, ``artifacts.pt``,
     ``manifest.json`` of kind ``long-segment``) as the folder's next segment; ``stage`` is
-    left as it was. Returns the new segment.
+    left as it was. Returns the new segment. ``tmp_dir``: where the temporary files of the
+    writes go (a folder on the same file system that git does not track; default beside each
+    file).
 
     Raises:
         ValueError: the stage does not start where the folder ends, is not of ``unit``, or
@@ -184,14 +223,18 @@ def append_segment(folder: str | Path, stage: str | Path, unit: str) -> Segment:
         raise ValueError(f"the segment {stage} ({info.get('unit')}, from epoch "
                          f"{info.get('from_epoch')}) does not continue {folder} ({man['unit']} "
                          f"to epoch {man['epoch']}, last segment {prev})")
-    head, *lines = (stage / "history.csv").read_bytes().splitlines(keepends=True)
+    raw = (stage / "history.csv").read_bytes()
+    head, *lines = raw.splitlines(keepends=True)
     old = history_bytes(folder, man) if segs else head
+    if not raw.endswith(b"\n") or b"\r" in raw:
+        raise ValueError(f"{stage / 'history.csv'} does not end each line with a bare LF")
     if not old.startswith(head):
         raise ValueError(f"{stage / 'history.csv'} has other columns than {folder}")
     data = old + b"".join(lines)
     snap = f"snapshots/e{int(info['to_epoch']):04d}.pt"
-    stg.atomic_write(folder / snap, lambda p: shutil.copyfile(stage / "artifacts.pt", p))
-    stg.atomic_write(folder / "history.csv", lambda p: p.write_bytes(data))
+    stg.atomic_write(folder / snap, lambda p: shutil.copyfile(stage / "artifacts.pt", p),
+                     tmp_dir)
+    stg.atomic_write(folder / "history.csv", lambda p: p.write_bytes(data), tmp_dir)
     files = {**man["files"], snap: stg.file_record(folder / snap),
              "history.csv": {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
                              "rows": data.count(b"\n") - 1}}
@@ -199,7 +242,7 @@ def append_segment(folder: str | Path, stage: str | Path, unit: str) -> Segment:
            "segments": [*man["segments"], {"lines": len(lines), "snapshot": snap,
                                            "manifest": smn}]}
     out.pop(stg.MANIFEST_HASH_KEY, None)
-    stg.save_json(stg.seal_manifest(out), folder / "manifest.json")
+    stg.save_json(stg.seal_manifest(out), folder / "manifest.json", tmp_dir)
     return segments(folder, out)[-1]
 
 
@@ -222,13 +265,16 @@ def truncate(folder: str | Path, epoch: int, aside: str | Path) -> None:
     shutil.copytree(folder, aside)  # raises FileExistsError
     lines = history_bytes(folder, man).splitlines(keepends=True)
     data = b"".join(lines[: 1 + (keep[-1].lines[1] if keep else 0)])
-    stg.atomic_write(folder / "history.csv", lambda p: p.write_bytes(data))
     files = {k: v for k, v in man["files"].items()
              if not k.startswith("snapshots/") or k in {s.snapshot for s in keep}}
     files["history.csv"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
                             "rows": data.count(b"\n") - 1}
     out = {**man, "epoch": epoch, "files": files, "segments": man["segments"][: len(keep)]}
     out.pop(stg.MANIFEST_HASH_KEY, None)
+    # the manifest first: killed before history.csv is cut, the file starts with the bytes
+    # the new manifest records (an interrupted append, to readers); then the cut, then the
+    # snapshots it no longer lists
     stg.save_json(stg.seal_manifest(out), folder / "manifest.json")
+    stg.atomic_write(folder / "history.csv", lambda p: p.write_bytes(data))
     for s in segs[len(keep):]:
         (folder / s.snapshot).unlink()
