@@ -57,3 +57,31 @@ def test_every_table_that_trains_is_a_registry_run():
 
     assert {p for parts in TABLE_PARTS.values() for p in parts} <= set(REGISTRY)
     assert TABLE_PARTS["4"] == ["table4/adam", "table4/sgd"]
+
+
+def test_an_unmeasured_gpu_is_the_h100_scaled_by_the_peaks():
+    rates = plan.measured_rates(repo_root())
+    h100, _ = plan.rate_on("h100", "bf16", rates)
+    t4, what = plan.rate_for("t4", "bf16", rates)
+    assert t4(48) == pytest.approx(h100(48) * 65 / 989)
+    assert "an estimate, never measured on t4" in what and "65 / 989" in what
+    assert plan.rate_for("h100", "fp32", rates)[0](48) == plan.rate_on("h100", "fp32", rates)[0](48)
+    assert plan.rate_for("mystery-gpu", "fp32", rates) is None  # then the assumed rate, said
+
+
+def test_the_chapters_t4_hours_are_the_plans():
+    """Each chapter's run-time note states its T4 hours and the command that prints them."""
+    import json
+    import re
+
+    rates = plan.measured_rates(repo_root())
+    at, _ = plan.rate_for("t4", "bf16", rates)
+    seen = 0
+    for nb in sorted((repo_root() / "book").glob("*.ipynb")):
+        text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
+        for hours, parts in re.findall(r"in about ([0-9.]+) hours\s*\(`lstpe reproduce plan "
+                                       r"--parts ([^`]+?) --device t4 --amp`\)", text):
+            t = plan.plan_table(parts.split(), rate_at=at)
+            assert float(hours) == pytest.approx(t["minutes_at_rate"].sum() / 60, rel=0.1), nb
+            seen += 1
+    assert seen >= 6

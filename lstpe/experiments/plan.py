@@ -156,3 +156,35 @@ def rate_on(kind: str, precision: str, rates: pd.DataFrame
                                  g.itertuples()) + " models)"
                      for src, g in m.groupby("source"))
     return at, f"measured {precision} model-epochs/s per chunk size: {what}"
+
+
+PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "fp32": {"t4": 8.1, "v100": 15.7, "a100": 19.5, "a10g": 31.2, "l4": 30.3, "l40s": 91.6,
+             "h100": 67.0, "h200": 67.0},
+    "bf16": {"t4": 65.0, "v100": 125.0, "a100": 312.0, "a10g": 125.0, "l4": 121.0,
+             "l40s": 362.0, "h100": 989.0, "h200": 989.0},
+}
+"""Peak dense throughput of each GPU kind, from NVIDIA's datasheets: fp32 on the CUDA cores
+(the recipe's fp32, TF32 off), and for ``--amp`` bf16 on the tensor cores (fp16 on a T4 or a
+V100, which have no bf16 and train fp16 with loss scaling)."""
+
+
+def scaled_rate(kind: str, precision: str, rates: pd.DataFrame, ref: str = "h100"
+                ) -> tuple[Callable[[int], float], str] | None:
+    """An estimate for a GPU kind never measured: ``ref``'s measured rate per chunk size
+    (:func:`rate_on`) times the ratio of the two kinds' :data:`PEAK_TFLOPS`, and a line
+    saying so; None without a peak for both or a measurement of ``ref``."""
+    peaks, got = PEAK_TFLOPS.get(precision, {}), rate_on(ref, precision, rates)
+    if kind not in peaks or ref not in peaks or got is None:
+        return None
+    at, f = got[0], peaks[kind] / peaks[ref]
+    return (lambda m: at(m) * f), (
+        f"an estimate, never measured on {kind} in {precision}: the {ref.upper()}'s measured "
+        f"rate per chunk size times the two GPUs' peak {precision} throughput, "
+        f"{peaks[kind]:g} / {peaks[ref]:g} TFLOP/s (datasheets)")
+
+
+def rate_for(kind: str, precision: str, rates: pd.DataFrame
+             ) -> tuple[Callable[[int], float], str] | None:
+    """:func:`rate_on` where ``kind`` was measured, else :func:`scaled_rate`."""
+    return rate_on(kind, precision, rates) or scaled_rate(kind, precision, rates)

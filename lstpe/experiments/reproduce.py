@@ -369,15 +369,15 @@ def _device_kind(device: str | None) -> str:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print what the parts cost, what is left of them here, and the minutes that leaves on
     ``--device`` at a measured rate (an assumed one, labelled so, where none was measured)."""
-    from lstpe.experiments.plan import TARGET_RATE, measured_rates, plan_table, rate_on
+    from lstpe.experiments.plan import TARGET_RATE, measured_rates, plan_table, rate_for
 
     asked = _parts(args)
     _check_parts(asked)
     parts = [p for p in asked if p in REGISTRY]
     out = Path(args.out) if args.out else res.results_root() / args.scale
     kind, precision = _device_kind(args.device), "bf16" if args.amp else "fp32"
-    measured = None if args.rate is not None else rate_on(kind, precision,
-                                                          measured_rates(repo_root()))
+    measured = None if args.rate is not None else rate_for(kind, precision,
+                                                           measured_rates(repo_root()))
     rate = TARGET_RATE if args.rate is None else args.rate
     table = plan_table(parts, args.scale, rate=rate, memory_gib=args.memory_gib,
                        stored=stored_models(parts, args, out),
