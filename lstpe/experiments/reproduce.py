@@ -389,7 +389,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"{int(table['to_train'].sum())} of "
           f"{int(table['models'].sum())} models, {left:,} of "
           f"{int(table['model_epochs'].sum()):,} model-epochs; {total:.1f} min of training on "
-          f"{kind} ({precision})")
+          f"{kind} ({'fp16' if kind in ('t4', 'v100') and args.amp else precision})")
     if measured:
         print(f"rate: {measured[1]}")
     else:
