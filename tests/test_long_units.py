@@ -80,7 +80,7 @@ def test_the_mechanisms_last_leg_keeps_a_shallow_clone_small():
 def test_segments_join_into_the_whole_run(short, tmp_path):
     assert train(6, tmp_path)
     for u in UNITS:
-        assert [s.path.name for s in mf.segments(u.path(tmp_path))] == ["e0002", "e0004", "e0006"]
+        assert [s.epoch for s in mf.segments(u.path(tmp_path))] == [2, 4, 6]
         folder = u.path(tmp_path)  # one model folder: one history, a snapshot per segment
         assert sorted(p.name for p in folder.iterdir()) == ["history.csv", "manifest.json",
                                                             "snapshots"]
@@ -131,7 +131,7 @@ def test_a_chunk_without_its_checkpoint_is_refused_not_retrained(short, tmp_path
     # the hint never promises a checkpoint git never held (segments without one)
     assert "none was ever written" in str(e.value)
     assert "git checkout -- results/long)" not in str(e.value)
-    assert [s.path.name for s in mf.segments(UNITS[0].path(tmp_path))] == ["e0002"]  # untouched
+    assert [s.epoch for s in mf.segments(UNITS[0].path(tmp_path))] == [2]  # untouched
 
 
 def test_segments_another_trajectory_published_past_a_checkpoint_are_reported(short, tmp_path):
@@ -152,7 +152,7 @@ def test_segments_another_trajectory_published_past_a_checkpoint_are_reported(sh
     problems = rs.chunk_problems(chunk(6), here)
     assert len(problems) == 2  # one per unit
     assert all("past the resume checkpoint" in p and "epoch 1" in p for p in problems)
-    assert str(unit.path(here) / "e0004") in problems[0]
+    assert f"the segment to epoch 4 of {unit.path(here)}" in problems[0]
 
 
 def test_the_resume_folder_is_tracked_by_git(tmp_path):
@@ -181,7 +181,8 @@ def test_a_broken_chain_is_refused(short, tmp_path):
     path.write_text(json.dumps(stg.seal_manifest(man)))
     with pytest.raises(res.DamagedFileError, match="does not follow"):
         lu.load_long(u, tmp_path)
-    assert any("e0004 does not follow" in p for p in rs.chunk_problems(chunk(6), tmp_path))
+    assert any("segment to epoch 4 of" in p and "does not follow" in p
+               for p in rs.chunk_problems(chunk(6), tmp_path))
 
 
 def test_a_target_already_reached_trains_nothing(short, tmp_path):

@@ -91,9 +91,9 @@ def copy(base: Path, dst: Path) -> Path:
     return dst
 
 
-def seg(unit: lu.LongUnit, epoch: int, results: Path) -> Path:
+def seg(unit: lu.LongUnit, epoch: int, results: Path) -> str:
     """How messages name the unit's segment to ``epoch``."""
-    return unit.path(results) / f"e{epoch:04d}"
+    return f"the segment to epoch {epoch} of {unit.path(results)}"
 
 
 def segment_at(unit: lu.LongUnit, epoch: int, results: Path) -> mf.Segment:
@@ -189,7 +189,7 @@ def test_a_chunk_at_its_target_with_a_last_segment_missing_is_named_not_picked_f
         pytest.fail(f"campaign run did not return within 150 s:\n{out[-2000:]}")
     assert proc.returncode == 0 and "RETURNED" in out, out
     assert "long: training" not in out
-    assert UNITS[1].key in out and "e0006" in out, out
+    assert UNITS[1].key in out and "segment to epoch 6" in out, out
 
 
 # --------------------------------------------------------------------------- 2: damaged ckpt
@@ -276,7 +276,7 @@ def test_a_unit_whose_last_segment_is_gone_is_named_before_training(short, bases
     results = copy(bases[0], tmp_path)
     shutil.rmtree(UNITS[1].path(results))
     before = checkpoint_bytes(results)
-    with pytest.raises(res.RunDirError, match=f"{re.escape(UNITS[1].key)}.*e0002"):
+    with pytest.raises(res.RunDirError, match=f"{re.escape(UNITS[1].key)}.*epoch 2"):
         train(6, results)
     assert checkpoint_bytes(results) == before
     assert published(UNITS[0], results) == [2]

@@ -203,7 +203,7 @@ class SegmentWriter:
         segs = {s.epoch: s for s in mf.segments(unit.path(self.results_dir))}
         lo = epoch - lu.SEGMENT
         if lo > 0 and lo not in segs:
-            raise rs.LongChunkError(f"the segment {folder / f'e{lo:04d}'} of {unit.key} is "
+            raise rs.LongChunkError(f"the segment to epoch {lo} of {folder} ({unit.key}) is "
                                     f"missing: the segment to epoch {epoch} cannot name it; "
                                     f"{lu.restore_hint(folder)}")
         stage = self._stage(i, unit, epoch, lo, history, segs[lo].checksum if lo > 0 else None)
@@ -269,7 +269,7 @@ class SegmentWriter:
         if not diff:
             shutil.rmtree(stage)
             self.published.setdefault(unit.key, {})[str(epoch)] = seg.checksum
-            self.log(f"long: kept {seg.path}, published before an interruption (equal to the "
+            self.log(f"long: kept {seg.name}, published before an interruption (equal to the "
                      "segment recomputed here)")
             return
         aside = lu.long_root(self.results_dir) / ".work" / "conflicts" / \
@@ -277,7 +277,7 @@ class SegmentWriter:
         aside.parent.mkdir(parents=True, exist_ok=True)
         stage.rename(aside)
         raise rs.SegmentConflictError(
-            f"the segment {seg.path} is already published and differs from the one this run "
+            f"{seg.name} is already published and differs from the one this run "
             f"recomputed from the chunk's resume checkpoint (in {', '.join(diff)}): it belongs "
             "to another trajectory (another machine's, or a replaced segment), and going on "
             f"would splice two trajectories. {seg.folder} is kept as it is; the recomputed "

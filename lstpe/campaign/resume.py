@@ -188,22 +188,22 @@ def _unit_problems(unit: lu.LongUnit, results_dir: str | Path | None, at: int, c
     prev_sha, prev_to, ahead = None, 0, False
     end = at // lu.SEGMENT * lu.SEGMENT + lu.SEGMENT  # the end of the checkpoint's open segment
     for seg in mf.segments(folder, man):
-        info, p = seg.manifest.get("long") or {}, seg.path
+        info, p = seg.manifest.get("long") or {}, seg.name
         if info.get("unit") != unit.key:
-            out.append(f"the segment {p} holds {info.get('unit')}, not {unit.key}: "
+            out.append(f"{p} holds {info.get('unit')}, not {unit.key}: "
                        f"{lu.restore_hint(folder)}")
         elif info.get("from_epoch") != prev_to or info.get("previous") != prev_sha:
-            out.append(f"the segment {p} does not follow the segment before it (it names "
+            out.append(f"{p} does not follow the segment before it (it names "
                        "another one: a replaced segment, two trajectories spliced); "
                        f"{lu.restore_hint(folder)}")
         mine = recorded.get(str(seg.epoch))
         if mine is not None and mine != seg.checksum:
-            out.append(f"the segment {p} is not the one the trajectory of {ckpt} published "
+            out.append(f"{p} is not the one the trajectory of {ckpt} published "
                        "(its manifest checksum differs: replaced, e.g. by a copy from another "
                        f"machine); the checkpoint cannot continue it: {lu.restore_hint(folder)}")
         if here and mine is None and seg.epoch > end and not ahead:
             ahead = True  # (one line per unit: its later segments are the same story)
-            out.append(f"the segment {p} is past the resume checkpoint {ckpt} (epoch {at}), "
+            out.append(f"{p} is past the resume checkpoint {ckpt} (epoch {at}), "
                        "which did not publish it: another trajectory trained "
                        f"{unit.key} past the checkpoint, and resuming would splice the two. "
                        f"Keep one: move {ckpt.parent} out of results/ to keep {folder} as "
@@ -214,7 +214,7 @@ def _unit_problems(unit: lu.LongUnit, results_dir: str | Path | None, at: int, c
         prev_sha, prev_to = seg.checksum, info.get("to_epoch")
     need = at // lu.SEGMENT * lu.SEGMENT
     if need > prev_to:
-        out.append(f"{unit.key}: the segment {folder / f'e{need:04d}'} is missing from "
+        out.append(f"{unit.key}: the segment to epoch {need} is missing from "
                    f"{folder} (it ends at epoch {prev_to}), but the resume checkpoint {ckpt} "
                    f"is at epoch {at}, past it: it cannot be published again from the "
                    f"checkpoint; {lu.restore_hint(folder)}")

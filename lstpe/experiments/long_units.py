@@ -249,7 +249,7 @@ def load_model(folder: Path, key: str) -> dict[str, Any] | None:
         if info.get("from_epoch") != prev_to or info.get("previous") != prev_sha \
                 or info.get("unit") != key:
             raise res.DamagedFileError(
-                f"the segment {seg.path} does not follow the segment before it (expected unit "
+                f"{seg.name} does not follow the segment before it (expected unit "
                 f"{key} from epoch {prev_to}); the chain of {folder} is broken: "
                 f"{restore_hint(folder)}")
         if mf.stg.manifest_checksum(seg.manifest) != seg.checksum:
@@ -281,7 +281,7 @@ def segment_run(seg: mf.Segment) -> res.Run:
                                    f"epoch {seg.epoch} differ from those it was published with; "
                                    f"{restore_hint(seg.folder)}")
     return res.Run(mf.read_history(data, seg.folder / "history.csv"), seg.manifest, {}, {},
-                   path=seg.path, source="stored")
+                   path=seg.folder, source="stored")
 
 
 def published_epoch(unit: LongUnit, results_dir: str | Path | None = None) -> int:

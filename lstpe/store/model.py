@@ -58,9 +58,9 @@ class Segment:
         return int(self.manifest["long"]["to_epoch"])
 
     @property
-    def path(self) -> Path:
-        """How messages name it: ``<model>/e<NNNN>`` (the folder it was published as)."""
-        return self.folder / f"e{self.epoch:04d}"
+    def name(self) -> str:
+        """How messages name it: ``the segment to epoch N of <model folder>``."""
+        return f"the segment to epoch {self.epoch} of {self.folder}"
 
     @property
     def checksum(self) -> str:
