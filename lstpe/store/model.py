@@ -198,6 +198,12 @@ def segment_problems(folder: Path, man: dict[str, Any]) -> list[str]:
     return out
 
 
+def _history_record(data: bytes) -> dict[str, Any]:
+    """The manifest's record of ``history.csv`` holding ``data`` (a header, then rows)."""
+    return {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+            "rows": data.count(b"\n") - 1}
+
+
 def append_segment(folder: str | Path, stage: str | Path, unit: str,
                    tmp_dir: str | Path | None = None) -> Segment:
     """Publish the verified segment folder ``stage`` (``history.csv``, ``artifacts.pt``,
@@ -236,8 +242,7 @@ def append_segment(folder: str | Path, stage: str | Path, unit: str,
                      tmp_dir)
     stg.atomic_write(folder / "history.csv", lambda p: p.write_bytes(data), tmp_dir)
     files = {**man["files"], snap: stg.file_record(folder / snap),
-             "history.csv": {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-                             "rows": data.count(b"\n") - 1}}
+             "history.csv": _history_record(data)}
     out = {**man, "epoch": int(info["to_epoch"]), "files": files,
            "segments": [*man["segments"], {"lines": len(lines), "snapshot": snap,
                                            "manifest": smn}]}
@@ -267,8 +272,7 @@ def truncate(folder: str | Path, epoch: int, aside: str | Path) -> None:
     data = b"".join(lines[: 1 + (keep[-1].lines[1] if keep else 0)])
     files = {k: v for k, v in man["files"].items()
              if not k.startswith("snapshots/") or k in {s.snapshot for s in keep}}
-    files["history.csv"] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-                            "rows": data.count(b"\n") - 1}
+    files["history.csv"] = _history_record(data)
     out = {**man, "epoch": epoch, "files": files, "segments": man["segments"][: len(keep)]}
     out.pop(stg.MANIFEST_HASH_KEY, None)
     # the manifest first: killed before history.csv is cut, the file starts with the bytes
